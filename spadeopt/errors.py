@@ -1,0 +1,59 @@
+"""One error hierarchy for spadeopt.
+
+Every message names what was involved (app, operator, PE, file), what was expected,
+what was found, and what to do. The CLI maps ``SpadeoptError`` to exit code 2 for
+bad input and prints the message without a traceback.
+"""
+
+from __future__ import annotations
+
+
+class SpadeoptError(Exception):
+    """Root of all errors spadeopt raises on purpose."""
+
+    exit_code = 2
+
+
+class UsageError(SpadeoptError):
+    """A command-line argument or API parameter is invalid."""
+
+
+class GraphError(SpadeoptError):
+    """An application graph is invalid. Carries every problem found, not just the first."""
+
+    def __init__(self, app: str, problems: list[str]) -> None:
+        self.app = app
+        self.problems = list(problems)
+        lines = "\n".join(f"  - {p}" for p in self.problems)
+        n = len(self.problems)
+        super().__init__(f"app '{app}' is invalid ({n} problem{'s' if n != 1 else ''}):\n{lines}")
+
+
+class PlanError(SpadeoptError):
+    """A physical plan (partition + placement) is invalid for its app."""
+
+
+class CodegenError(SpadeoptError):
+    """Generated code failed to render or compile."""
+
+
+class ProfileError(SpadeoptError):
+    """A raw profile, refined profile or calibration file is missing, corrupt or stale."""
+
+
+class OptimizeError(SpadeoptError):
+    """The optimizer cannot produce a plan under the given constraints."""
+
+
+class PlacementInfeasible(OptimizeError):
+    """The PEs do not fit on the declared nodes x cores."""
+
+
+class EnvironmentProblem(SpadeoptError):
+    """Something the machine lacks (Java 17, a writable directory, ...)."""
+
+
+class RunError(SpadeoptError):
+    """A job failed while running: an operator raised, a PE died, Spark aborted."""
+
+    exit_code = 1
