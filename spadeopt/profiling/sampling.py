@@ -1,0 +1,527 @@
+"""Runtime side of profiling: stride sampling, reservoirs, per-point recorders.
+
+Paper §3.1-3.2 (digest 003 §3): every submit signal (operator output port, PE input
+port) and every non-main thread is an instrumentation point. Metrics are collected
+only for every ``1/s``-th tuple (stride sampling) and each metric keeps a uniform random
+subset of at most ``S`` collected values (reservoir sampling).
+
+How the generated PE code uses this module. The hot path keeps, per point, an integer
+countdown and handles it inline; it calls into this module only when a sample is due,
+that is about once every ``1/s`` tuples::
+
+    rec = prof.point(PointKey("B", "out0", "out"), subscribers=("C.in0", "D.in0"))
+    cd = rec.countdown                      # once, at PE start
+    ...
+    cd -= len(batch)
+    if cd > 0:
+        submit(batch)
+    else:                                   # sampled: three timers (paper Fig. 3)
+        t0 = thread_time_ns()
+        p0 = thread_time_ns(); C_in0(batch); p1 = thread_time_ns(); D_in0(batch)
+        p2 = thread_time_ns()
+        cd = rec.sample_submit(cd, batch, p2 - t0, (p1 - p0, p2 - p1))
+    ...
+    rec.close(cd)                           # once, at end of stream
+
+A recorder is not thread-safe. A point whose submit can run in several threads must be
+called under the lock that already guards the operator (codegen inserts one wherever
+an operator is shared by threads); the countdown variable needs the same lock.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import random
+import time
+from collections.abc import Callable, Sequence
+from fractions import Fraction
+from pathlib import Path
+from typing import Any, Final, NamedTuple
+
+import msgpack
+
+from spadeopt.errors import ProfileError, UsageError
+from spadeopt.profiling.records import SampleRecord, pe_file, write_pe_samples
+
+DEFAULT_SAMPLE_RATE: Final = 0.001
+DEFAULT_RESERVOIR_SIZE: Final = 5000
+
+DIRECTIONS: Final = ("in", "out", "thread")
+
+Sample = tuple[float, float]
+"""A timestamped sample: (wall-clock seconds from ``time.time()``, value)."""
+
+
+def _fraction_of(s: object) -> Fraction:
+    """Validate a sampling fraction and return it as an exact fraction of its decimal form."""
+    if isinstance(s, bool) or not isinstance(s, int | float | Fraction):
+        msg = f"sampling fraction s must be a number in (0, 1]; got {s!r}"
+        raise UsageError(msg)
+    if isinstance(s, float) and not math.isfinite(s):
+        msg = f"sampling fraction s must be a number in (0, 1]; got {s!r}"
+        raise UsageError(msg)
+    # repr() of a float is the shortest decimal that reads back as the same float, so
+    # s=0.001 becomes exactly 1/1000 rather than the binary approximation.
+    frac = Fraction(repr(float(s))) if isinstance(s, float) else Fraction(s)
+    if not 0 < frac <= 1:
+        msg = (
+            f"sampling fraction s must be in (0, 1] (1 = every tuple, 0.001 = one in "
+            f"1000); got {s!r}"
+        )
+        raise UsageError(msg)
+    return frac
+
+
+def stride_of(s: float) -> int:
+    """Return the nominal stride ``1/s`` rounded half up: one sample every that many tuples.
+
+    Raises ``UsageError`` unless ``0 < s <= 1``.
+
+    >>> stride_of(0.001), stride_of(1), stride_of(0.3)
+    (1000, 1, 3)
+    """
+    frac = _fraction_of(s)
+    return math.floor(1 / frac + Fraction(1, 2))
+
+
+class StrideSampler:
+    """Count-based stride sampling over batches: exactly ``floor(n*s)`` samples of n tuples.
+
+    The j-th sample (j = 1, 2, ...) is taken at the tuple with 1-based cumulative index
+    ``ceil(j/s)``, ``s`` read as the exact decimal it was written as. So after n tuples
+    ``floor(n*s)`` samples have been taken, however the tuples were batched. When
+    ``1/s`` is an integer this is exactly one sample every ``stride_of(s)`` tuples;
+    otherwise the gaps alternate between ``floor(1/s)`` and ``ceil(1/s)`` so that the
+    long-run fraction is ``s`` itself (rounding the stride would give ``1/stride_of(s)``).
+
+    A batch of k tuples yields one sample per boundary crossed, usually 0 or 1, but
+    several when ``k > 1/s``. ``advance`` returns the offsets inside the batch of the
+    sampled tuples. Per-tuple quantities that can only be measured per batch (CPU time)
+    are recorded as ``batch total / k`` once per sampled tuple, so every tuple has the
+    same chance of being represented, and a reservoir mean estimates the mean over tuples
+    (total CPU / total tuples), which is what the refinement's ``c * t`` needs.
+
+    The countdown protocol: ``countdown`` is what the generated code decrements by
+    ``len(batch)``; when the result is ``<= 0`` it calls ``advance(cd, len(batch))``,
+    which re-arms ``countdown``. ``offer(k)`` does both, for tests and pure-Python callers.
+    """
+
+    __slots__ = ("_num", "_den", "seen", "taken", "countdown", "_seen_at_arm", "_cd")
+
+    def __init__(self, s: float) -> None:
+        frac = _fraction_of(s)
+        self._num = frac.numerator
+        self._den = frac.denominator
+        self.seen = 0
+        """Tuples accounted for so far (exact at each ``advance``)."""
+        self.taken = 0
+        """Samples taken so far."""
+        self._seen_at_arm = 0
+        self.countdown = self._boundary(1)
+        """Tuples left until the next sample, as last armed."""
+        self._cd = self.countdown  # the running countdown of ``offer``
+
+    def _boundary(self, j: int) -> int:
+        """1-based cumulative index of the tuple taken as the j-th sample: ceil(j/s)."""
+        return -((-j * self._den) // self._num)
+
+    def total(self, cd: int) -> int:
+        """Tuples seen in all, given the generated code's current countdown ``cd``."""
+        return self._seen_at_arm + self.countdown - cd
+
+    def advance(self, cd: int, k: int) -> range | list[int]:
+        """Account for tuples up to ``cd``; return the in-batch offsets of the sampled tuples.
+
+        ``cd`` is the countdown after the generated code subtracted the last batch's
+        length ``k``. Returns an empty range if no boundary was crossed (``cd > 0``).
+        """
+        seen = self._seen_at_arm + self.countdown - cd
+        due = seen * self._num // self._den - self.taken
+        first = self.taken + 1
+        self.taken += due
+        self.seen = seen
+        self._seen_at_arm = seen
+        self.countdown = self._boundary(self.taken + 1) - seen
+        if due <= 0:
+            return range(0)
+        start = seen - k  # cumulative index of the tuple before the batch
+        if due == 1:
+            return [self._boundary(first) - start - 1]
+        return [self._boundary(j) - start - 1 for j in range(first, first + due)]
+
+    def offer(self, k: int) -> range | list[int]:
+        """Reference path: take a batch of ``k`` tuples, return the sampled offsets."""
+        self._cd -= k
+        if self._cd > 0:
+            self.seen += k
+            return range(0)
+        offsets = self.advance(self._cd, k)
+        self._cd = self.countdown
+        return offsets
+
+
+def _check_size(size: object) -> None:
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        msg = f"reservoir size S must be an integer >= 1; got {size!r}"
+        raise UsageError(msg)
+
+
+class Reservoir:
+    """Reservoir sampling, Vitter's Algorithm R: a uniform sample of at most ``size`` values.
+
+    The i-th value offered (0-based) is kept with probability ``S/(i+1)``, replacing a
+    uniformly chosen slot. This deviates from the paper's printed ``S/i``, which is an
+    off-by-one for 0-based ``i`` (the value at i = S would always enter, and the first S
+    values end up under-represented); with ``S/(i+1)`` every value offered so far is in
+    the reservoir with probability exactly ``min(1, S/seen)``.
+
+    >>> r = Reservoir(2, random.Random(0))
+    >>> for v in "abc":
+    ...     r.add(v)
+    >>> len(r.values), r.seen
+    (2, 3)
+    """
+
+    __slots__ = ("size", "values", "seen", "_rng")
+
+    def __init__(self, size: int, rng: random.Random) -> None:
+        _check_size(size)
+        self.size = size
+        self.values: list[Any] = []
+        self.seen = 0
+        self._rng = rng
+
+    def add(self, value: Any) -> None:
+        """Offer one value."""
+        i = self.seen
+        self.seen = i + 1
+        if i < self.size:
+            self.values.append(value)
+            return
+        j = self._rng.randrange(i + 1)
+        if j < self.size:
+            self.values[j] = value
+
+
+class _Cumulative:
+    """Samples of a cumulative quantity: a reservoir plus the exact first and last sample."""
+
+    __slots__ = ("reservoir", "first", "last")
+
+    def __init__(self, reservoir: Reservoir) -> None:
+        self.reservoir = reservoir
+        self.first: Sample | None = None
+        self.last: Sample | None = None
+
+    def add(self, sample: Sample) -> None:
+        if self.first is None:
+            self.first = sample
+        self.last = sample
+        self.reservoir.add(sample)
+
+    def kept(self) -> list[Sample]:
+        """Reservoir contents plus first and last, each sample once."""
+        out = list(self.reservoir.values)
+        ids = {id(s) for s in out}
+        for s in (self.first, self.last):
+            if s is not None and id(s) not in ids:
+                ids.add(id(s))
+                out.append(s)
+        return out
+
+
+class PointKey(NamedTuple):
+    """Identifies an instrumentation point within an app.
+
+    ``dir`` is ``"out"`` (operator output port: its submit signal), ``"in"`` (PE input
+    port, i.e. an exposed operator input port), or ``"thread"`` (a non-main thread of
+    operator ``op``; ``port`` is then the thread's label chosen by codegen).
+    """
+
+    op: str
+    port: str
+    dir: str
+
+
+def msgpack_size(tup: object) -> int:
+    """Bytes of one tuple as msgpack encodes it: the default tuple-size estimator."""
+    try:
+        return len(msgpack.packb(tup, use_bin_type=True))
+    except (TypeError, ValueError, OverflowError) as e:
+        msg = (
+            f"cannot measure the size of a tuple of type {type(tup).__name__} with msgpack "
+            f"({e}); tuples must be msgpack-encodable, or pass sizeof= to Profiler"
+        )
+        raise ProfileError(msg) from e
+
+
+def _rng_for(seed: int, key: PointKey, sub: str | None, metric: str) -> random.Random:
+    """A reservoir's own RNG, derived from the run seed and what it samples (not the PE).
+
+    Not keyed by PE so that the same seed gives the same random choices for an operator's
+    port whatever the fusion.
+    """
+    text = "\x1f".join((str(seed), key.op, key.port, key.dir, sub or "", metric))
+    digest = hashlib.sha256(text.encode()).digest()
+    return random.Random(int.from_bytes(digest[:8], "big"))
+
+
+_NS = 1e-9
+
+
+class MetricRecorder:
+    """Samples of one instrumentation point; the generated code calls one ``sample_*`` method.
+
+    Metrics, each a list of timestamped ``(ts, value)`` samples:
+
+    ``count``
+        Cumulative tuples through the point at sample time. One sample per call. The
+        exact first and last samples are kept besides the reservoir, for
+        ``c = (count_last - count_first) / (ts_last - ts_first)``.
+    ``size``
+        Bytes of the sampled tuple (``sizeof``, msgpack length by default); one per
+        sampled tuple.
+    ``submit_cpu``
+        ``out`` only: CPU seconds per tuple of the whole submit (all process calls).
+    ``process_cpu``
+        ``out``: one series per subscriber ``"op.port"`` listed at creation, CPU seconds
+        per tuple of that subscriber's process call. ``in``: the PE input port's own
+        process call (subscriber ``None``).
+    ``thread_cpu``
+        ``thread`` only: cumulative CPU seconds of the thread; first and last kept, for
+        ``b = dCPU / dwall``. Not stride-sampled: codegen calls it at thread start, at
+        the thread's sampled submits, and at thread end.
+    ``total``
+        Set by ``close``: all tuples through the point, at end of stream (one sample).
+        Lets refinement estimate rates of ports that got fewer than two stride samples.
+
+    CPU values are per tuple: the timed call's total divided by ``len(batch)``.
+    """
+
+    __slots__ = (
+        "key",
+        "subscribers",
+        "_stride",
+        "_sizeof",
+        "_count",
+        "_size",
+        "_submit",
+        "_process",
+        "_thread",
+        "_total",
+    )
+
+    def __init__(
+        self,
+        key: PointKey,
+        subscribers: tuple[str, ...],
+        sample_rate: float,
+        reservoir_size: int,
+        seed: int,
+        sizeof: Callable[[object], int],
+    ) -> None:
+        def res(metric: str, sub: str | None = None) -> Reservoir:
+            return Reservoir(reservoir_size, _rng_for(seed, key, sub, metric))
+
+        self.key = key
+        self.subscribers = subscribers
+        self._stride = StrideSampler(sample_rate)
+        self._sizeof = sizeof
+        self._count = _Cumulative(res("count"))
+        self._size = res("size")
+        self._submit = res("submit_cpu")
+        subs: tuple[str | None, ...] = subscribers if key.dir == "out" else (None,)
+        self._process = [res("process_cpu", sub) for sub in subs]
+        self._thread = _Cumulative(res("thread_cpu"))
+        self._total: Sample | None = None
+
+    @property
+    def countdown(self) -> int:
+        """The countdown the generated code starts from (tuples until the first sample)."""
+        return self._stride.countdown
+
+    def _sample_batch(self, cd: int, batch: Sequence[Any]) -> tuple[float, range | list[int]]:
+        k = len(batch)
+        offsets = self._stride.advance(cd, k)
+        ts = time.time()
+        if offsets:
+            self._count.add((ts, self._stride.seen))
+            sizeof = self._sizeof
+            add = self._size.add
+            for i in offsets:
+                add((ts, sizeof(batch[i])))
+        return ts, offsets
+
+    def sample_submit(
+        self, cd: int, batch: Sequence[Any], submit_ns: int, process_ns: Sequence[int] = ()
+    ) -> int:
+        """Record a sampled submit on an ``out`` point; return the re-armed countdown.
+
+        ``cd``: the countdown after subtracting ``len(batch)`` (``<= 0``). ``submit_ns``:
+        thread CPU ns of the whole submit. ``process_ns``: thread CPU ns of each
+        subscriber's process call, in the order of ``subscribers``.
+        """
+        if self.key.dir != "out" or len(process_ns) != len(self.subscribers):
+            self._misuse("sample_submit", f" with {len(process_ns)} process timing(s)")
+        ts, offsets = self._sample_batch(cd, batch)
+        if offsets:
+            per = _NS / len(batch)
+            n = len(offsets)
+            _add_n(self._submit, (ts, submit_ns * per), n)
+            for res, ns in zip(self._process, process_ns, strict=True):
+                _add_n(res, (ts, ns * per), n)
+        return self._stride.countdown
+
+    def sample_process(self, cd: int, batch: Sequence[Any], process_ns: int) -> int:
+        """Record a sampled process call on an ``in`` point; return the re-armed countdown."""
+        if self.key.dir != "in":
+            self._misuse("sample_process")
+        ts, offsets = self._sample_batch(cd, batch)
+        if offsets:
+            _add_n(self._process[0], (ts, process_ns * _NS / len(batch)), len(offsets))
+        return self._stride.countdown
+
+    def sample_thread(self, cpu_ns: int | None = None) -> None:
+        """Record the calling thread's cumulative CPU time (``time.thread_time_ns()``)."""
+        if self.key.dir != "thread":
+            self._misuse("sample_thread")
+        if cpu_ns is None:
+            cpu_ns = time.thread_time_ns()
+        self._thread.add((time.time(), cpu_ns * _NS))
+
+    def close(self, cd: int) -> None:
+        """End of stream on a port point: record ``total`` from the current countdown."""
+        if self.key.dir == "thread":
+            self._misuse("close")
+        self._total = (time.time(), self._stride.total(cd))
+
+    def _misuse(self, method: str, detail: str = "") -> None:
+        k = self.key
+        msg = (
+            f"{method} called on point {k.op}.{k.port} (dir={k.dir!r}, "
+            f"{len(self.subscribers)} subscriber(s)){detail}; out points take "
+            f"sample_submit with one timing per subscriber, in points sample_process, "
+            f"thread points sample_thread, and only port points close: a codegen bug"
+        )
+        raise UsageError(msg)
+
+    def samples(self) -> list[tuple[str | None, str, Sample]]:
+        """Kept samples as ``(subscriber, metric, (ts, value))``, in a stable order."""
+        out: list[tuple[str | None, str, Sample]] = []
+
+        def put(sub: str | None, metric: str, samples: list[Sample]) -> None:
+            out.extend((sub, metric, s) for s in sorted(samples))
+
+        if self.key.dir == "thread":
+            put(None, "thread_cpu", self._thread.kept())
+            return out
+        put(None, "count", self._count.kept())
+        put(None, "size", self._size.values)
+        if self.key.dir == "out":
+            put(None, "submit_cpu", self._submit.values)
+            for sub, res in zip(self.subscribers, self._process, strict=True):
+                put(sub, "process_cpu", res.values)
+        else:
+            put(None, "process_cpu", self._process[0].values)
+        if self._total is not None:
+            put(None, "total", [self._total])
+        return out
+
+
+def _add_n(res: Reservoir, sample: Sample, n: int) -> None:
+    if n == 1:
+        res.add(sample)
+        return
+    for _ in range(n):
+        res.add(sample)
+
+
+def _check_name(what: str, value: object) -> None:
+    if not isinstance(value, str) or not value:
+        msg = f"{what} must be a non-empty string; got {value!r}"
+        raise UsageError(msg)
+
+
+class Profiler:
+    """The registry of one PE's instrumentation points.
+
+    ``seed`` is the run's recorded seed; each reservoir gets its own ``random.Random``
+    derived from ``(seed, point key, subscriber, metric)``, so a run is reproducible and
+    an operator's reservoirs make the same choices whichever PE it is fused into.
+    """
+
+    def __init__(
+        self,
+        pe: str,
+        *,
+        sample_rate: float = DEFAULT_SAMPLE_RATE,
+        reservoir_size: int = DEFAULT_RESERVOIR_SIZE,
+        seed: int = 0,
+        sizeof: Callable[[object], int] = msgpack_size,
+    ) -> None:
+        pe_file(pe)  # validates the id: it names the PE's sample file
+        _fraction_of(sample_rate)
+        _check_size(reservoir_size)
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            msg = f"profiling seed must be an integer; got {seed!r}"
+            raise UsageError(msg)
+        self.pe = pe
+        self.sample_rate = sample_rate
+        self.reservoir_size = reservoir_size
+        self.seed = seed
+        self._sizeof = sizeof
+        self._points: dict[PointKey, MetricRecorder] = {}
+
+    def point(self, key: PointKey, subscribers: Sequence[str] = ()) -> MetricRecorder:
+        """Return the recorder of ``key``, creating it on first use.
+
+        ``subscribers`` (``out`` points only) are the ``"op.port"`` names of the in-PE
+        input ports whose process calls the submit times, in the order in which
+        ``sample_submit`` receives their timings. Asking again for the same key with
+        other subscribers is a ``UsageError``.
+        """
+        key = PointKey(*key)
+        _check_name("operator id", key.op)
+        _check_name("port name", key.port)
+        if key.dir not in DIRECTIONS:
+            msg = f"point {key.op}.{key.port}: dir must be one of {DIRECTIONS}; got {key.dir!r}"
+            raise UsageError(msg)
+        subs = tuple(subscribers)
+        if subs and key.dir != "out":
+            msg = f"point {key.op}.{key.port}: only 'out' points have subscribers; got {subs}"
+            raise UsageError(msg)
+        for sub in subs:
+            if not isinstance(sub, str) or sub.count(".") < 1 or sub.startswith("."):
+                msg = f"point {key.op}.{key.port}: subscriber must be 'op.port'; got {sub!r}"
+                raise UsageError(msg)
+        if len(set(subs)) != len(subs):
+            msg = f"point {key.op}.{key.port}: duplicate subscribers in {subs}"
+            raise UsageError(msg)
+        rec = self._points.get(key)
+        if rec is None:
+            rec = MetricRecorder(
+                key, subs, self.sample_rate, self.reservoir_size, self.seed, self._sizeof
+            )
+            self._points[key] = rec
+        elif rec.subscribers != subs:
+            msg = (
+                f"point {key.op}.{key.port} ({key.dir}) already exists with subscribers "
+                f"{rec.subscribers}; got {subs}"
+            )
+            raise UsageError(msg)
+        return rec
+
+    def dump(self) -> list[SampleRecord]:
+        """All kept samples of this PE, one record each, sorted by point, metric and time."""
+        out: list[SampleRecord] = []
+        for key in sorted(self._points):
+            rec = self._points[key]
+            for sub, metric, (ts, value) in rec.samples():
+                out.append(SampleRecord(self.pe, key.op, key.port, key.dir, sub, metric, ts, value))
+        return out
+
+    def write(self, run_dir: str | os.PathLike[str]) -> Path:
+        """Write ``dump()`` to ``RUN_DIR/raw/<pe>.jsonl`` (atomically); return the path."""
+        return write_pe_samples(run_dir, self.pe, self.dump())
