@@ -1,0 +1,177 @@
+"""GreedyFuse (digest 003 §5.3, Algorithm 1), and ``why_not_merged`` for ``explain``.
+
+Algorithm 1, as implemented::
+
+    P <- initial partitions (one per operator; colocation groups pre-merged)
+    while some pair {Pi, Pj} of P is Mergable:
+        merge the Mergable pair with the largest MergeBenefit
+    return P
+
+``Mergable(Pi, Pj) ≡ Pi ≠ Pj ∧ Underutilized(Pi) ∧ Underutilized(Pj) ∧ Connected(Pi, Pj)
+∧ ¬Saturated(Pi ∪ Pj) ∧ legal(Pi, Pj)``. With ``mergable_rule="either"`` (an ablation,
+not the paper's rule) one underutilized side suffices. ``MergeBenefit = 2 x`` the tuple
+rate of the links between the pair (see :mod:`spadeopt.optimize.cost`); a pair joined only
+by zero-rate links is still Connected and may merge with benefit 0.
+
+Ties on benefit go to the pair whose ``(smaller first member, larger first member)`` is
+lexicographically smallest, where a partition's first member is its smallest operator
+name. Partitions are disjoint, so this is a total order and the result depends only on
+operator names and the profile, never on declaration order.
+
+Implementation: a merge changes neither Rate nor CompLoad of any other partition (the
+links crossing their boundaries still cross), so a pair's Mergable status and benefit are
+fixed for as long as both sides live. Candidates therefore sit in a heap; a merge pushes
+the new partition's pairs and stale entries are skipped when popped. A run costs
+O((n + L) log L) heap operations plus one ``v`` evaluation per candidate, for ``n``
+operators and ``L`` links.
+
+What it does not do: it does not guarantee that no underutilized partition remains (the
+paper says the same), it never splits a partition, and it does no fission: an operator
+that is saturated on its own stays a singleton PE, with a warning.
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import NamedTuple
+
+from spadeopt.errors import UsageError
+from spadeopt.optimize.cost import REL_TOL, PartitionBook, metrics, objective
+from spadeopt.optimize.legality import exclusion_index, fusion_legal, initial_partitions
+from spadeopt.optimize.problem import FusionProblem, fmt_names, fmt_vs
+from spadeopt.optimize.result import FusionResult, MergeStep, canonical, saturation_warnings
+
+MERGABLE_RULES = ("both", "either")
+
+
+class _Candidate(NamedTuple):
+    """A heap entry; tuple order is the merge priority (largest benefit, then names)."""
+
+    neg_benefit: float
+    first: str
+    second: str
+    a: int
+    b: int
+
+
+def greedy_fuse(problem: FusionProblem, *, mergable_rule: str = "both") -> FusionResult:
+    """Partition ``problem``'s operators into PEs with Algorithm 1.
+
+    Returns a :class:`FusionResult` with the partitions, every merge step in order and a
+    warning for each PE that stays saturated (only forced partitions can). Raises
+    ``OptimizeError`` when colocation contradicts exlocation, and ``UsageError`` for an
+    unknown ``mergable_rule``.
+
+    >>> from spadeopt.optimize.problem import LinearCommModel
+    >>> p = FusionProblem.build(["a", "b", "c"], {"a": 0.01, "b": 0.01, "c": 0.01},
+    ...     [("a", "b", 1000.0, 100.0), ("b", "c", 1000.0, 100.0)], LinearCommModel(1e-5))
+    >>> greedy_fuse(p).partitions
+    (('a', 'b', 'c'),)
+    """
+    if mergable_rule not in MERGABLE_RULES:
+        msg = f"mergable_rule must be one of {MERGABLE_RULES}; got {mergable_rule!r}"
+        raise UsageError(msg)
+    initial = initial_partitions(problem)
+    book = PartitionBook(problem, initial, exclusion_index(problem))
+    heap: list[_Candidate] = []
+    for a in book.ids():
+        for b in book.parts[a].nbr:
+            if a < b:
+                _offer(heap, book, a, b, mergable_rule)
+    objective_initial = objective(initial, problem)
+    running = objective_initial
+    steps: list[MergeStep] = []
+    while heap:
+        cand = heapq.heappop(heap)
+        if cand.a not in book.parts or cand.b not in book.parts:
+            continue  # stale: one side was merged since this entry was pushed
+        left, right = book.parts[cand.a].members, book.parts[cand.b].members
+        if min(right) < min(left):
+            left, right = right, left
+        new = book.merge(cand.a, cand.b)
+        running -= -cand.neg_benefit
+        steps.append(MergeStep(left, right, -cand.neg_benefit, running))
+        for k in book.parts[new].nbr:
+            _offer(heap, book, new, k, mergable_rule)
+    partitions = canonical(part.members for part in book.parts.values())
+    return FusionResult(
+        partitions=partitions,
+        objective=objective(partitions, problem),
+        objective_initial=objective_initial,
+        steps=tuple(steps),
+        warnings=saturation_warnings(partitions, problem),
+        method="greedy",
+        mergable_rule=mergable_rule,
+    )
+
+
+def _offer(heap: list[_Candidate], book: PartitionBook, a: int, b: int, rule: str) -> None:
+    """Push the pair ``a``, ``b`` (neighbours) if it is Mergable."""
+    problem = book.problem
+    pa, pb = book.parts[a], book.parts[b]
+    under_a, under_b = pa.util < problem.min_util, pb.util < problem.min_util
+    if not (under_a and under_b if rule == "both" else under_a or under_b):
+        return
+    if pa.groups & pb.groups:
+        return  # illegal: an exlocation or unfusable group would share a PE
+    if book.merged(a, b).comp > problem.max_frac:
+        return
+    first, second = sorted((pa.key, pb.key))
+    heapq.heappush(heap, _Candidate(-2.0 * pa.nbr[b][0], first, second, a, b))
+
+
+def why_not_merged(
+    result: FusionResult, problem: FusionProblem
+) -> dict[tuple[tuple[str, ...], tuple[str, ...]], str]:
+    """For each pair of linked PEs in ``result``, why GreedyFuse did not merge them.
+
+    Keys are ``(pe_i, pe_j)`` with ``pe_i`` before ``pe_j`` in ``result.partitions``;
+    values list every Mergable condition that fails, joined by ``"; "``, e.g.
+    ``"merged load 0.62 would exceed MaxFrac 0.50"``, ``"PE {c} has EffectiveUtil 0.970
+    ≥ MinUtil 0.95"`` or ``"exlocation annotation {a,b}"``. Values are recomputed with
+    the reference functions; differences at the last bits are read in favour of the
+    condition having failed. Uses ``result.mergable_rule``; for results of the exact
+    optimizer, which ignores MinUtil, only legality and MaxFrac are reported.
+    """
+    pe_of = result.pe_of
+    pairs: set[tuple[int, int]] = set()
+    for link in problem.links:
+        if link.src is not None and link.dst is not None:
+            i, j = pe_of[link.src], pe_of[link.dst]
+            if i != j:
+                pairs.add((min(i, j), max(i, j)))
+    sets = [frozenset(p) for p in result.partitions]
+    utils = [metrics(s, problem).effective_util for s in sets]
+    out: dict[tuple[tuple[str, ...], tuple[str, ...]], str] = {}
+    for i, j in sorted(pairs):
+        reasons = []
+        verdict = fusion_legal(sets[i], sets[j], problem)
+        if not verdict.ok:
+            reasons.append(verdict.reason)
+        merged = metrics(sets[i] | sets[j], problem).comp_load
+        if merged >= problem.max_frac * (1.0 - REL_TOL):
+            load, cap = fmt_vs(merged, problem.max_frac)
+            reasons.append(f"merged load {load} would exceed MaxFrac {cap}")
+        if result.method != "exact":  # the exact optimizer ignores MinUtil
+            reasons += _util_reasons(
+                [(sets[i], utils[i]), (sets[j], utils[j])],
+                problem.min_util,
+                result.mergable_rule,
+            )
+        if not reasons:
+            reasons.append("no Mergable condition fails; the optimizer kept them apart")
+        out[(result.partitions[i], result.partitions[j])] = "; ".join(reasons)
+    return out
+
+
+def _util_reasons(
+    sides: list[tuple[frozenset[str], float]], min_util: float, rule: str
+) -> list[str]:
+    full = [(members, util) for members, util in sides if util >= min_util * (1.0 - REL_TOL)]
+    if rule == "either" and len(full) < len(sides):
+        return []
+    reasons = []
+    for members, util in full:
+        shown, limit = fmt_vs(util, min_util)
+        reasons.append(f"PE {fmt_names(members)} has EffectiveUtil {shown} ≥ MinUtil {limit}")
+    return reasons

@@ -1,0 +1,134 @@
+"""May two partitions share a PE? Legality only; whether they should is GreedyFuse's call.
+
+Three annotations constrain fusion (digest §5, DESIGN §6):
+
+* ``colocate`` groups must end up in one PE. They are not checked pairwise: the optimizers
+  start from :func:`initial_partitions`, where every connected group of colocation
+  annotations (groups sharing an operator are joined) is already one partition. A
+  colocated partition is kept even if it is saturated or its members are not linked.
+* ``exlocate`` groups must be spread: no two members of a group in one PE.
+* ``unfusable`` groups (e.g. a feedback loop that would close through a tuple-generating
+  input port inside one PE, digest §2.6) are treated exactly like ``exlocate``.
+
+A colocation that would force two members of an exclusion group together is a
+contradiction in the annotations; :func:`initial_partitions` raises ``OptimizeError``
+naming both annotations.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from spadeopt.errors import OptimizeError, UsageError
+from spadeopt.optimize.problem import FusionProblem, fmt_names
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The answer of :func:`fusion_legal`; ``reason`` says why not (empty when ``ok``)."""
+
+    ok: bool
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class ExclusionGroup:
+    """Operators that must be pairwise in different PEs, and the annotation that says so."""
+
+    kind: str  # "exlocation" or "unfusable"
+    members: frozenset[str]
+
+    def describe(self, together: frozenset[str] = frozenset()) -> str:
+        """``"exlocation annotation {a,b}"``, naming the clashing operators of big groups."""
+        text = f"{self.kind} annotation {fmt_names(self.members, limit=12)}"
+        clash = sorted(together & self.members)
+        if len(self.members) > 2 and len(clash) >= 2:
+            text += f" ({clash[0]} and {clash[1]} would share a PE)"
+        return text
+
+
+def exclusion_groups(problem: FusionProblem) -> tuple[ExclusionGroup, ...]:
+    """The exlocation and unfusable groups, in a canonical order."""
+    groups = {ExclusionGroup("exlocation", g) for g in problem.exlocate}
+    groups |= {ExclusionGroup("unfusable", g) for g in problem.unfusable}
+    return tuple(sorted(groups, key=lambda g: (g.kind, sorted(g.members))))
+
+
+def exclusion_index(problem: FusionProblem) -> dict[str, frozenset[int]]:
+    """Operator -> indices (into :func:`exclusion_groups`) of the groups it belongs to.
+
+    Two partitions that each respect every group may share a PE iff the unions of their
+    members' index sets are disjoint.
+    """
+    acc: dict[str, set[int]] = {}
+    for i, group in enumerate(exclusion_groups(problem)):
+        for op in group.members:
+            acc.setdefault(op, set()).add(i)
+    return {op: frozenset(ix) for op, ix in acc.items()}
+
+
+def fusion_legal(a: frozenset[str], b: frozenset[str], problem: FusionProblem) -> Verdict:
+    """May partitions ``a`` and ``b`` be merged into one PE?
+
+    Illegal when they overlap, or when the union holds two members of one exlocation or
+    unfusable group. The reason names the first such annotation in canonical order, e.g.
+    ``"exlocation annotation {a,b}"``. Colocation is not checked here (see module doc).
+    """
+    unknown = (a | b) - problem.operator_set
+    if unknown:
+        msg = f"fusion_legal: unknown operator(s) {fmt_names(unknown)}"
+        raise UsageError(msg)
+    if a & b:
+        return Verdict(False, f"partitions overlap in {fmt_names(a & b)}")
+    union = a | b
+    for group in exclusion_groups(problem):
+        if len(group.members & union) >= 2:
+            return Verdict(False, group.describe(union))
+    return Verdict(True)
+
+
+def initial_partitions(problem: FusionProblem) -> tuple[frozenset[str], ...]:
+    """Starting partitions: joined colocation groups, every other operator alone.
+
+    Ordered by smallest member name. Raises ``OptimizeError`` listing every colocation
+    that contradicts an exlocation or unfusable annotation.
+    """
+    parent = {op: op for op in problem.operators}
+
+    def find(op: str) -> str:
+        while parent[op] != op:
+            parent[op] = parent[parent[op]]
+            op = parent[op]
+        return op
+
+    for group in problem.colocate:
+        first, *rest = sorted(group)
+        for op in rest:
+            ra, rb = find(first), find(op)
+            if ra != rb:
+                parent[max(ra, rb)] = min(ra, rb)
+    comps: dict[str, set[str]] = {}
+    for op in problem.operators:
+        comps.setdefault(find(op), set()).add(op)
+    parts = tuple(sorted((frozenset(c) for c in comps.values()), key=min))
+    conflicts = [
+        f"colocation {fmt_names(_sources(part, problem), limit=12)} conflicts with "
+        f"{group.describe(part)}"
+        for part in parts
+        if len(part) > 1
+        for group in exclusion_groups(problem)
+        if len(group.members & part) >= 2
+    ]
+    if conflicts:
+        lines = "\n".join(f"  - {c}" for c in conflicts)
+        msg = (
+            f"contradictory fusion annotations:\n{lines}\n"
+            "Operators cannot be both in one PE and in different PEs; remove one annotation."
+        )
+        raise OptimizeError(msg)
+    return parts
+
+
+def _sources(part: frozenset[str], problem: FusionProblem) -> frozenset[str]:
+    """The members of the colocation annotations that built ``part``."""
+    return frozenset().union(*(g for g in problem.colocate if g & part))

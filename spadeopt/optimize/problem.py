@@ -1,0 +1,290 @@
+"""The fusion optimizer's input: operators, their profile, the cost model and annotations.
+
+This module holds data only. A :class:`FusionProblem` is everything GreedyFuse, the exact
+optimizer and ``explain`` need to know about one application (digest 003 §5.1):
+
+* ``operators``: the operator names ``O``;
+* ``load``: the CPU fraction ``u`` of each operator (Equation 1, in cores, so ``u`` may
+  exceed 1 on a multi-core node);
+* ``links``: one :class:`Link` per stream connection (output port -> input port), with
+  its tuple rate and mean tuple size. Two operators may be joined by several links
+  (several streams, or fan-out of one port to several ports of the same operator);
+* ``comm``: the communication-cost mapping ``v(rate, size) -> CPU fraction`` (§4.4);
+* ``max_frac`` / ``min_util``: the paper's MaxFrac (default 0.5) and MinUtil (0.95);
+* ``colocate`` / ``exlocate`` / ``unfusable``: legality annotations (see
+  :mod:`spadeopt.optimize.legality`).
+
+Decisions (digest §5.2 [IMPL] items):
+
+* A link whose ``src`` or ``dst`` is ``None`` is an imported or exported stream. It
+  crosses the boundary of whichever PE holds its operator under every partitioning, so it
+  counts in ``Rate`` but can never be saved by a merge.
+* A self link (``src == dst``) is rejected: an operator's loop back into itself is never
+  an inter-PE stream.
+* Every problem is validated when it is built. All problems found are reported in one
+  :class:`~spadeopt.errors.UsageError`, each naming the bad item.
+
+The problem is immutable; the ``load`` mapping is not copied, so callers must not mutate
+it afterwards. Derived indexes are cached properties.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Protocol, runtime_checkable
+
+from spadeopt.errors import UsageError
+
+DEFAULT_MAX_FRAC = 0.5
+DEFAULT_MIN_UTIL = 0.95
+
+
+@runtime_checkable
+class CommModel(Protocol):
+    """The mapping ``v`` of digest §4.4: CPU fraction spent sending and receiving.
+
+    ``cost(rate, size)`` takes the tuple rate (tuples/s) crossing a PE boundary and the
+    rate-weighted mean tuple size (bytes), and returns a CPU fraction >= 0. It must
+    be deterministic (a pure function of its arguments).
+    """
+
+    def cost(self, rate: float, size: float) -> float:
+        """CPU fraction for ``rate`` tuples/s of ``size`` bytes each."""
+        ...
+
+
+@dataclass(frozen=True)
+class LinearCommModel:
+    """A linear ``v``: ``rate * (per_tuple_s + size * per_byte_s)``.
+
+    ``per_tuple_s`` is the CPU seconds a PE spends per tuple sent or received,
+    ``per_byte_s`` the extra CPU seconds per byte. Meant for tests and benchmarks; the
+    real ``v`` is a calibrated table.
+
+    >>> round(LinearCommModel(per_tuple_s=1e-5, per_byte_s=1e-8).cost(1000.0, 100.0), 9)
+    0.011
+    """
+
+    per_tuple_s: float
+    per_byte_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("per_tuple_s", "per_byte_s"):
+            value = getattr(self, name)
+            if not _finite_nonneg(value):
+                msg = f"LinearCommModel.{name} must be a finite number >= 0; got {value!r}"
+                raise UsageError(msg)
+
+    def cost(self, rate: float, size: float) -> float:
+        """CPU fraction for ``rate`` tuples/s of ``size`` bytes each."""
+        return rate * (self.per_tuple_s + size * self.per_byte_s)
+
+
+@dataclass(frozen=True)
+class Link:
+    """One stream connection between two operators.
+
+    ``rate`` is in tuples/s and ``size`` in bytes/tuple (the mean over the stream).
+    ``src`` or ``dst`` may be ``None`` for a stream imported from or exported to outside
+    the application; it then always counts as crossing its operator's PE boundary.
+    """
+
+    src: str | None
+    dst: str | None
+    rate: float
+    size: float
+
+    @property
+    def byte_rate(self) -> float:
+        """Bytes per second carried by the link."""
+        return self.rate * self.size
+
+
+@dataclass(frozen=True)
+class FusionProblem:
+    """The fusion optimizer's input. Validated on construction (raises ``UsageError``).
+
+    Contract: ``operators`` are unique non-empty names; ``load`` has exactly one finite
+    value >= 0 per operator; every link names known operators (or ``None`` for an
+    external end), is not a self link and has finite rate and size >= 0; ``max_frac > 0``;
+    ``0 < min_util <= 1``; annotation groups name known operators; ``exlocate`` and
+    ``unfusable`` groups have at least two members and mean "pairwise in different PEs".
+
+    Use :meth:`build` to construct one from lists, dicts or plain tuples.
+    """
+
+    operators: tuple[str, ...]
+    load: Mapping[str, float] = field(hash=False)
+    links: tuple[Link, ...]
+    comm: CommModel
+    max_frac: float = DEFAULT_MAX_FRAC
+    min_util: float = DEFAULT_MIN_UTIL
+    colocate: tuple[frozenset[str], ...] = ()
+    exlocate: tuple[frozenset[str], ...] = ()
+    unfusable: tuple[frozenset[str], ...] = ()
+
+    def __post_init__(self) -> None:
+        problems = _validate(self)
+        if problems:
+            lines = "\n".join(f"  - {p}" for p in problems)
+            n = len(problems)
+            msg = f"invalid fusion problem ({n} problem{'s' if n != 1 else ''}):\n{lines}"
+            raise UsageError(msg)
+
+    @classmethod
+    def build(
+        cls,
+        operators: Iterable[str],
+        load: Mapping[str, float],
+        links: Iterable[Link | tuple[str | None, str | None, float, float]],
+        comm: CommModel,
+        *,
+        max_frac: float = DEFAULT_MAX_FRAC,
+        min_util: float = DEFAULT_MIN_UTIL,
+        colocate: Iterable[Iterable[str]] = (),
+        exlocate: Iterable[Iterable[str]] = (),
+        unfusable: Iterable[Iterable[str]] = (),
+    ) -> FusionProblem:
+        """Build a problem from any iterables; links may be ``(src, dst, rate, size)``."""
+        return cls(
+            operators=tuple(operators),
+            load=dict(load),
+            links=tuple(lk if isinstance(lk, Link) else Link(*lk) for lk in links),
+            comm=comm,
+            max_frac=max_frac,
+            min_util=min_util,
+            colocate=tuple(frozenset(g) for g in colocate),
+            exlocate=tuple(frozenset(g) for g in exlocate),
+            unfusable=tuple(frozenset(g) for g in unfusable),
+        )
+
+    @cached_property
+    def operator_set(self) -> frozenset[str]:
+        """The operators as a set."""
+        return frozenset(self.operators)
+
+    @cached_property
+    def incident(self) -> Mapping[str, tuple[Link, ...]]:
+        """For each operator, the links with that operator at one end (each link once)."""
+        acc: dict[str, list[Link]] = {op: [] for op in self.operators}
+        for link in self.links:
+            if link.src is not None:
+                acc[link.src].append(link)
+            if link.dst is not None:
+                acc[link.dst].append(link)
+        return {op: tuple(ls) for op, ls in acc.items()}
+
+
+def fmt_names(names: Iterable[str], limit: int = 6) -> str:
+    """Render a set of operator names as ``{a,b,c}``, sorted, eliding after ``limit``."""
+    ordered = sorted(names)
+    if len(ordered) > limit:
+        shown = ",".join(ordered[:limit])
+        return f"{{{shown},...(+{len(ordered) - limit})}}"
+    return "{" + ",".join(ordered) + "}"
+
+
+def fmt_vs(value: float, reference: float) -> tuple[str, str]:
+    """Format two numbers with 2 decimals, or more until they read differently (max 6).
+
+    >>> fmt_vs(0.5004, 0.5)
+    ('0.5004', '0.5000')
+    """
+    for digits in range(2, 7):
+        left, right = f"{value:.{digits}f}", f"{reference:.{digits}f}"
+        if left != right:
+            return left, right
+    return f"{value:.2f}", f"{reference:.2f}"
+
+
+def _finite_nonneg(value: object) -> bool:
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and value >= 0
+    )
+
+
+def _validate(p: FusionProblem) -> list[str]:
+    """Every problem with ``p``, as messages naming the offending item."""
+    problems: list[str] = []
+    if not isinstance(p.operators, tuple) or not all(isinstance(o, str) for o in p.operators):
+        problems.append("operators must be a tuple of str (use FusionProblem.build)")
+        return problems
+    if not p.operators:
+        problems.append("operators is empty; a fusion problem needs at least one operator")
+    seen: set[str] = set()
+    for op in p.operators:
+        if not op:
+            problems.append("operator names must be non-empty strings; got ''")
+        elif op in seen:
+            problems.append(f"operator '{op}' is declared more than once")
+        seen.add(op)
+    problems += _validate_load(p, seen)
+    problems += _validate_links(p, seen)
+    if not isinstance(p.comm, CommModel):
+        problems.append(f"comm must have a cost(rate, size) method; got {type(p.comm).__name__}")
+    if not (_finite_nonneg(p.max_frac) and p.max_frac > 0):
+        problems.append(f"max_frac must be a finite number > 0; got {p.max_frac!r}")
+    if not (_finite_nonneg(p.min_util) and 0 < p.min_util <= 1):
+        problems.append(f"min_util must be in (0, 1]; got {p.min_util!r}")
+    for kind, groups, min_size in (
+        ("colocate", p.colocate, 1),
+        ("exlocate", p.exlocate, 2),
+        ("unfusable", p.unfusable, 2),
+    ):
+        problems += _validate_groups(kind, groups, min_size, seen)
+    return problems
+
+
+def _validate_load(p: FusionProblem, ops: set[str]) -> list[str]:
+    if not isinstance(p.load, Mapping):
+        return [f"load must be a mapping operator -> CPU fraction; got {type(p.load).__name__}"]
+    problems = [f"load has no value for operator '{op}'" for op in p.operators if op not in p.load]
+    problems += [f"load names unknown operator '{op}'" for op in p.load if op not in ops]
+    problems += [
+        f"load of operator '{op}' must be a finite number >= 0; got {u!r}"
+        for op, u in p.load.items()
+        if op in ops and not _finite_nonneg(u)
+    ]
+    return problems
+
+
+def _validate_links(p: FusionProblem, ops: set[str]) -> list[str]:
+    if not isinstance(p.links, tuple) or not all(isinstance(lk, Link) for lk in p.links):
+        return ["links must be a tuple of Link (use FusionProblem.build)"]
+    problems: list[str] = []
+    for i, lk in enumerate(p.links):
+        where = f"link #{i} ({lk.src} -> {lk.dst})"
+        if lk.src is None and lk.dst is None:
+            problems.append(f"{where} has no operator at either end")
+        for end in (lk.src, lk.dst):
+            if end is not None and end not in ops:
+                problems.append(f"{where} names unknown operator '{end}'")
+        if lk.src is not None and lk.src == lk.dst:
+            problems.append(f"{where} is a self link; an operator cannot stream to itself")
+        if not _finite_nonneg(lk.rate):
+            problems.append(f"{where} rate must be a finite number >= 0; got {lk.rate!r}")
+        if not _finite_nonneg(lk.size):
+            problems.append(f"{where} size must be a finite number >= 0; got {lk.size!r}")
+    return problems
+
+
+def _validate_groups(
+    kind: str, groups: tuple[frozenset[str], ...], min_size: int, ops: set[str]
+) -> list[str]:
+    if not isinstance(groups, tuple) or not all(isinstance(g, frozenset) for g in groups):
+        return [f"{kind} must be a tuple of frozensets (use FusionProblem.build)"]
+    problems: list[str] = []
+    for group in groups:
+        label = fmt_names(str(o) for o in group)
+        if len(group) < min_size:
+            problems.append(f"{kind} group {label} needs at least {min_size} operators")
+        unknown = sorted(str(o) for o in group if o not in ops)
+        if unknown:
+            problems.append(f"{kind} group {label} names unknown operator(s) {unknown}")
+    return problems
