@@ -1,0 +1,172 @@
+"""The node agent: spawns one node's PEs, wires them to the other nodes, waits for them.
+
+Runs inside a Spark barrier task (one per node), or directly for a single node. The
+PE endpoints of all nodes are exchanged with ``BarrierTaskContext.allGather``. If any
+PE fails, every PE of the node is killed and the task fails with a message the driver
+turns into a clear error; Spark then kills the other nodes' tasks, whose PEs exit when
+their agent's pipe closes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+ERROR_TAG = "SPADEOPT-PE-FAILURE"
+STARTUP_TIMEOUT_S = 120.0
+
+
+class PEFailed(RuntimeError):
+    """Raised in the agent; its message carries a JSON report after ERROR_TAG."""
+
+
+class _Proc:
+    def __init__(self, pe: dict, cfg: dict, log: Path, events: queue.Queue) -> None:
+        self.pe = pe["pe"]
+        self.log = log
+        env = dict(os.environ)
+        env.setdefault("PYTHONHASHSEED", "0")
+        self.popen = subprocess.Popen(
+            [sys.executable, "-m", "spadeopt.runtime.pe_main", json.dumps(cfg)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=open(log, "wb"),  # noqa: SIM115
+            text=True, bufsize=1, env=env, start_new_session=True,
+        )
+        threading.Thread(target=self._read, args=(events,), daemon=True).start()
+
+    def _read(self, events: queue.Queue) -> None:
+        for line in self.popen.stdout:
+            try:
+                events.put((self.pe, json.loads(line)))
+            except json.JSONDecodeError:
+                continue
+        self.popen.wait()
+        events.put((self.pe, {"event": "exit", "code": self.popen.returncode}))
+
+    def send(self, cmd: dict) -> None:
+        self.popen.stdin.write(json.dumps(cmd) + "\n")
+        self.popen.stdin.flush()
+
+    def kill(self) -> None:
+        if self.popen.poll() is None:
+            try:
+                os.killpg(self.popen.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.popen.wait()
+
+    def log_tail(self, n: int = 20) -> str:
+        try:
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-n:])
+        except OSError:
+            return ""
+
+
+def run_node(node: int, deploy: dict[str, Any], build_dir: str, out_dir: str | None,
+             log_dir: str, gather=None, barrier=None, host: str | None = None) -> dict[str, Any]:
+    """Run this node's PEs to completion; return their stats.
+
+    ``gather(str) -> list[str]`` exchanges endpoint tables between nodes (allGather);
+    ``barrier()`` synchronises the start. Both default to single-node no-ops.
+    """
+    gather = gather or (lambda msg: [msg])
+    barrier = barrier or (lambda: None)
+    pes = [p for p in deploy["pes"] if p["node"] == node]
+    links = deploy["links"]
+    my_pes = {p["pe"] for p in pes}
+    needs_tcp = any(ln["transport"] == "tcp" and ln["dst_pe"] in my_pes for ln in links)
+    host = host or "127.0.0.1"
+    ipc_dir = tempfile.mkdtemp(prefix="spo-")
+    events: queue.Queue = queue.Queue()
+    procs: dict[str, _Proc] = {}
+    Path(log_dir).mkdir(parents=True, exist_ok=True)
+    if out_dir:
+        Path(out_dir).mkdir(parents=True, exist_ok=True)
+    try:
+        for pe in pes:
+            cfg = {"pe": pe["pe"], "module": str(Path(build_dir, pe["module"]).resolve()),
+                   "app_ref": deploy["app_ref"], "out_dir": out_dir, "ipc_dir": ipc_dir,
+                   "host": host if needs_tcp else None,
+                   "batch_size": deploy.get("batch_size", 512), "hwm": deploy.get("hwm", 32)}
+            procs[pe["pe"]] = _Proc(pe, cfg, Path(log_dir, f"{pe['pe']}.log"), events)
+        bound = _collect(events, procs, "bound", node)
+        endpoints: dict[str, dict[str, dict[str, str]]] = {}
+        for msg in gather(json.dumps({pe: ev["endpoints"] for pe, ev in bound.items()})):
+            endpoints.update(json.loads(msg))
+        for pe in pes:
+            out_links: dict[str, list[str]] = {}
+            for ln in links:
+                if ln["src_pe"] == pe["pe"]:
+                    ep = endpoints[ln["dst_pe"]][ln["dst"]][ln["transport"]]
+                    out_links.setdefault(ln["src"], []).append(ep)
+            procs[pe["pe"]].send({"cmd": "connect", "links": out_links})
+        _collect(events, procs, "ready", node)
+        barrier()
+        t0 = time.time()
+        for p in procs.values():
+            p.send({"cmd": "start"})
+        done = _collect(events, procs, "done", node, timeout=None)
+        return {"node": node, "host": socket.gethostname(), "executor_pid": os.getpid(),
+                "started": t0, "pes": [done[p]["stats"] for p in sorted(done)]}
+    finally:
+        for p in procs.values():
+            p.kill()
+        shutil.rmtree(ipc_dir, ignore_errors=True)
+
+
+def _collect(events: queue.Queue, procs: dict[str, _Proc], want: str, node: int,
+             timeout: float | None = STARTUP_TIMEOUT_S) -> dict[str, dict]:
+    got: dict[str, dict] = {}
+    deadline = None if timeout is None else time.time() + timeout
+    while len(got) < len(procs):
+        try:
+            wait = None if deadline is None else max(0.0, deadline - time.time())
+            pe, ev = events.get(timeout=wait)
+        except queue.Empty:
+            missing = sorted(set(procs) - set(got))
+            _fail({"pe": missing[0], "node": node, "op": None, "port": None,
+                   "message": f"PE(s) {', '.join(missing)} did not report '{want}' within {timeout:.0f} s",
+                   "log": procs[missing[0]].log_tail()}, procs)
+        kind = ev.get("event")
+        if kind == want:
+            got[pe] = ev
+        elif kind == "error":
+            _fail({"pe": pe, "node": node, "op": ev.get("op"), "port": ev.get("port"),
+                   "thread": ev.get("thread"), "message": ev.get("message"),
+                   "traceback": ev.get("traceback"), "log": procs[pe].log_tail()}, procs)
+        elif kind == "exit" and pe not in got:
+            _fail({"pe": pe, "node": node, "op": None, "port": None,
+                   "message": f"PE process exited with code {ev.get('code')} before reporting '{want}'",
+                   "log": procs[pe].log_tail()}, procs)
+    return got
+
+
+def _fail(report: dict, procs: dict[str, _Proc]) -> None:
+    for p in procs.values():
+        p.kill()
+    raise PEFailed(f"{ERROR_TAG}{json.dumps(report)}{ERROR_TAG}")
+
+
+def barrier_task(deploy: dict[str, Any], build_dir: str, out_dir: str | None, log_dir: str, iterator):
+    """The function each Spark barrier task runs (one task = one node)."""
+    from pyspark import BarrierTaskContext
+
+    ctx = BarrierTaskContext.get()
+    node = ctx.partitionId()
+    infos = ctx.getTaskInfos()
+    host = infos[node].address.rsplit(":", 1)[0] if infos else None
+    if host in (None, "", "localhost"):
+        host = "127.0.0.1"
+    result = run_node(node, deploy, build_dir, out_dir, log_dir,
+                      gather=lambda msg: ctx.allGather(msg), barrier=ctx.barrier, host=host)
+    yield json.dumps(result)

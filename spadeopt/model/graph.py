@@ -1,0 +1,168 @@
+"""The logical application graph: a frozen IR built by the DSL and read by every stage.
+
+Operators reference each other by name through ``PortRef``s, never by pointer, so the
+graph is a plain value: hashable fingerprint, JSON-able, safe to share between passes.
+Adjacency indexes are derived (cached) properties, never stored state.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field, is_dataclass
+from functools import cached_property
+from typing import Any
+
+from spadeopt.model.schema import Schema
+
+STATELESS, PARTITIONED, STATEFUL = "stateless", "partitioned", "stateful"
+
+
+@dataclass(frozen=True, order=True)
+class PortRef:
+    op: str
+    port: str
+
+    def __str__(self) -> str:
+        return f"{self.op}.{self.port}"
+
+
+@dataclass(frozen=True)
+class SymbolRef:
+    """An importable, module-level Python object (function or class)."""
+
+    module: str
+    qualname: str
+
+    def __str__(self) -> str:
+        return f"{self.module}:{self.qualname}"
+
+
+@dataclass(frozen=True)
+class InPort:
+    name: str
+    schema: Schema | None  # None: accepts any schema (sinks)
+    tuple_generating: bool = True
+
+
+@dataclass(frozen=True)
+class OutPort:
+    name: str
+    schema: Schema
+
+
+@dataclass(frozen=True)
+class Operator:
+    name: str
+    kind: str
+    inputs: tuple[InPort, ...]
+    outputs: tuple[OutPort, ...]
+    params: Any  # a kind-specific frozen dataclass from spadeopt.toolkit.params
+    state: str = STATELESS
+    key: tuple[str, ...] = ()
+    line: str = ""  # where the developer declared it (file:line), for messages
+
+    @property
+    def is_source(self) -> bool:
+        return not self.inputs
+
+    def in_port(self, name: str) -> InPort:
+        return next(p for p in self.inputs if p.name == name)
+
+    def out_port(self, name: str) -> OutPort:
+        return next(p for p in self.outputs if p.name == name)
+
+
+@dataclass(frozen=True)
+class Stream:
+    """One subscription: an output port publishing into an input port."""
+
+    src: PortRef
+    dst: PortRef
+
+
+@dataclass(frozen=True)
+class Annotations:
+    """The developer's manual fusion knobs (SPADE's partition/host constraints)."""
+
+    colocate: tuple[tuple[str, ...], ...] = ()
+    exlocate: tuple[tuple[str, ...], ...] = ()
+    host: tuple[tuple[str, int], ...] = ()  # operator -> node index
+
+
+@dataclass(frozen=True)
+class AppGraph:
+    name: str
+    operators: tuple[Operator, ...]
+    streams: tuple[Stream, ...]
+    annotations: Annotations = field(default_factory=Annotations)
+    params: tuple[tuple[str, Any], ...] = ()
+    module: str = ""  # module name of the app's own code (symbols there load via the app)
+
+    @cached_property
+    def by_name(self) -> dict[str, Operator]:
+        return {op.name: op for op in self.operators}
+
+    def op(self, name: str) -> Operator:
+        return self.by_name[name]
+
+    @cached_property
+    def _subs(self) -> dict[PortRef, tuple[PortRef, ...]]:
+        out: dict[PortRef, list[PortRef]] = {}
+        for s in self.streams:
+            out.setdefault(s.src, []).append(s.dst)
+        return {k: tuple(v) for k, v in out.items()}
+
+    @cached_property
+    def _pubs(self) -> dict[PortRef, tuple[PortRef, ...]]:
+        out: dict[PortRef, list[PortRef]] = {}
+        for s in self.streams:
+            out.setdefault(s.dst, []).append(s.src)
+        return {k: tuple(v) for k, v in out.items()}
+
+    def subscribers(self, src: PortRef) -> tuple[PortRef, ...]:
+        return self._subs.get(src, ())
+
+    def publishers(self, dst: PortRef) -> tuple[PortRef, ...]:
+        return self._pubs.get(dst, ())
+
+    @cached_property
+    def fingerprint(self) -> str:
+        """A hash of the graph's structure and parameters (not of the app params' names)."""
+        doc = {
+            "name": self.name,
+            "operators": [
+                {
+                    "name": op.name,
+                    "kind": op.kind,
+                    "inputs": [[p.name, p.schema.to_json() if p.schema else None, p.tuple_generating] for p in op.inputs],
+                    "outputs": [[p.name, p.schema.to_json()] for p in op.outputs],
+                    "params": to_jsonable(op.params),
+                    "state": op.state,
+                    "key": list(op.key),
+                }
+                for op in self.operators
+            ],
+            "streams": [[str(s.src), str(s.dst)] for s in self.streams],
+        }
+        blob = json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
+        return hashlib.sha256(blob).hexdigest()[:16]
+
+    def params_dict(self) -> dict[str, Any]:
+        return dict(self.params)
+
+
+def to_jsonable(value: Any) -> Any:
+    if is_dataclass(value) and not isinstance(value, type):
+        if isinstance(value, Schema):
+            return value.to_json()
+        if isinstance(value, SymbolRef):
+            return str(value)
+        return {k: to_jsonable(v) for k, v in asdict(value).items()}
+    if isinstance(value, dict):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [to_jsonable(v) for v in value]
+    if isinstance(value, bytes):
+        return value.hex()
+    return value

@@ -1,0 +1,83 @@
+"""Tuple schemas: ordered, typed attribute lists.
+
+Tuples travel as plain Python tuples; a schema maps attribute names to positions so
+generated code can read ``t[2]`` instead of looking names up per tuple.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from spadeopt.errors import UsageError
+
+TYPES: dict[str, type] = {"int": int, "float": float, "str": str, "bool": bool, "bytes": bytes}
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def is_identifier(name: str) -> bool:
+    return bool(_NAME.match(name)) and name not in {"t", "l", "r", "batch", "out"}
+
+
+@dataclass(frozen=True)
+class Schema:
+    """An ordered tuple of ``(name, type)`` pairs; types are names from ``TYPES``."""
+
+    attrs: tuple[tuple[str, str], ...]
+
+    @classmethod
+    def parse(cls, spec: str | dict[str, str] | Schema | list | tuple) -> Schema:
+        """Build from ``"sym:str, price:float"``, a dict, or a list of pairs."""
+        if isinstance(spec, Schema):
+            return spec
+        if isinstance(spec, str):
+            pairs = []
+            for part in (p.strip() for p in spec.split(",") if p.strip()):
+                name, sep, typ = part.partition(":")
+                if not sep:
+                    msg = f"schema attribute '{part}' has no type; write it as 'name:type'"
+                    raise UsageError(msg)
+                pairs.append((name.strip(), typ.strip()))
+        elif isinstance(spec, dict):
+            pairs = list(spec.items())
+        else:
+            pairs = [tuple(p) for p in spec]
+        schema = cls(tuple((str(n), str(t)) for n, t in pairs))
+        schema.check()
+        return schema
+
+    def check(self) -> None:
+        seen: set[str] = set()
+        for name, typ in self.attrs:
+            if not is_identifier(name):
+                msg = f"schema attribute name '{name}' is not a valid identifier"
+                raise UsageError(msg)
+            if name in seen:
+                msg = f"schema attribute '{name}' appears twice"
+                raise UsageError(msg)
+            if typ not in TYPES:
+                msg = f"schema attribute '{name}' has unknown type '{typ}'; use one of {sorted(TYPES)}"
+                raise UsageError(msg)
+            seen.add(name)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(n for n, _ in self.attrs)
+
+    def index(self, name: str) -> int:
+        return self.names.index(name)
+
+    def type_of(self, name: str) -> str:
+        return dict(self.attrs)[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.names
+
+    def __len__(self) -> int:
+        return len(self.attrs)
+
+    def __str__(self) -> str:
+        return ", ".join(f"{n}:{t}" for n, t in self.attrs)
+
+    def to_json(self) -> list[list[str]]:
+        return [[n, t] for n, t in self.attrs]

@@ -1,0 +1,213 @@
+"""Turn an ``App`` builder into a frozen ``AppGraph``, reporting every problem at once."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import networkx as nx
+
+from spadeopt.errors import GraphError
+from spadeopt.model.graph import (
+    Annotations,
+    AppGraph,
+    InPort,
+    Operator,
+    OutPort,
+    PortRef,
+    Stream,
+)
+from spadeopt.model.schema import Schema, is_identifier
+from spadeopt.toolkit.derive import DERIVE
+
+if TYPE_CHECKING:
+    from spadeopt.model.dsl import App, _Decl
+
+
+def _resolve(ref: Any, decls: Mapping[str, _Decl], where: str, problems: list[str]) -> PortRef | None:
+    text = str(ref)
+    op, _, port = text.partition(".")
+    if op not in decls:
+        problems.append(f"{where} subscribes to unknown operator '{op}' (stream '{text}')")
+        return None
+    outs = decls[op].out_ports
+    if not port:
+        if len(outs) != 1:
+            problems.append(f"{where} subscribes to '{op}', which has {len(outs)} output ports "
+                            f"({', '.join(outs) or 'none'}); name one as '{op}.<port>'")
+            return None
+        port = outs[0]
+    if port not in outs:
+        problems.append(f"{where} subscribes to unknown port '{op}.{port}' "
+                        f"('{op}' has output ports: {', '.join(outs) or 'none'})")
+        return None
+    return PortRef(op, port)
+
+
+def build_graph(app: App, params: Mapping[str, Any], module: str) -> AppGraph:
+    problems: list[str] = []
+    decls: dict[str, _Decl] = {}
+    for d in app._decls:
+        problems.extend(d.problems)
+        if not is_identifier(d.name):
+            problems.append(f"operator name '{d.name}' ({d.line}) must be a Python identifier "
+                            f"(letters, digits, underscores)")
+        if d.name in decls:
+            problems.append(f"duplicate operator name '{d.name}' (declared at {decls[d.name].line} and {d.line})")
+            continue
+        decls[d.name] = d
+
+    # streams
+    inputs: dict[str, dict[str, list[PortRef]]] = {}
+    for d in decls.values():
+        inputs[d.name] = {}
+        for port, refs in d.inputs.items():
+            resolved = [_resolve(r, decls, f"input '{d.name}.{port}'", problems) for r in refs]
+            inputs[d.name][port] = [r for r in resolved if r is not None]
+            if not refs:
+                problems.append(f"input port '{d.name}.{port}' is not connected to any stream")
+
+    # schemas, derived to a fixpoint (feedback loops need declared schemas somewhere)
+    out_schema: dict[PortRef, Schema] = {}
+    in_schema: dict[str, dict[str, Schema]] = {}
+    derived_params: dict[str, Any] = {}
+    pending = dict(decls)
+    for d in list(pending.values()):
+        if d.kind in ("source", "custom"):
+            if d.out_schemas is not None:
+                out_schema.update({PortRef(d.name, p): s for p, s in d.out_schemas.items()})
+            derived_params[d.name] = d.raw.get("params")
+    progress = True
+    while pending and progress:
+        progress = False
+        for name, d in list(pending.items()):
+            ports = inputs[name]
+            if any(r not in out_schema for refs in ports.values() for r in refs):
+                continue
+            del pending[name]
+            progress = True
+            ins: dict[str, Schema] = {}
+            bad = False
+            for port, refs in ports.items():
+                schemas = [out_schema[r] for r in refs]
+                if not schemas:
+                    bad = True
+                    continue
+                for r, s in zip(refs[1:], schemas[1:], strict=True):
+                    if s != schemas[0]:
+                        problems.append(f"schema mismatch at '{name}.{port}': stream '{refs[0]}' carries "
+                                        f"({schemas[0]}) but stream '{r}' carries ({s})")
+                        bad = True
+                ins[port] = schemas[0]
+            in_schema[name] = ins
+            if bad or d.kind in ("source", "custom"):
+                continue
+            where = f"{d.kind} '{name}'"
+            if d.kind in DERIVE:
+                prm, outs = DERIVE[d.kind](where, d.raw, ins, problems)
+                if prm is None:
+                    continue
+            elif d.kind == "union":
+                prm, outs = d.raw["params"], {"out": ins["in"]}
+            elif d.kind == "sink":
+                prm, outs = d.raw["params"], {}
+            else:  # pragma: no cover - the DSL only makes known kinds
+                problems.append(f"{where}: unknown operator kind")
+                continue
+            derived_params[name] = prm
+            out_schema.update({PortRef(name, p): s for p, s in outs.items()})
+    for name in pending:
+        problems.append(f"cannot determine the input schema of '{name}': it depends on a feedback loop "
+                        f"with no declared schema (declare the custom operator's output schemas)")
+
+    ann = Annotations(tuple(app._colocate), tuple(app._exlocate), tuple(app._host))
+    problems.extend(_check_annotations(ann, decls))
+
+    if problems:
+        raise GraphError(app.name, problems)
+
+    operators, streams = [], []
+    for name, d in decls.items():
+        in_ports = tuple(
+            InPort(p, in_schema.get(name, {}).get(p), d.tuple_generating.get(p, d.kind != "sink"))
+            for p in d.inputs
+        )
+        out_ports = tuple(OutPort(p, out_schema[PortRef(name, p)]) for p in d.out_ports)
+        operators.append(Operator(name, d.kind, in_ports, out_ports, derived_params[name], d.state, d.key, d.line))
+        for port, refs in inputs[name].items():
+            streams.extend(Stream(r, PortRef(name, port)) for r in refs)
+    graph = AppGraph(app.name, tuple(operators), tuple(streams), ann,
+                     tuple(sorted(params.items())), module)
+    cycle_problems = [
+        f"colocated operators {sorted(group)} form a loop that re-enters tuple-generating port(s) "
+        f"{', '.join(cyc)} inside one PE (infinite recursion); mark the feedback input "
+        f"tuple_generating=False or do not colocate the loop"
+        for group in colocation_groups(graph)
+        for cyc in recursion_cycles(graph, group)
+    ]
+    if cycle_problems:
+        raise GraphError(app.name, cycle_problems)
+    return graph
+
+
+def _check_annotations(ann: Annotations, decls: Mapping[str, Any]) -> list[str]:
+    problems = []
+    for kind, groups in (("colocate", ann.colocate), ("exlocate", ann.exlocate)):
+        for g in groups:
+            for op in g:
+                if op not in decls:
+                    problems.append(f"{kind}({', '.join(g)}) names unknown operator '{op}'")
+            if len(g) < 2:
+                problems.append(f"{kind}({', '.join(g)}) needs at least two operators")
+    for op, node in ann.host:
+        if op not in decls:
+            problems.append(f"place('{op}', {node}) names unknown operator '{op}'")
+        if not isinstance(node, int) or node < 0:
+            problems.append(f"place('{op}', {node}): node must be an integer >= 0")
+    if problems:
+        return problems
+    uf = nx.utils.UnionFind(decls)
+    for g in ann.colocate:
+        uf.union(*g)
+    for g in ann.exlocate:
+        for i, a in enumerate(g):
+            for b in g[i + 1:]:
+                if uf[a] == uf[b]:
+                    problems.append(f"exlocate({', '.join(g)}) conflicts with colocate: '{a}' and '{b}' "
+                                    f"must share a PE by colocation")
+    hosts: dict[str, tuple[str, int]] = {}
+    for op, node in ann.host:
+        root = uf[op]
+        if root in hosts and hosts[root][1] != node:
+            problems.append(f"place('{op}', {node}) conflicts with place('{hosts[root][0]}', "
+                            f"{hosts[root][1]}): they are colocated")
+        hosts.setdefault(root, (op, node))
+    return problems
+
+
+def colocation_groups(graph: AppGraph) -> list[frozenset[str]]:
+    """Connected groups of the colocation annotations (singletons omitted)."""
+    uf = nx.utils.UnionFind([op.name for op in graph.operators])
+    for g in graph.annotations.colocate:
+        uf.union(*g)
+    return sorted((frozenset(s) for s in uf.to_sets() if len(s) > 1), key=min)
+
+
+def recursion_cycles(graph: AppGraph, members: Iterable[str]) -> list[list[str]]:
+    """Cycles inside one PE made only of links into tuple-generating ports.
+
+    A direct-call PE recurses around such a cycle forever; a link into a
+    non-tuple-generating port breaks the recursion (paper 003 §2.6).
+    """
+    members = set(members)
+    g = nx.DiGraph()
+    for s in graph.streams:
+        if s.src.op in members and s.dst.op in members:
+            if graph.op(s.dst.op).in_port(s.dst.port).tuple_generating:
+                g.add_edge(s.src.op, s.dst.op, port=str(s.dst))
+    out = []
+    for comp in nx.strongly_connected_components(g):
+        if len(comp) > 1 or any(g.has_edge(n, n) for n in comp):
+            ports = sorted(d["port"] for u, v, d in g.edges(data=True) if u in comp and v in comp)
+            out.append(ports)
+    return sorted(out)

@@ -1,0 +1,66 @@
+"""The fusion strategies, all producing a ``Plan`` through ``make_plan``.
+
+NONE: one PE per operator, spread round-robin over the nodes.
+FALL: one PE holding everything, on node 0.
+FMAN: the developer's annotations: each colocation group is one PE, every other
+operator its own PE; ``place()`` annotations pin PEs, the rest go round-robin.
+FATM (the optimizer) lives in its own module and uses the same ``make_plan``.
+"""
+
+from __future__ import annotations
+
+from spadeopt.errors import UsageError
+from spadeopt.model.graph import AppGraph
+from spadeopt.model.validate import colocation_groups
+from spadeopt.plan.plan import Plan, make_plan
+
+STRATEGIES = ("none", "all", "manual")
+
+
+def _check(nodes: int, cores: int) -> None:
+    if nodes < 1 or cores < 1:
+        msg = f"--nodes and --cores must be >= 1 (got nodes={nodes}, cores={cores})"
+        raise UsageError(msg)
+
+
+def fuse_none(graph: AppGraph, nodes: int = 1, cores: int = 2, instrumented: bool = False) -> Plan:
+    _check(nodes, cores)
+    groups = [[op.name] for op in graph.operators]
+    return make_plan(graph, "none", groups, [i % nodes for i in range(len(groups))], nodes, cores, instrumented)
+
+
+def fuse_all(graph: AppGraph, nodes: int = 1, cores: int = 2, instrumented: bool = False) -> Plan:
+    _check(nodes, cores)
+    return make_plan(graph, "all", [[op.name for op in graph.operators]], [0], nodes, cores, instrumented)
+
+
+def fuse_manual(graph: AppGraph, nodes: int = 1, cores: int = 2, instrumented: bool = False) -> Plan:
+    _check(nodes, cores)
+    grouped = colocation_groups(graph)
+    in_group = {op for g in grouped for op in g}
+    order = {op.name: i for i, op in enumerate(graph.operators)}
+    groups = [sorted(g, key=order.__getitem__) for g in grouped]
+    groups += [[op.name] for op in graph.operators if op.name not in in_group]
+    groups.sort(key=lambda g: order[g[0]])
+    host = dict(graph.annotations.host)
+    placed, rr = [], 0
+    for g in groups:
+        pinned = [host[o] for o in g if o in host]
+        if pinned:
+            if pinned[0] >= nodes:
+                msg = (f"app '{graph.name}' places '{g[0]}' on node {pinned[0]}, but only {nodes} "
+                       f"node(s) were given; pass --nodes {pinned[0] + 1} or more")
+                raise UsageError(msg)
+            placed.append(pinned[0])
+        else:
+            placed.append(rr % nodes)
+            rr += 1
+    return make_plan(graph, "manual", groups, placed, nodes, cores, instrumented)
+
+
+def plan_for(graph: AppGraph, strategy: str, nodes: int = 1, cores: int = 2, instrumented: bool = False) -> Plan:
+    table = {"none": fuse_none, "all": fuse_all, "manual": fuse_manual}
+    if strategy not in table:
+        msg = f"unknown fusion strategy '{strategy}'; use one of {', '.join(table)}"
+        raise UsageError(msg)
+    return table[strategy](graph, nodes, cores, instrumented)

@@ -1,0 +1,136 @@
+"""The physical plan IR: a partition of an app's operators into PEs and a placement.
+
+``plan.json`` is this object as JSON (schema_version 1). Every fusion strategy
+(NONE, FALL, FMAN, FATM) produces a ``Plan``; codegen and deployment only read it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from spadeopt.errors import PlanError
+from spadeopt.model.graph import AppGraph
+from spadeopt.model.validate import recursion_cycles
+
+SCHEMA_VERSION = 1
+# NONE and FALL are reference points defined by their shape (one PE per operator, one
+# PE in all); they ignore the developer's colocate/exlocate annotations by definition.
+ANNOTATION_FREE = frozenset({"none", "all"})
+
+
+@dataclass(frozen=True)
+class PE:
+    pe_id: str
+    operators: tuple[str, ...]
+    node: int
+
+
+@dataclass(frozen=True)
+class Plan:
+    app: str
+    fingerprint: str
+    strategy: str
+    nodes: int
+    cores: int
+    pes: tuple[PE, ...]
+    instrumented: bool = False
+
+    @property
+    def pe_of(self) -> dict[str, str]:
+        return {op: pe.pe_id for pe in self.pes for op in pe.operators}
+
+    def pe(self, pe_id: str) -> PE:
+        return next(p for p in self.pes if p.pe_id == pe_id)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "app": self.app,
+            "fingerprint": self.fingerprint,
+            "strategy": self.strategy,
+            "nodes": self.nodes,
+            "cores": self.cores,
+            "instrumented": self.instrumented,
+            "pes": [{"pe": p.pe_id, "operators": list(p.operators), "node": p.node} for p in self.pes],
+        }
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any], source: str = "plan") -> Plan:
+        try:
+            if doc.get("schema_version") != SCHEMA_VERSION:
+                msg = f"{source}: unknown plan schema_version {doc.get('schema_version')!r}; expected {SCHEMA_VERSION}"
+                raise PlanError(msg)
+            pes = tuple(PE(p["pe"], tuple(p["operators"]), int(p["node"])) for p in doc["pes"])
+            return cls(doc["app"], doc["fingerprint"], doc["strategy"], int(doc["nodes"]),
+                       int(doc["cores"]), pes, bool(doc.get("instrumented", False)))
+        except (KeyError, TypeError, ValueError) as exc:
+            msg = f"{source}: malformed plan ({type(exc).__name__}: {exc}); regenerate it with spadeopt build"
+            raise PlanError(msg) from None
+
+    @classmethod
+    def load(cls, path: Path) -> Plan:
+        try:
+            doc = json.loads(Path(path).read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            msg = f"cannot read plan {path}: {exc}"
+            raise PlanError(msg) from None
+        return cls.from_json(doc, str(path))
+
+
+def make_plan(graph: AppGraph, strategy: str, groups: list[list[str]], nodes: list[int],
+              n_nodes: int, cores: int, instrumented: bool = False) -> Plan:
+    """Name PEs deterministically (``pe0``, ``pe1``, ... in declaration order of their
+    first operator) and keep operators inside a PE in declaration order."""
+    order = {op.name: i for i, op in enumerate(graph.operators)}
+    pairs = sorted(
+        ((sorted(g, key=order.__getitem__), n) for g, n in zip(groups, nodes, strict=True)),
+        key=lambda gn: order[gn[0][0]],
+    )
+    pes = tuple(PE(f"pe{i}", tuple(g), n) for i, (g, n) in enumerate(pairs))
+    plan = Plan(graph.name, graph.fingerprint, strategy, n_nodes, cores, pes, instrumented)
+    check_plan(plan, graph)
+    return plan
+
+
+def check_plan(plan: Plan, graph: AppGraph) -> None:
+    """Raise ``PlanError`` listing everything that makes ``plan`` illegal for ``graph``."""
+    problems = []
+    if plan.app != graph.name or plan.fingerprint != graph.fingerprint:
+        problems.append(f"plan is for app '{plan.app}' graph {plan.fingerprint}, but the app is "
+                        f"'{graph.name}' graph {graph.fingerprint}; rebuild the plan")
+    seen: dict[str, str] = {}
+    for pe in plan.pes:
+        if not pe.operators:
+            problems.append(f"PE {pe.pe_id} holds no operators")
+        if not 0 <= pe.node < plan.nodes:
+            problems.append(f"PE {pe.pe_id} is placed on node {pe.node}, but the plan has {plan.nodes} node(s)")
+        for op in pe.operators:
+            if op not in graph.by_name:
+                problems.append(f"PE {pe.pe_id} names unknown operator '{op}'")
+            elif op in seen:
+                problems.append(f"operator '{op}' is in both {seen[op]} and {pe.pe_id}")
+            seen[op] = pe.pe_id
+    for op in graph.by_name:
+        if op not in seen:
+            problems.append(f"operator '{op}' is in no PE")
+    if not problems and plan.strategy not in ANNOTATION_FREE:
+        pe_of = plan.pe_of
+        for group in graph.annotations.colocate:
+            if len({pe_of[o] for o in group}) > 1:
+                problems.append(f"colocate({', '.join(group)}) is split across PEs "
+                                f"{sorted({pe_of[o] for o in group})}")
+        for group in graph.annotations.exlocate:
+            pes = [pe_of[o] for o in group]
+            if len(set(pes)) < len(pes):
+                problems.append(f"exlocate({', '.join(group)}) has operators sharing a PE")
+    if not problems:
+        for pe in plan.pes:
+            for cyc in recursion_cycles(graph, pe.operators):
+                problems.append(f"PE {pe.pe_id} fuses a loop through tuple-generating port(s) "
+                                f"{', '.join(cyc)}: direct calls would recurse forever")
+    if problems:
+        raise PlanError(f"plan '{plan.strategy}' for app '{graph.name}' is invalid:\n"
+                        + "\n".join(f"  - {p}" for p in problems))

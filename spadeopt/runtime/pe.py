@@ -1,0 +1,237 @@
+"""The PE container runtime: what a generated PE module's ``build(rt)`` talks to.
+
+One main thread drains the PE's input ports; one thread per source operator drives
+its chain by direct calls (paper 003 §2.5). The first exception in any thread stops
+the PE and is reported with the operator and input port it came from.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import traceback
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from itertools import islice
+from typing import Any
+
+import zmq
+
+from spadeopt.runtime import transport
+from spadeopt.runtime.ordered import Ordered
+from spadeopt.runtime.sinks import Sink
+
+DEFAULT_BATCH = 512
+
+
+class Pending:
+    """Counts finals per input port; ``arrive`` is True once, when all have arrived."""
+
+    def __init__(self, op: str, counts: dict[str, int]) -> None:
+        self.op = op
+        self.left = dict(counts)
+        self.total = sum(counts.values())
+        self._lock = threading.Lock()
+
+    def arrive(self, port: str | None) -> bool:
+        with self._lock:
+            if port is not None:
+                self.left[port] -= 1
+                self.total -= 1
+            return self.total == 0
+
+
+@dataclass
+class InputPort:
+    ref: str
+    fn: Callable
+    final: Callable
+    links: int
+    socket: Any = None
+    finals: int = 0
+
+
+class OperatorFailure(Exception):
+    """An exception escaped an operator; carries where it happened."""
+
+    def __init__(self, op: str | None, port: str | None, thread: str, tb: str, exc: BaseException):
+        super().__init__(f"{type(exc).__name__}: {exc}")
+        self.op, self.port, self.thread, self.tb, self.exc = op, port, thread, tb, exc
+
+
+class PERuntime:
+    def __init__(self, pe_id: str, operators: tuple[str, ...], module_file: str,
+                 out_dir: str | None = None, batch_size: int = DEFAULT_BATCH,
+                 hwm: int = transport.DEFAULT_HWM) -> None:
+        self.pe_id = pe_id
+        self.operators = operators
+        self.module_file = module_file
+        self.out_dir = out_dir
+        self.batch_size = batch_size
+        self.hwm = hwm
+        self.ctx = zmq.Context.instance()
+        self.senders: dict[str, transport.Sender] = {}
+        self.inputs: dict[str, InputPort] = {}
+        self.sources: dict[str, Callable] = {}
+        self.sinks: dict[str, Sink] = {}
+        self.source_stats: dict[str, list] = {}
+        self.failure: OperatorFailure | None = None
+        self.stop = False
+        self._failed = threading.Event()
+
+    # ---- called by generated build(rt) -----------------------------------------------
+    def sender(self, ref: str, locked: bool = False) -> transport.Sender:
+        s = transport.Sender(ref, locked)
+        self.senders[ref] = s
+        return s
+
+    def pending(self, op: str, counts: dict[str, int]) -> Pending:
+        return Pending(op, counts)
+
+    def lock(self) -> threading.RLock:
+        return threading.RLock()
+
+    def ordered(self, n: int, key_index: list[int]) -> Ordered:
+        return Ordered(n, key_index)
+
+    def sink(self, name: str, mode: str, names: list[str], types: list[str]) -> Sink:
+        s = Sink(name, mode, names, types, self.out_dir)
+        self.sinks[name] = s
+        return s
+
+    def input(self, ref: str, fn: Callable, final: Callable, links: int) -> None:
+        self.inputs[ref] = InputPort(ref, fn, final, links)
+
+    def source(self, name: str, fn: Callable) -> None:
+        self.sources[name] = fn
+
+    def source_batches(self, name: str, iterable: Iterable) -> Iterable[list]:
+        """Chunk a source's tuples into batches, counting them for throughput."""
+        stats = self.source_stats[name] = [0, None, None]
+        it = iter(iterable)
+        size = self.batch_size
+        while not self.stop:
+            batch = list(islice(it, size))
+            if not batch:
+                break
+            if stats[1] is None:
+                stats[1] = time.time()
+            yield batch
+            stats[0] += len(batch)
+            stats[2] = time.time()
+
+    # ---- wiring -----------------------------------------------------------------------
+    def bind(self, ipc_dir: str | None, host: str | None) -> dict[str, dict[str, str]]:
+        """Bind a PULL socket per exposed input port; returns its endpoints."""
+        endpoints = {}
+        for ref, port in sorted(self.inputs.items()):
+            s = transport.pull_socket(self.ctx, self.hwm)
+            eps = {}
+            if ipc_dir:
+                eps["ipc"] = f"ipc://{ipc_dir}/{self.pe_id}-{ref}"
+                s.bind(eps["ipc"])
+            if host:
+                port_no = s.bind_to_random_port(f"tcp://{host}")
+                eps["tcp"] = f"tcp://{host}:{port_no}"
+            port.socket = s
+            endpoints[ref] = eps
+        return endpoints
+
+    def connect(self, links: dict[str, list[str]]) -> None:
+        """``links``: exposed output port -> endpoints of its downstream input ports."""
+        for ref, eps in links.items():
+            self.senders[ref].sockets = [transport.push_socket(self.ctx, ep, self.hwm) for ep in eps]
+
+    # ---- running ----------------------------------------------------------------------
+    def run(self) -> dict[str, Any]:
+        """Run all threads to completion; raises ``OperatorFailure`` on the first error."""
+        t0, c0 = time.time(), time.process_time()
+        threads = [threading.Thread(target=self._guard, args=(f"source:{n}", fn), daemon=True,
+                                    name=f"source:{n}") for n, fn in sorted(self.sources.items())]
+        for t in threads:
+            t.start()
+        if self.inputs:
+            self._guard("main", self._main_loop)
+        for t in threads:
+            while t.is_alive() and not self._failed.is_set():
+                t.join(0.05)
+        if self.failure:
+            raise self.failure
+        for s in self.sinks.values():
+            s.close()
+        return {
+            "pe": self.pe_id,
+            "cpu_s": time.process_time() - c0,
+            "wall_s": time.time() - t0,
+            "sources": {n: v for n, v in self.source_stats.items()},
+            "sinks": {n: s.count for n, s in self.sinks.items()},
+        }
+
+    def _guard(self, thread: str, fn: Callable) -> None:
+        try:
+            fn()
+        except BaseException as exc:  # noqa: BLE001 - every escape is reported
+            if self.failure is None:
+                op, port = self._locate(exc)
+                self.failure = OperatorFailure(op, port, thread, traceback.format_exc(), exc)
+            self.stop = True
+            self._failed.set()
+
+    def _locate(self, exc: BaseException) -> tuple[str | None, str | None]:
+        """Find the innermost generated frame in the traceback: that is the operator."""
+        op = port = None
+        names = sorted(self.operators, key=len, reverse=True)
+        tb = exc.__traceback__
+        while tb is not None:
+            code = tb.tb_frame.f_code
+            if code.co_filename == self.module_file:
+                fname = code.co_name
+                for name in names:
+                    if fname.startswith(name + "__") or fname.startswith("_" + name + "_"):
+                        if name != op:
+                            op, port = name, None
+                        rest = fname[len(name) + 2:] if fname.startswith(name + "__") else ""
+                        rest = rest.removesuffix("__body")
+                        if rest and rest not in ("final", "run"):
+                            port = rest
+                        break
+            tb = tb.tb_next
+        return op, port
+
+    def _main_loop(self) -> None:
+        poller = zmq.Poller()
+        by_socket = {}
+        for port in self.inputs.values():
+            poller.register(port.socket, zmq.POLLIN)
+            by_socket[port.socket] = port
+        open_ports = len(by_socket)
+        decode, final_marker = transport.decode, transport.FINAL
+        while open_ports and not self.stop:
+            for sock, _ in poller.poll(100):
+                port = by_socket[sock]
+                op_port = port.ref.split(".", 1)[1]
+                for _ in range(64):
+                    try:
+                        msg = sock.recv(zmq.NOBLOCK)
+                    except zmq.Again:
+                        break
+                    if msg == final_marker:
+                        port.finals += 1
+                        port.final(op_port)
+                        if port.finals == port.links:
+                            poller.unregister(sock)
+                            open_ports -= 1
+                            break
+                    else:
+                        port.fn(decode(msg))
+
+    def close(self) -> None:
+        for s in self.senders.values():
+            for sock in s.sockets:
+                sock.close()
+        for p in self.inputs.values():
+            if p.socket is not None:
+                p.socket.close(linger=0)
+        # Blocks until every queued batch and final marker has been handed to the peers
+        # (bounded by LINGER_MS); exiting before this would drop them.
+        self.ctx.term()

@@ -1,0 +1,90 @@
+"""Entry point of one PE process: ``python -m spadeopt.runtime.pe_main CONFIG_JSON``.
+
+Talks to its node agent with JSON lines: stdout carries events (bound, ready, done,
+error), stdin carries commands (connect, start). The process exits when stdin closes,
+so a PE never outlives its agent. User ``print`` output goes to stderr (the PE log).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib.util
+import json
+import os
+import signal
+import sys
+import threading
+
+
+def _die_with_parent() -> None:
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+def main() -> None:
+    _die_with_parent()
+    cfg = json.loads(sys.argv[1])
+    ctl = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # anything the operators print goes to the log, not the control channel
+
+    def say(event: str, **kw) -> None:
+        ctl.write(json.dumps({"event": event, **kw}) + "\n")
+        ctl.flush()
+
+    commands = _commands()
+    try:
+        from spadeopt.runtime.loader import APP_ENV
+        from spadeopt.runtime.pe import OperatorFailure, PERuntime
+
+        os.environ[APP_ENV] = cfg["app_ref"]
+        spec = importlib.util.spec_from_file_location(f"spadeopt_pe_{cfg['pe']}", cfg["module"])
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        rt = PERuntime(cfg["pe"], module.OPERATORS, cfg["module"], cfg.get("out_dir"),
+                       cfg.get("batch_size", 512), cfg.get("hwm", 32))
+        module.build(rt)
+        say("bound", endpoints=rt.bind(cfg.get("ipc_dir"), cfg.get("host")))
+        cmd = next(commands)
+        rt.connect(cmd["links"])
+        say("ready")
+        next(commands)  # start
+        stats = rt.run()
+        rt.close()
+        say("done", stats=stats)
+        ctl.close()
+        os._exit(0)
+    except OperatorFailure as f:
+        say("error", op=f.op, port=f.port, thread=f.thread, message=str(f), traceback=f.tb)
+    except StopIteration:
+        os._exit(3)
+    except BaseException as exc:  # noqa: BLE001
+        import traceback
+
+        say("error", op=None, port=None, thread="setup", message=f"{type(exc).__name__}: {exc}",
+            traceback=traceback.format_exc())
+    ctl.flush()
+    os._exit(1)
+
+
+def _commands():
+    """Yield commands from stdin; if the agent goes away, exit at once."""
+    import queue
+
+    q: queue.Queue = queue.Queue()
+
+    def reader() -> None:
+        for line in sys.stdin:
+            if line.strip():
+                q.put(json.loads(line))
+        os._exit(3)  # agent closed our stdin: it is gone or wants us gone
+
+    threading.Thread(target=reader, daemon=True).start()
+    while True:
+        yield q.get()
+
+
+if __name__ == "__main__":
+    main()
