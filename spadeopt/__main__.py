@@ -1,0 +1,5 @@
+import sys
+
+from spadeopt.cli import main
+
+sys.exit(main())

@@ -1,0 +1,66 @@
+"""The library calls behind every CLI command (the CLI only parses arguments)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from spadeopt.codegen.render import Build, generate
+from spadeopt.deploy.launcher import RunResult, run_build
+from spadeopt.errors import UsageError
+from spadeopt.model.dsl import App, AppSpec
+from spadeopt.model.graph import AppGraph
+from spadeopt.optimize.strategies import plan_for
+from spadeopt.plan.plan import Plan, check_plan
+from spadeopt.runtime.loader import canonical_ref, load_app
+
+
+def load_graph(app_ref: str, params: Mapping[str, str] | None = None) -> tuple[AppGraph, str]:
+    """Load and validate an app; returns the graph and a reference PEs can import."""
+    ref = canonical_ref(app_ref)
+    obj = load_app(ref)
+    if isinstance(obj, App):
+        if params:
+            raise UsageError(f"app '{obj.name}' takes no parameters (it is a plain App, not an @app builder)")
+        return obj.build(), ref
+    assert isinstance(obj, AppSpec)
+    return obj.build(params or {}), ref
+
+
+def make_plan(graph: AppGraph, fusion: str, nodes: int = 1, cores: int = 2) -> Plan:
+    """A plan for ``fusion``: a strategy name, or a path to a plan.json."""
+    if fusion.endswith(".json"):
+        plan = Plan.load(Path(fusion))
+        check_plan(plan, graph)
+        return plan
+    return plan_for(graph, fusion, nodes, cores)
+
+
+def build(app_ref: str, fusion: str = "none", params: Mapping[str, str] | None = None,
+          nodes: int = 1, cores: int = 2, out: Path | None = None) -> Build:
+    graph, ref = load_graph(app_ref, params)
+    plan = make_plan(graph, fusion, nodes, cores)
+    out = Path(out) if out else Path("build") / graph.name / plan.strategy
+    return generate(graph, plan, out, ref)
+
+
+def run(target: str, fusion: str = "none", params: Mapping[str, str] | None = None, nodes: int = 1,
+        cores: int = 2, master: str | None = None, out: Path | None = None, build_dir: Path | None = None,
+        progress: Callable[[str], None] | None = None) -> RunResult:
+    """Build (unless ``target`` is already a build directory) and run on Spark."""
+    if Path(target).is_dir() and (Path(target) / "deploy.json").exists():
+        if params:
+            raise UsageError("-p parameters cannot change an existing build; rebuild it with `spadeopt build`")
+        return run_build(Path(target), master, out, progress)
+    b = build(target, fusion, params, nodes, cores, build_dir)
+    return run_build(b.directory, master, out, progress)
+
+
+def write_json(path: Path, doc: Any) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    tmp.replace(path)

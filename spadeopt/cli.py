@@ -1,0 +1,118 @@
+"""The ``spadeopt`` command line: parse arguments, call one library function, print.
+
+Exit codes: 0 success, 1 a job failed while running, 2 bad input (invalid app,
+arguments, files), 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from spadeopt.errors import SpadeoptError, UsageError
+
+
+def _params(pairs: list[str] | None) -> dict[str, str]:
+    out = {}
+    for p in pairs or []:
+        key, sep, value = p.partition("=")
+        if not sep or not key:
+            raise UsageError(f"-p expects KEY=VALUE, got '{p}'")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def _progress(msg: str) -> None:
+    print(f"[spadeopt] {msg}", file=sys.stderr, flush=True)
+
+
+def _table(result) -> str:
+    rows = [("app", result.app), ("strategy", result.strategy), ("master", result.master),
+            ("PEs", str(result.pes)), ("nodes used", f"{result.nodes_used} of {result.nodes}"),
+            ("source tuples", f"{result.tuples:,}"), ("throughput", f"{result.throughput:,.0f} tuples/s"),
+            ("wall time", f"{result.wall_s:.2f} s")]
+    rows += [(f"sink {k}", f"{v:,} tuples") for k, v in result.sinks.items()]
+    width = max(len(k) for k, _ in rows)
+    lines = [f"{k.ljust(width)}  {v}" for k, v in rows]
+    lines.append("")
+    lines.append(f"{'PE'.ljust(6)} {'node':>4} {'CPU s':>8} {'wall s':>8}")
+    for p in result.per_pe:
+        lines.append(f"{p['pe'].ljust(6)} {p['node']:>4} {p['cpu_s']:>8.2f} {p['wall_s']:>8.2f}")
+    return "\n".join(lines)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from spadeopt import api
+
+    result = api.run(args.app, args.fusion, _params(args.p), args.nodes, args.cores, args.master,
+                     args.out, args.build_dir, _progress)
+    print(_table(result))
+    if args.json:
+        api.write_json(args.json, result.to_json())
+    return 0
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    from spadeopt import api
+
+    b = api.build(args.app, args.fusion, _params(args.p), args.nodes, args.cores, args.o)
+    print(f"wrote {len(b.plan.pes)} PE module(s), plan.json and deploy.json to {b.directory}")
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from spadeopt.bench import registry
+
+    return registry.run(args.name, args.out, args)
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="spadeopt", description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="command", required=True)
+
+    def app_args(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--fusion", default="none",
+                       help="none (one PE per operator), all (one PE), manual (the app's annotations) "
+                            "or a plan.json (default: none)")
+        p.add_argument("-p", action="append", metavar="KEY=VALUE", help="app parameter (repeatable)")
+        p.add_argument("--nodes", type=int, default=1, help="nodes to place PEs on (default 1)")
+        p.add_argument("--cores", type=int, default=2, help="cores per node (default 2)")
+
+    r = sub.add_parser("run", help="build an app (or take a build directory) and run it on Spark")
+    r.add_argument("app", help="apps/bargain.py, apps.bargain:app, or a build directory")
+    app_args(r)
+    r.add_argument("--master", help="Spark master (default local[nodes*cores]; local-cluster[n,c,mem] works)")
+    r.add_argument("--out", type=Path, help="write each sink's output to OUT/<sink>.jsonl")
+    r.add_argument("--json", type=Path, help="write the result as JSON to this file")
+    r.add_argument("--build-dir", type=Path, help="where to generate the PEs (default build/<app>/<fusion>)")
+    r.set_defaults(func=cmd_run)
+
+    b = sub.add_parser("build", help="only generate the PE modules, plan.json and deploy.json")
+    b.add_argument("app")
+    app_args(b)
+    b.add_argument("-o", type=Path, required=True, help="build directory to (re)write")
+    b.set_defaults(func=cmd_build)
+
+    be = sub.add_parser("bench", help="run a benchmark and write its figures to files")
+    be.add_argument("name", help="fused-overhead | optimizer")
+    be.add_argument("--out", type=Path, default=Path("out/bench"), help="directory for the figures")
+    be.add_argument("--quick", action="store_true", help="smaller sizes (a smoke run)")
+    be.set_defaults(func=cmd_bench)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except SpadeoptError as exc:
+        print(f"spadeopt: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("spadeopt: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

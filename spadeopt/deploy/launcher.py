@@ -1,0 +1,206 @@
+"""The Spark driver side: deploy a build as one barrier stage, one task per node.
+
+``run_build`` starts (or reuses) a SparkSession, runs the node agent in a barrier
+task per node, and turns the nodes' reports into a ``RunResult``. A PE failure on any
+node aborts the stage; the driver extracts the agent's report and raises ``RunError``
+naming the app, PE, operator and input port.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from spadeopt.deploy.agent import ERROR_TAG, barrier_task
+from spadeopt.errors import EnvironmentProblem, PlanError, RunError
+
+_SESSION: Any = None
+_SESSION_KEY: tuple | None = None
+
+
+def check_java() -> str:
+    """Spark 4 needs Java 17 or newer; say exactly what to do when it is missing."""
+    java_home = os.environ.get("JAVA_HOME")
+    java = str(Path(java_home, "bin", "java")) if java_home else shutil.which("java")
+    hint = ("Spark needs Java 17 or newer. Install it (Debian/Ubuntu: "
+            "`sudo apt-get install -y openjdk-17-jre-headless`; macOS: `brew install openjdk@17`) "
+            "or point JAVA_HOME at a Java 17+ installation.")
+    if not java or not Path(java).exists():
+        raise EnvironmentProblem(f"java not found. {hint}")
+    try:
+        out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise EnvironmentProblem(f"cannot run {java}: {exc}. {hint}") from None
+    m = re.search(r'version "(\d+)(?:\.(\d+))?', out.stderr + out.stdout)
+    if not m:
+        raise EnvironmentProblem(f"cannot tell the version of {java}. {hint}")
+    major = int(m.group(1))
+    if major == 1 and m.group(2):
+        major = int(m.group(2))
+    if major < 17:
+        raise EnvironmentProblem(f"{java} is Java {major}. {hint}")
+    return java
+
+
+def spark_session(master: str, cores: int, app_name: str = "spadeopt"):
+    """A SparkSession for ``master``, reused while master and cores stay the same."""
+    global _SESSION, _SESSION_KEY
+    key = (master, cores)
+    if _SESSION is not None and _SESSION_KEY == key:
+        return _SESSION
+    if _SESSION is not None:
+        _SESSION.stop()
+        _SESSION = None
+    check_java()
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    log4j = Path(__file__).with_name("log4j2.properties")
+    from pyspark.sql import SparkSession
+
+    builder = (SparkSession.builder.master(master).appName(app_name)
+               .config("spark.task.cpus", str(cores))
+               .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false")
+               .config("spark.stage.maxConsecutiveAttempts", "1")
+               .config("spark.scheduler.barrier.maxConcurrentTasksCheck.maxFailures", "3")
+               .config("spark.scheduler.barrier.maxConcurrentTasksCheck.interval", "2s")
+               .config("spark.executorEnv.PYSPARK_PYTHON", sys.executable)
+               .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}")
+               .config("spark.executor.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}"))
+    try:
+        _SESSION = builder.getOrCreate()
+    except Exception as exc:  # noqa: BLE001 - Spark/py4j raise many kinds
+        raise EnvironmentProblem(f"Spark did not start with master '{master}': {exc}") from None
+    _SESSION.sparkContext.setLogLevel("ERROR")
+    _SESSION_KEY = key
+    return _SESSION
+
+
+def stop_spark() -> None:
+    global _SESSION, _SESSION_KEY
+    if _SESSION is not None:
+        _SESSION.stop()
+    _SESSION, _SESSION_KEY = None, None
+
+
+@dataclass
+class RunResult:
+    app: str
+    strategy: str
+    master: str
+    nodes: int
+    pes: int
+    throughput: float  # source tuples per second, all sources together
+    wall_s: float  # from the common start to the last PE's end
+    tuples: int
+    per_pe: list[dict[str, Any]] = field(default_factory=list)
+    sinks: dict[str, int] = field(default_factory=dict)
+    nodes_used: int = 0
+    build_dir: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def load_deploy(build_dir: Path) -> dict[str, Any]:
+    path = Path(build_dir) / "deploy.json"
+    try:
+        deploy = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise PlanError(f"{build_dir} is not a spadeopt build (no deploy.json); create one with "
+                        f"`spadeopt build APP -o DIR`") from None
+    except (OSError, json.JSONDecodeError) as exc:
+        raise PlanError(f"cannot read {path}: {exc}; rebuild it with `spadeopt build`") from None
+    if deploy.get("schema_version") != 1:
+        raise PlanError(f"{path}: unknown deploy schema_version {deploy.get('schema_version')!r}; rebuild it")
+    return deploy
+
+
+def run_build(build_dir: Path, master: str | None = None, out_dir: Path | None = None,
+              progress: Callable[[str], None] | None = None) -> RunResult:
+    """Deploy a build on Spark and wait for it to finish."""
+    say = progress or (lambda msg: None)
+    build_dir = Path(build_dir).resolve()
+    deploy = load_deploy(build_dir)
+    nodes, cores = deploy["nodes"], deploy["cores"]
+    master = master or deploy["spark"]["master"]
+    log_dir = build_dir / "logs"
+    if out_dir is not None:
+        out_dir = Path(out_dir).resolve()
+        out_dir.mkdir(parents=True, exist_ok=True)
+    say(f"starting Spark ({master}, {nodes} node(s) x {cores} core(s))")
+    spark = spark_session(master, cores)
+    sc = spark.sparkContext
+    say(f"running {len(deploy['pes'])} PE(s) of '{deploy['app']}' ({deploy['strategy']}); logs in {log_dir}")
+    task = _task_fn(deploy, str(build_dir), str(out_dir) if out_dir else None, str(log_dir))
+    t0 = time.time()
+    try:
+        raw = sc.parallelize(range(nodes), nodes).barrier().mapPartitions(task).collect()
+    except Exception as exc:  # noqa: BLE001
+        raise _as_run_error(exc, deploy, master) from None
+    reports = sorted((json.loads(r) for r in raw), key=lambda r: r["node"])
+    return _result(deploy, reports, master, time.time() - t0, str(build_dir))
+
+
+def _task_fn(deploy, build_dir, out_dir, log_dir):
+    def task(iterator):
+        return barrier_task(deploy, build_dir, out_dir, log_dir, iterator)
+
+    return task
+
+
+def _as_run_error(exc: Exception, deploy: dict, master: str) -> Exception:
+    text = str(exc)
+    m = re.search(re.escape(ERROR_TAG) + r"(.*?)" + re.escape(ERROR_TAG), text, re.S)
+    if not m:
+        if "BarrierJobSlotsNumberCheckFailed" in text or "SPARK-24819" in text:
+            return RunError(f"Spark master '{master}' has too few task slots for {deploy['nodes']} node(s) of "
+                            f"{deploy['cores']} core(s); use --master local[{deploy['nodes'] * deploy['cores']}] "
+                            f"or a cluster with enough executors")
+        first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+        return RunError(f"app '{deploy['app']}' failed on Spark: {first}")
+    try:
+        rep = json.loads(m.group(1))
+    except json.JSONDecodeError:
+        return RunError(f"app '{deploy['app']}' failed: {m.group(1)[:2000]}")
+    where = f"operator '{rep['op']}'" if rep.get("op") else "the PE"
+    port = f", input port '{rep['op']}.{rep['port']}'" if rep.get("port") else ""
+    lines = [f"app '{deploy['app']}' failed: {where} in PE {rep['pe']} (node {rep['node']}{port}) "
+             f"raised {rep['message']}"]
+    if rep.get("traceback"):
+        lines.append(rep["traceback"].rstrip())
+    elif rep.get("log"):
+        lines.append("PE log (last lines):\n" + rep["log"])
+    err = RunError("\n".join(lines))
+    err.report = rep  # type: ignore[attr-defined]
+    return err
+
+
+def _result(deploy: dict, reports: list[dict], master: str, wall: float, build_dir: str) -> RunResult:
+    per_pe, sinks = [], {}
+    firsts, lasts, tuples = [], [], 0
+    node_of = {p["pe"]: p["node"] for p in deploy["pes"]}
+    for rep in reports:
+        for st in rep["pes"]:
+            per_pe.append({"pe": st["pe"], "node": node_of[st["pe"]], "cpu_s": st["cpu_s"], "wall_s": st["wall_s"],
+                           "host": rep["host"], "executor_pid": rep["executor_pid"], "sources": st["sources"]})
+            sinks.update(st["sinks"])
+            for count, first, last in st["sources"].values():
+                tuples += count
+                if first is not None:
+                    firsts.append(first)
+                    lasts.append(last)
+    span = (max(lasts) - min(firsts)) if firsts else 0.0
+    thr = tuples / span if span > 0 else 0.0
+    used = len({p["node"] for p in deploy["pes"]})
+    return RunResult(deploy["app"], deploy["strategy"], master, deploy["nodes"], len(deploy["pes"]), thr,
+                     wall, tuples, sorted(per_pe, key=lambda p: p["pe"]), dict(sorted(sinks.items())), used, build_dir)
