@@ -107,11 +107,21 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except SpadeoptError as exc:
+        _stop_spark()
         print(f"spadeopt: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("spadeopt: interrupted", file=sys.stderr)
         return 130
+    finally:
+        _stop_spark()
+
+
+def _stop_spark() -> None:
+    if "pyspark" in sys.modules:
+        from spadeopt.deploy.launcher import stop_spark
+
+        stop_spark()
 
 
 if __name__ == "__main__":
