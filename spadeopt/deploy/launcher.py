@@ -187,19 +187,20 @@ def _as_run_error(exc: Exception, deploy: dict, master: str) -> Exception:
 
 def _result(deploy: dict, reports: list[dict], master: str, wall: float, build_dir: str) -> RunResult:
     per_pe, sinks = [], {}
-    firsts, lasts, tuples = [], [], 0
+    firsts, ends, tuples = [], [], 0
     node_of = {p["pe"]: p["node"] for p in deploy["pes"]}
     for rep in reports:
         for st in rep["pes"]:
             per_pe.append({"pe": st["pe"], "node": node_of[st["pe"]], "cpu_s": st["cpu_s"], "wall_s": st["wall_s"],
                            "host": rep["host"], "executor_pid": rep["executor_pid"], "sources": st["sources"]})
             sinks.update(st["sinks"])
-            for count, first, last in st["sources"].values():
+            ends.append(st["t_end"])
+            for count, first, _last in st["sources"].values():
                 tuples += count
                 if first is not None:
                     firsts.append(first)
-                    lasts.append(last)
-    span = (max(lasts) - min(firsts)) if firsts else 0.0
+    # End to end: from the first source tuple to the moment the last PE finished.
+    span = (max(ends) - min(firsts)) if firsts else 0.0
     thr = tuples / span if span > 0 else 0.0
     used = len({p["node"] for p in deploy["pes"]})
     return RunResult(deploy["app"], deploy["strategy"], master, deploy["nodes"], len(deploy["pes"]), thr,

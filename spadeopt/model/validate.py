@@ -164,12 +164,11 @@ def _check_annotations(ann: Annotations, decls: Mapping[str, Any]) -> list[str]:
             problems.append(f"place('{op}', {node}) names unknown operator '{op}'")
         if not isinstance(node, int) or node < 0:
             problems.append(f"place('{op}', {node}): node must be an integer >= 0")
-    if problems:
-        return problems
+    known = lambda group: tuple(o for o in group if o in decls)  # noqa: E731
     uf = nx.utils.UnionFind(decls)
     for g in ann.colocate:
-        uf.union(*g)
-    for g in ann.exlocate:
+        uf.union(*known(g))
+    for g in map(known, ann.exlocate):
         for i, a in enumerate(g):
             for b in g[i + 1:]:
                 if uf[a] == uf[b]:
@@ -177,6 +176,8 @@ def _check_annotations(ann: Annotations, decls: Mapping[str, Any]) -> list[str]:
                                     f"must share a PE by colocation")
     hosts: dict[str, tuple[str, int]] = {}
     for op, node in ann.host:
+        if op not in decls:
+            continue
         root = uf[op]
         if root in hosts and hosts[root][1] != node:
             problems.append(f"place('{op}', {node}) conflicts with place('{hosts[root][0]}', "

@@ -163,6 +163,7 @@ class PERuntime:
             "pe": self.pe_id,
             "cpu_s": time.process_time() - c0,
             "wall_s": time.time() - t0,
+            "t_end": time.time(),
             "sources": {n: v for n, v in self.source_stats.items()},
             "sinks": {n: s.count for n, s in self.sinks.items()},
         }

@@ -1,0 +1,38 @@
+# spadeopt — two commands on a fresh machine: `make demo` and `make test`.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+APP    ?= bargain
+
+.PHONY: help install demo test lint check-java bench clean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
+
+install: $(STAMP) ## create .venv and install spadeopt with its dev tools
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e ".[dev]"
+	touch $(STAMP)
+
+check-java: ## Spark needs Java 17+
+	@java -version >/dev/null 2>&1 || { echo "Java 17+ is required by Spark: sudo apt-get install -y openjdk-17-jre-headless (or set JAVA_HOME)"; exit 2; }
+
+demo: $(STAMP) check-java ## run the bargain app on local Spark, unfused and with the developer's fusion
+	$(BIN)/spadeopt run apps/$(APP).py --fusion none --json out/demo/$(APP)-none.json
+	$(BIN)/spadeopt run apps/$(APP).py --fusion manual --json out/demo/$(APP)-manual.json --out out/demo/$(APP)-sinks
+
+test: $(STAMP) check-java ## run the test suite (real Spark in local mode)
+	$(BIN)/python -m pytest -q
+
+lint: $(STAMP) ## ruff
+	$(BIN)/ruff check spadeopt apps tests
+
+bench: $(STAMP) check-java ## micro-benchmarks; figures go to out/bench/
+	$(BIN)/spadeopt bench fused-overhead --out out/bench
+
+clean: ## remove generated builds and outputs
+	rm -rf build out

@@ -1,0 +1,34 @@
+"""``spadeopt bench NAME``: each benchmark writes its figures to files under --out."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from spadeopt.errors import UsageError
+
+
+def _fused(out: Path, args: argparse.Namespace) -> dict:
+    from spadeopt.bench import fused_overhead
+
+    return fused_overhead.run(out, quick=args.quick, log=lambda m: print(m, file=sys.stderr, flush=True))
+
+
+def _optimizer(out: Path, args: argparse.Namespace) -> dict:
+    from spadeopt.bench import optimizer_bench
+
+    return optimizer_bench.run(out)
+
+
+BENCHMARKS = {"fused-overhead": _fused, "optimizer": _optimizer}
+
+
+def run(name: str, out: Path, args: argparse.Namespace) -> int:
+    if name not in BENCHMARKS:
+        raise UsageError(f"unknown benchmark '{name}'; choose one of: {', '.join(BENCHMARKS)}")
+    doc = BENCHMARKS[name](Path(out), args)
+    print(json.dumps(doc, indent=2)[:4000])
+    print(f"figures written under {out}", file=sys.stderr)
+    return 0

@@ -1,0 +1,88 @@
+"""End to end on a real local Spark: every fusion gives the same answers; failures are clean."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from spadeopt import api
+from spadeopt.errors import RunError
+from spadeopt.optimize.strategies import plan_for
+
+ROOT = Path(__file__).resolve().parents[2]
+
+APPS = [
+    ("apps/chain.py", {"n": "6", "tuples": "30000", "sink": "file", "work": "3"}),
+]
+for _name, _params in (("apps/bargain.py", {"groups": "3"}), ("apps/outlier.py", {"antennas": "3"})):
+    if (ROOT / _name).exists():
+        APPS.append((_name, _params))
+
+
+def _sink_bytes(out: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(out.glob("*.jsonl"))}
+
+
+def _pe_processes(under: Path) -> int:
+    """PE processes still running from builds under ``under``."""
+    out = subprocess.run(["pgrep", "-f", f"spadeopt.runtime.pe_main.*{under}"], capture_output=True, text=True)
+    return len(out.stdout.split())
+
+
+@pytest.mark.parametrize("app,params", APPS, ids=[a for a, _ in APPS])
+def test_every_fusion_gives_identical_sink_output(app, params, tmp_path):
+    outputs = {}
+    for fusion in ("none", "all", "manual"):
+        res = api.run(app, fusion, params, out=tmp_path / fusion, build_dir=tmp_path / f"build-{fusion}")
+        assert res.tuples > 0 and res.throughput > 0
+        outputs[fusion] = _sink_bytes(tmp_path / fusion)
+    assert outputs["none"], "the app must write sink files"
+    assert any(outputs["none"].values()), "sink output must not be empty"
+    assert outputs["none"] == outputs["all"] == outputs["manual"]
+
+
+@pytest.mark.parametrize("n", [1, 2, 8, 16, 32])
+def test_chain_lengths_none_is_one_pe_per_operator_all_is_one(n):
+    graph, _ = api.load_graph("apps/chain.py", {"n": str(n)})
+    assert len(plan_for(graph, "none").pes) == n + 2
+    assert len(plan_for(graph, "all").pes) == 1
+
+
+@pytest.mark.parametrize("n", [1, 32])
+def test_chain_runs_on_spark_at_both_ends(n, tmp_path):
+    for fusion, pes in (("none", n + 2), ("all", 1)):
+        res = api.run("apps/chain.py", fusion, {"n": str(n), "tuples": "5000"}, build_dir=tmp_path / fusion)
+        assert res.pes == pes and res.tuples == 5000 and res.sinks == {"sink": 5000}
+
+
+def test_failing_operator_stops_the_job_names_it_and_leaves_no_process(tmp_path):
+    with pytest.raises(RunError) as exc:
+        api.run("tests/apps/crash.py", "none", {"at": "3000"}, build_dir=tmp_path / "b")
+    msg = str(exc.value)
+    assert "app 'crash'" in msg and "operator 'boom'" in msg and "PE pe2" in msg and "boom.in" in msg
+    assert "ValueError: bad tuple 3000" in msg
+    time.sleep(0.5)
+    assert _pe_processes(tmp_path) == 0
+
+
+def test_cli_run_writes_outputs_and_json_and_exits_1_on_failure(tmp_path):
+    cmd = [sys.executable, "-m", "spadeopt", "run", "apps/chain.py", "--fusion", "manual", "-p", "n=3",
+           "-p", "tuples=2000", "-p", "sink=file", "--out", str(tmp_path / "o"), "--json", str(tmp_path / "r.json"),
+           "--build-dir", str(tmp_path / "b")]
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert "throughput" in proc.stdout and "tuples/s" in proc.stdout
+    assert (tmp_path / "o" / "sink.jsonl").read_text().count("\n") == 2000
+    import json
+
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert {"throughput", "pes", "nodes", "wall_s"} <= set(doc)
+    bad = subprocess.run([sys.executable, "-m", "spadeopt", "run", "tests/apps/crash.py", "--fusion", "all",
+                          "--build-dir", str(tmp_path / "c")], capture_output=True, text=True, cwd=ROOT)
+    assert bad.returncode == 1
+    assert "operator 'boom'" in bad.stderr and "PE pe0" in bad.stderr
+    assert _pe_processes(tmp_path) == 0
