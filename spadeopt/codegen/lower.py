@@ -7,6 +7,7 @@ aliases. Nothing is interpreted per tuple in the generated PE.
 
 from __future__ import annotations
 
+import ast
 from typing import Any
 
 from spadeopt.model.expr import compile_expr
@@ -44,6 +45,134 @@ def _key(attrs: tuple[str, ...], schema: Schema, var: str = "t") -> str:
     return _row([f"{var}[{schema.index(a)}]" for a in attrs])
 
 
+# ---- declared output types ---------------------------------------------------------------
+# An output attribute's declared (or inferred) type is its schema type, so its values must
+# have that type: ``"bucket:int": "ts // 60"`` on a float ``ts`` must yield ints (a hash
+# split on it indexes by the value). Generated code converts a value only when the
+# expression's type cannot be shown statically to be the declared one, so the common
+# cases (bare attributes, arithmetic on typed attributes) cost nothing per tuple.
+
+_NUMERIC = ("bool", "int", "float")
+_MATH_INT = frozenset({"floor", "ceil", "trunc", "gcd", "lcm", "isqrt", "comb", "perm", "factorial"})
+_MATH_BOOL = frozenset({"isnan", "isinf", "isfinite", "isclose"})
+_MATH_FLOAT = frozenset({
+    "sqrt", "cbrt", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan",
+    "asin", "acos", "atan", "atan2", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "hypot",
+    "fabs", "pow", "fsum", "fmod", "degrees", "radians", "copysign", "dist", "remainder", "erf",
+    "erfc", "gamma", "lgamma", "ldexp", "nextafter", "ulp", "sumprod",
+})
+_CONST_TYPES = {bool: "bool", int: "int", float: "float", str: "str", bytes: "bytes"}
+
+
+def static_type(text: str, schema: Schema | None = None,
+                qualified: dict[str, tuple[str, Schema]] | None = None) -> str | None:
+    """The type an expression's value always has, when that follows from the attribute
+    types alone; ``None`` when it depends on values or user functions."""
+    try:
+        body = ast.parse(text.strip(), mode="eval").body
+    except SyntaxError:
+        return None
+    return _type_of(body, schema, qualified or {})
+
+
+def _num(a: str | None, b: str | None) -> str | None:
+    if a in _NUMERIC and b in _NUMERIC:
+        return "float" if "float" in (a, b) else "int"
+    return None
+
+
+def _type_of(node: ast.AST, schema: Schema | None, qual: dict) -> str | None:
+    def ty(n: ast.AST) -> str | None:
+        return _type_of(n, schema, qual)
+
+    if isinstance(node, ast.Constant):
+        return _CONST_TYPES.get(type(node.value))
+    if isinstance(node, ast.Name):
+        if schema is not None and node.id in schema:
+            return schema.type_of(node.id)
+        hits = [s.type_of(node.id) for _, s in qual.values() if node.id in s]
+        if len(hits) == 1:
+            return hits[0]
+        return None
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+        if node.value.id == "math":
+            return "float" if node.attr in ("pi", "e", "tau", "inf", "nan") else None
+        sch = qual.get(node.value.id, (None, None))[1]
+        return sch.type_of(node.attr) if sch is not None and node.attr in sch else None
+    if isinstance(node, ast.Compare):
+        return "bool"
+    if isinstance(node, ast.UnaryOp):
+        if isinstance(node.op, ast.Not):
+            return "bool"
+        t = ty(node.operand)
+        if isinstance(node.op, ast.Invert):
+            return "int" if t in ("int", "bool") else None
+        return {"bool": "int", "int": "int", "float": "float"}.get(t or "")
+    if isinstance(node, ast.BoolOp):
+        types = {ty(v) for v in node.values}
+        return types.pop() if len(types) == 1 else None
+    if isinstance(node, ast.IfExp):
+        a, b = ty(node.body), ty(node.orelse)
+        return a if a == b else None
+    if isinstance(node, ast.BinOp):
+        a, b = ty(node.left), ty(node.right)
+        if isinstance(node.op, ast.Div):
+            return "float" if _num(a, b) else None
+        if isinstance(node.op, ast.Add) and a == b and a in ("str", "bytes"):
+            return a
+        if isinstance(node.op, ast.Mult) and {a, b} in ({"str", "int"}, {"bytes", "int"}):
+            return "str" if "str" in (a, b) else "bytes"
+        if isinstance(node.op, ast.Pow):
+            return "float" if _num(a, b) == "float" else None  # int ** negative int is a float
+        if isinstance(node.op, ast.Add | ast.Sub | ast.Mult | ast.FloorDiv | ast.Mod):
+            return _num(a, b)
+        if a in ("int", "bool") and b in ("int", "bool"):  # bit operations
+            logical = isinstance(node.op, ast.BitAnd | ast.BitOr | ast.BitXor)
+            return "bool" if logical and a == b == "bool" else "int"
+        return None
+    if isinstance(node, ast.Subscript):
+        t = ty(node.value)
+        if t == "str":
+            return "str"
+        if t == "bytes":
+            return "bytes" if isinstance(node.slice, ast.Slice) else "int"
+        return None
+    if isinstance(node, ast.Call) and not node.keywords:
+        f, args = node.func, node.args
+        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "math":
+            if f.attr in _MATH_INT:
+                return "int"
+            if f.attr in _MATH_BOOL:
+                return "bool"
+            return "float" if f.attr in _MATH_FLOAT else None
+        if not isinstance(f, ast.Name):
+            return None
+        if f.id in ("int", "float", "str", "bool") and len(args) == 1:
+            return f.id
+        if f.id == "len":
+            return "int"
+        if f.id == "abs" and len(args) == 1:
+            return {"bool": "int", "int": "int", "float": "float"}.get(ty(args[0]) or "")
+        if f.id == "round":
+            if len(args) == 1:
+                return "int" if ty(args[0]) in _NUMERIC else None
+            return {"int": "int", "bool": "int", "float": "float"}.get(ty(args[0]) or "")
+        if f.id in ("min", "max") and len(args) > 1:
+            types = {ty(a) for a in args}
+            return types.pop() if len(types) == 1 else None
+    return None
+
+
+def typed(source: str, declared: str, actual: str | None) -> str:
+    """``source`` converted to ``declared`` unless it statically has that type already.
+    ``bytes`` is only converted from ``str`` (UTF-8); other values are left as they are."""
+    if actual == declared:
+        return source
+    if declared == "bytes":
+        return f"({source}).encode()" if actual == "str" else source
+    return f"{declared}({source})"
+
+
 def lower_source(graph: AppGraph, op: Operator, imports: Imports) -> dict[str, Any]:
     p = op.params
     return {"gen": _alias(p.generator, imports), "args": ", ".join(f"{k}={v!r}" for k, v in p.args)}
@@ -57,7 +186,10 @@ def lower_functor(graph: AppGraph, op: Operator, imports: Imports) -> dict[str, 
     if p.output is None:
         row = None
     else:
-        exprs = [compile_expr(e, schema, functions=names, rename=ren).source for _, e in p.output]
+        types = [t for _, t in op.out_port("out").schema.attrs]
+        exprs = [typed(compile_expr(e, schema, functions=names, rename=ren).source, typ,
+                       static_type(e, schema))
+                 for (_, e), typ in zip(p.output, types, strict=True)]
         identity = exprs == [f"t[{i}]" for i in range(len(schema))]
         row = None if identity else _row(exprs)
     return {"filter": flt, "row": row}
@@ -68,32 +200,46 @@ def lower_aggregate(graph: AppGraph, op: Operator, imports: Imports) -> dict[str
     ren = _rename(p.functions, imports)
     names = frozenset(ren)
     w = p.window
+    types = [t for _, t in op.out_port("out").schema.attrs]
     exprs = []
-    for o in p.output:
+    for o, typ in zip(p.output, types, strict=True):
         if o.func == "key":
             k = p.by.index(o.expr)
-            exprs.append("key" if len(p.by) == 1 else f"key[{k}]")
+            exprs.append(typed("key" if len(p.by) == 1 else f"key[{k}]", typ, schema.type_of(o.expr)))
         elif o.func == "count":
-            exprs.append("len(items)")
+            exprs.append(typed("len(items)", typ, "int"))
         elif o.func in ("wstart", "wend"):
-            exprs.append("ws" if o.func == "wstart" else "we")
+            var = "ws" if o.func == "wstart" else "we"
+            # count windows have no bounds: the value is None whatever the declared type
+            exprs.append(var if w.kind == "count" else typed(var, typ, _bound_type(w, schema)))
         else:
             e = compile_expr(o.expr, schema, functions=names, rename=ren).source
+            inner = static_type(o.expr, schema)
             if o.func == "first":
-                exprs.append(compile_expr(o.expr, schema, functions=names, rename=ren, var="t0").source)
+                src = compile_expr(o.expr, schema, functions=names, rename=ren, var="t0").source
             elif o.func == "last":
-                exprs.append(compile_expr(o.expr, schema, functions=names, rename=ren, var="tn").source)
+                src = compile_expr(o.expr, schema, functions=names, rename=ren, var="tn").source
             elif o.func == "avg":
-                exprs.append(f"sum([{e} for t in items]) / len(items)")
+                src, inner = f"sum([{e} for t in items]) / len(items)", "float" if inner in _NUMERIC else None
             else:
-                exprs.append(f"{o.func}([{e} for t in items])")
+                src = f"{o.func}([{e} for t in items])"
+                if o.func == "sum":
+                    inner = _num(inner, "int") if inner else None
+            exprs.append(typed(src, typ, inner))
     attr = schema.index(w.attr) if w.kind == "time" else None
     mode = f"{w.kind}_{'tumbling' if w.tumbling else 'sliding'}"
-    return {"mode": mode, "size": _num(w.size), "slide": _num(w.slide), "attr": attr,
+    return {"mode": mode, "size": _lit(w.size), "slide": _lit(w.slide), "attr": attr,
             "key": _key(p.by, schema), "row": _row(exprs)}
 
 
-def _num(x: float) -> str:
+def _bound_type(w, schema: Schema) -> str:
+    """The type of a time window's bounds: the attribute's, unless the window's size or
+    slide is fractional."""
+    whole = float(w.size).is_integer() and float(w.slide).is_integer()
+    return schema.type_of(w.attr) if schema.type_of(w.attr) == "float" or whole else "float"
+
+
+def _lit(x: float) -> str:
     return repr(int(x)) if float(x).is_integer() else repr(float(x))
 
 
@@ -103,13 +249,16 @@ def lower_join(graph: AppGraph, op: Operator, imports: Imports) -> dict[str, Any
     ren = _rename(p.functions, imports)
     names = frozenset(ren)
     q = {"left": ("l", ls), "right": ("r", rs)}
-    row = _row([compile_expr(e, functions=names, rename=ren, qualified=q).source for _, e in p.output])
+    types = [t for _, t in op.out_port("out").schema.attrs]
+    row = _row([typed(compile_expr(e, functions=names, rename=ren, qualified=q).source, typ,
+                      static_type(e, qualified=q))
+                for (_, e), typ in zip(p.output, types, strict=True)])
     where = compile_expr(p.where, functions=names, rename=ren, qualified=q).source if p.where else None
 
     def win(w, sch, var):
         if w.kind == "count":
             return {"kind": "count", "size": int(w.size), "store": w.size > 0}
-        return {"kind": "time", "size": _num(w.size), "attr": sch.index(w.attr), "store": True}
+        return {"kind": "time", "size": _lit(w.size), "attr": sch.index(w.attr), "store": True}
 
     return {
         "lkey": _key(p.left_key, ls, "l"), "rkey": _key(p.right_key, rs, "r"),

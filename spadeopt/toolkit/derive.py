@@ -122,6 +122,10 @@ def _check_window(where: str, w: Window, schema: Schema | None, problems: Proble
             problems.append(f"{where}: time window attribute '{w.attr}' must be int or float")
 
 
+def _whole(x: float) -> bool:
+    return float(x).is_integer()
+
+
 def derive_aggregate(where: str, raw: dict, ins: dict[str, Schema], problems: Problems):
     schema = ins["in"]
     w: Window = raw["window"]
@@ -154,7 +158,12 @@ def derive_aggregate(where: str, raw: dict, ins: dict[str, Schema], problems: Pr
             if args:
                 problems.append(f"{where}: output '{name}': {func}() takes no argument")
                 continue
-            default = "int" if func == "count" or w.kind == "count" else (schema.type_of(w.attr) if w.attr in schema else "float")
+            if func == "count" or w.kind == "count":
+                default = "int"
+            elif w.attr in schema and schema.type_of(w.attr) == "int" and _whole(w.size) and _whole(w.slide):
+                default = "int"
+            else:  # float event time, or a fractional window over int event time
+                default = "float"
             outs.append(AggOutput(name, func, ""))
             attrs.append((name, typ or default))
             continue
