@@ -41,13 +41,47 @@ def read_jsonl(path: str, schema: list[list[str]]) -> Iterator[tuple]:
                 yield cast([obj[n] for n in names])
 
 
+def _from_arrow(typ: str, arrow_type) -> object | None:
+    """A per-value converter from an Arrow column to attribute type ``typ``, or None when
+    the column's values already have that Python type."""
+    import pyarrow.types as pat
+
+    native = {"int": pat.is_integer, "float": pat.is_floating, "str": lambda t: pat.is_string(t) or pat.is_large_string(t),
+              "bool": pat.is_boolean, "bytes": lambda t: pat.is_binary(t) or pat.is_large_binary(t)}
+    if native[typ](arrow_type):
+        return None
+    if typ == "str":
+        return lambda v: v.decode() if isinstance(v, bytes) else str(v)
+    if typ == "bytes":
+        return lambda v: v if isinstance(v, bytes) else bytes.fromhex(v)
+    cast = CASTS[typ]
+    if typ == "bool":
+        return lambda v: cast(v) if isinstance(v, str) else bool(v)
+    return cast
+
+
 def read_parquet(path: str, schema: list[list[str]]) -> Iterator[tuple]:
-    """Replay a Parquet file, batch by batch (pyarrow)."""
+    """Replay a Parquet file, batch by batch (pyarrow); columns are picked by attribute
+    name and converted to the attribute types (e.g. an int64 column read as float)."""
     import pyarrow.parquet as pq
 
     names = [n for n, _ in schema]
-    for batch in pq.ParquetFile(path).iter_batches(columns=names):
-        cols = [batch.column(n).to_pylist() for n in names]
+    types = [t for _, t in schema]
+    pf = pq.ParquetFile(path)
+    arrow_schema = pf.schema_arrow
+    convs = [_from_arrow(t, arrow_schema.field(n).type) for n, t in zip(names, types, strict=True)]
+    row = 0
+    for batch in pf.iter_batches(columns=names):
+        cols = []
+        for n, conv in zip(names, convs, strict=True):
+            col = batch.column(n)
+            if col.null_count:
+                i = next(i for i, v in enumerate(col.is_null().to_pylist()) if v)
+                msg = f"{path}: column '{n}' is null in row {row + i}; attributes cannot be null"
+                raise ValueError(msg)
+            values = col.to_pylist()
+            cols.append(values if conv is None else [conv(v) for v in values])
+        row += batch.num_rows
         yield from zip(*cols, strict=True)
 
 
