@@ -8,8 +8,10 @@ aliases. Nothing is interpreted per tuple in the generated PE.
 from __future__ import annotations
 
 import ast
+import math
 from typing import Any
 
+from spadeopt.errors import CodegenError
 from spadeopt.model.expr import compile_expr
 from spadeopt.model.graph import AppGraph, Operator, SymbolRef
 from spadeopt.model.schema import Schema
@@ -173,9 +175,34 @@ def typed(source: str, declared: str, actual: str | None) -> str:
     return f"{declared}({source})"
 
 
+def _literal(v: Any, where: str) -> str:
+    """Python source for an argument value. ``repr`` is not enough: a float NaN or
+    infinity reprs as the undefined names ``nan``/``inf``."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return "float('nan')" if math.isnan(v) else ("float('inf')" if v > 0 else "-float('inf')")
+    if v is None:
+        return "None"
+    for base in (bool, int, float, str, bytes):  # subclasses (IntEnum, numpy.float64) as the base
+        if isinstance(v, base):
+            return repr(base(v))
+    if type(v) is list:
+        return "[" + ", ".join(_literal(x, where) for x in v) + "]"
+    if type(v) is tuple:
+        return "(" + ", ".join(_literal(x, where) for x in v) + ("," if len(v) == 1 else "") + ")"
+    if type(v) is dict:
+        return "{" + ", ".join(f"{_literal(k, where)}: {_literal(x, where)}" for k, x in v.items()) + "}"
+    msg = (f"{where}: argument value {v!r} of type {type(v).__name__} cannot be written into "
+           f"generated code; pass None, bool, int, float, str, bytes, or lists, tuples and dicts of them")
+    raise CodegenError(msg)
+
+
+def _args(op: Operator, pairs: tuple) -> str:
+    return ", ".join(f"{k}={_literal(v, f'operator {op.name!r} argument {k!r}')}" for k, v in pairs)
+
+
 def lower_source(graph: AppGraph, op: Operator, imports: Imports) -> dict[str, Any]:
     p = op.params
-    return {"gen": _alias(p.generator, imports), "args": ", ".join(f"{k}={v!r}" for k, v in p.args)}
+    return {"gen": _alias(p.generator, imports), "args": _args(op, p.args)}
 
 
 def lower_functor(graph: AppGraph, op: Operator, imports: Imports) -> dict[str, Any]:
@@ -297,7 +324,7 @@ def lower_union(graph: AppGraph, op: Operator, imports: Imports) -> dict[str, An
 
 def lower_custom(graph: AppGraph, op: Operator, imports: Imports) -> dict[str, Any]:
     p = op.params
-    return {"cls": _alias(p.cls, imports), "args": ", ".join(f"{k}={v!r}" for k, v in p.args)}
+    return {"cls": _alias(p.cls, imports), "args": _args(op, p.args)}
 
 
 def lower_sink(graph: AppGraph, op: Operator, imports: Imports) -> dict[str, Any]:
