@@ -305,7 +305,8 @@ def lower_split(graph: AppGraph, op: Operator, imports: Imports) -> dict[str, An
         elif typ == "bytes":
             h = f"_crc32(t[{i}])"
         elif typ == "float":
-            h = f"hash(t[{i}])"
+            # hash() of a float is its value's, except NaN's (per object since Python 3.10)
+            h = f"(hash(t[{i}]) if t[{i}] == t[{i}] else 0)"
         else:
             h = f"t[{i}]"
         return {"hash": h, "preds": None}
