@@ -64,3 +64,47 @@ def write_json(path: Path, doc: Any) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
     tmp.replace(path)
+
+
+def profile(app_ref: str, run_dir: Path, fusion: str = "none", params: Mapping[str, str] | None = None,
+            sample_rate: float = 0.001, reservoir: int = 5000, duration: float | None = None,
+            seed: int = 0, nodes: int = 1, cores: int = 2, master: str | None = None,
+            progress: Callable[[str], None] | None = None) -> tuple[RunResult, Path]:
+    """Stage 1: run an instrumented build of the app and write its raw samples.
+
+    Everything is checked before anything is written: the sampling parameters, the
+    run directory (writable, holding no other run) and the app itself.
+    """
+    import dataclasses
+    import platform
+    import time
+
+    from spadeopt.profiling import Manifest, check_run_dir, host_info, stride_of, write_manifest
+    from spadeopt.profiling.records import pe_file
+
+    stride_of(sample_rate)
+    if isinstance(reservoir, bool) or not isinstance(reservoir, int) or reservoir < 1:
+        raise UsageError(f"--reservoir must be an integer >= 1, got {reservoir!r}")
+    if duration is not None and not duration > 0:
+        raise UsageError(f"--duration must be a positive number of seconds, got {duration!r}")
+    run_dir = check_run_dir(run_dir)
+    graph, ref = load_graph(app_ref, params)
+    plan = dataclasses.replace(make_plan(graph, fusion, nodes, cores), instrumented=True)
+    build_dir = Path(run_dir) / "build"
+    generate(graph, plan, build_dir, ref)
+    started = time.time()
+    overrides = {"profile": {"sample_rate": sample_rate, "reservoir_size": reservoir, "seed": seed,
+                             "run_dir": str(Path(run_dir).resolve())},
+                 "duration": duration}
+    result = run_build(build_dir, master, None, progress, overrides)
+    finished = time.time()
+    host = host_info()
+    manifest = Manifest(
+        app=graph.name, graph_fingerprint=graph.fingerprint, plan=plan.to_json(),
+        params=dict(graph.params), host=host.host or platform.node(), cores=host.cores,
+        cpu_model=host.cpu_model, duration=finished - started, seed=seed, sample_rate=sample_rate,
+        reservoir_size=reservoir, started=started, finished=finished,
+        pe_files=tuple(pe_file(pe.pe_id) for pe in plan.pes),
+    )
+    write_manifest(run_dir, manifest)
+    return result, Path(run_dir)

@@ -23,7 +23,22 @@ def _params(pairs: list[str] | None) -> dict[str, str]:
     return out
 
 
+_last_status = [0.0]
+
+
 def _progress(msg: str) -> None:
+    """Status lines start with \\r: redrawn in place on a terminal, every 10 s otherwise."""
+    import time
+
+    if msg.startswith("\r"):
+        if sys.stderr.isatty():
+            print(msg, end="", file=sys.stderr, flush=True)
+        elif time.time() - _last_status[0] >= 10:
+            print(f"[spadeopt] {msg[1:].strip()}", file=sys.stderr, flush=True)
+            _last_status[0] = time.time()
+        return
+    if sys.stderr.isatty():
+        print("\r\033[K", end="", file=sys.stderr)
     print(f"[spadeopt] {msg}", file=sys.stderr, flush=True)
 
 
@@ -47,10 +62,28 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     result = api.run(args.app, args.fusion, _params(args.p), args.nodes, args.cores, args.master,
                      args.out, args.build_dir, _progress)
+    _end_status()
     print(_table(result))
     if args.json:
         api.write_json(args.json, result.to_json())
     return 0
+
+
+def cmd_profile(args: argparse.Namespace) -> int:
+    from spadeopt import api
+
+    result, run_dir = api.profile(args.app, args.o, args.fusion, _params(args.p), args.sample_rate,
+                                  args.reservoir, args.duration, args.seed, args.nodes, args.cores,
+                                  args.master, _progress)
+    _end_status()
+    print(_table(result))
+    print(f"\nraw samples of {result.pes} PE(s) and manifest.json written to {run_dir}")
+    return 0
+
+
+def _end_status() -> None:
+    if sys.stderr.isatty():
+        print("\r\033[K", end="", file=sys.stderr, flush=True)
 
 
 def cmd_build(args: argparse.Namespace) -> int:
@@ -87,6 +120,17 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--json", type=Path, help="write the result as JSON to this file")
     r.add_argument("--build-dir", type=Path, help="where to generate the PEs (default build/<app>/<fusion>)")
     r.set_defaults(func=cmd_run)
+
+    pr = sub.add_parser("profile", help="stage 1: run an instrumented build and collect port metrics")
+    pr.add_argument("app")
+    app_args(pr)
+    pr.add_argument("--sample-rate", type=float, default=0.001, help="stride sampling fraction s in (0, 1] (default 0.001)")
+    pr.add_argument("--reservoir", type=int, default=5000, help="reservoir size S per metric (default 5000)")
+    pr.add_argument("--duration", type=float, help="stop the sources after this many seconds (default: run to the end)")
+    pr.add_argument("--seed", type=int, default=0, help="seed of the reservoir samplers (recorded; default 0)")
+    pr.add_argument("--master", help="Spark master (default local[nodes*cores])")
+    pr.add_argument("-o", type=Path, required=True, help="run directory (new or empty)")
+    pr.set_defaults(func=cmd_profile)
 
     b = sub.add_parser("build", help="only generate the PE modules, plan.json and deploy.json")
     b.add_argument("app")

@@ -22,7 +22,13 @@ def _optimizer(out: Path, args: argparse.Namespace) -> dict:
     return optimizer_bench.run(out)
 
 
-BENCHMARKS = {"fused-overhead": _fused, "optimizer": _optimizer}
+def _profiling(out: Path, args: argparse.Namespace) -> dict:
+    from spadeopt.bench import profiling_overhead
+
+    return profiling_overhead.run(out, quick=args.quick, log=lambda m: print(m, file=sys.stderr, flush=True))
+
+
+BENCHMARKS = {"fused-overhead": _fused, "profiling-overhead": _profiling, "optimizer": _optimizer}
 
 
 def run(name: str, out: Path, args: argparse.Namespace) -> int:

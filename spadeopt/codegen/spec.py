@@ -42,15 +42,33 @@ class OpSpec:
     emit: dict[str, list[str]] = field(default_factory=dict)  # out port -> call targets
     final: dict[str, list[str]] = field(default_factory=dict)  # out port -> final statements
     pending: dict[str, int] = field(default_factory=dict)  # in port -> streams to wait for
+    instrumented: bool = False
+    # instrumented builds: out port -> (internal subscriber ports, timed calls, sender or None)
+    submits: dict[str, tuple[list[str], list[str], str | None]] = field(default_factory=dict)
 
     @property
     def emit_line(self) -> dict[str, str]:
-        """The statement that hands ``out`` to every subscriber of each output port."""
+        """The statement that hands ``out`` to every subscriber of each output port.
+
+        In instrumented builds each port's submit goes through its submit signal
+        (``<op>__submit_<port>``), which samples and times it.
+        """
+        if self.instrumented:
+            return {p: f"{self.op.name}__submit_{p}(out)" for p in self.emit}
+        return {p: "; ".join(f"{t}(out)" for t in ts) or "pass" for p, ts in self.emit.items()}
+
+    @property
+    def plain_emit_line(self) -> dict[str, str]:
         return {p: "; ".join(f"{t}(out)" for t in ts) or "pass" for p, ts in self.emit.items()}
 
     @property
     def final_line(self) -> dict[str, str]:
-        return {p: "; ".join(fs) for p, fs in self.final.items() if fs}
+        lines = {p: "; ".join(fs) for p, fs in self.final.items() if fs}
+        if self.instrumented:
+            for p in self.emit:
+                close = f"_rec_{self.op.name}__{p}.close(_cd_{self.op.name}__{p})"
+                lines[p] = f"{close}; {lines[p]}" if p in lines else close
+        return lines
 
 
 @dataclass
@@ -63,6 +81,7 @@ class PESpec:
     exposed_out: list[tuple[PortRef, bool]]  # port, locked
     sources: list[str]
     has_main: bool
+    instrumented: bool = False
 
 
 def links_of(plan: Plan, graph: AppGraph) -> list[Link]:
@@ -130,9 +149,16 @@ def pe_spec(graph: AppGraph, plan: Plan, pe: PE, links: list[Link], lower_op) ->
     imports: dict[tuple[str, str], str] = {}
     for op in ops:
         threads = tuple(sorted(threads_of[op.name]))
-        spec = OpSpec(op, {}, locked=len(threads) > 1 and op.kind in NEEDS_LOCK_KINDS, threads=threads)
+        # Instrumented builds also lock stateless operators shared by threads: their
+        # submit signals keep sampling state.
+        lockable = plan.instrumented or op.kind in NEEDS_LOCK_KINDS
+        spec = OpSpec(op, {}, locked=len(threads) > 1 and lockable, threads=threads,
+                      instrumented=plan.instrumented)
         for out in op.outputs:
             ref = PortRef(op.name, out.name)
+            internal = [d for d in graph.subscribers(ref) if d.op in members]
+            spec.submits[out.name] = ([str(d) for d in internal], [fn(d) for d in internal],
+                                      sender(ref) if ref in exposed_out_ports else None)
             targets = [fn(d) for d in graph.subscribers(ref) if d.op in members]
             finals = [f'{d.op}__final("{d.port}")' for d in graph.subscribers(ref) if d.op in members]
             if ref in exposed_out_ports:
@@ -152,4 +178,4 @@ def pe_spec(graph: AppGraph, plan: Plan, pe: PE, links: list[Link], lower_op) ->
         key=lambda x: x[0],
     )
     return PESpec(graph.name, pe, specs, imp, sorted(exposed_in_count.items()), locked_out,
-                  sources, bool(exposed_in_count))
+                  sources, bool(exposed_in_count), plan.instrumented)

@@ -73,7 +73,8 @@ class _Proc:
 
 
 def run_node(node: int, deploy: dict[str, Any], build_dir: str, out_dir: str | None,
-             log_dir: str, gather=None, barrier=None, host: str | None = None) -> dict[str, Any]:
+             log_dir: str, gather=None, barrier=None, host: str | None = None,
+             progress_dir: str | None = None) -> dict[str, Any]:
     """Run this node's PEs to completion; return their stats.
 
     ``gather(str) -> list[str]`` exchanges endpoint tables between nodes (allGather);
@@ -90,6 +91,8 @@ def run_node(node: int, deploy: dict[str, Any], build_dir: str, out_dir: str | N
     events: queue.Queue = queue.Queue()
     procs: dict[str, _Proc] = {}
     Path(log_dir).mkdir(parents=True, exist_ok=True)
+    if progress_dir:
+        Path(progress_dir).mkdir(parents=True, exist_ok=True)
     if out_dir:
         Path(out_dir).mkdir(parents=True, exist_ok=True)
     try:
@@ -97,7 +100,9 @@ def run_node(node: int, deploy: dict[str, Any], build_dir: str, out_dir: str | N
             cfg = {"pe": pe["pe"], "module": str(Path(build_dir, pe["module"]).resolve()),
                    "app_ref": deploy["app_ref"], "out_dir": out_dir, "ipc_dir": ipc_dir,
                    "host": host if needs_tcp else None,
-                   "batch_size": deploy.get("batch_size", 512), "hwm": deploy.get("hwm", 32)}
+                   "batch_size": deploy.get("batch_size", 512), "hwm": deploy.get("hwm", 32),
+                   "profile": deploy.get("profile"), "duration": deploy.get("duration"),
+                   "progress_file": str(Path(progress_dir, f"{pe['pe']}.json")) if progress_dir else None}
             procs[pe["pe"]] = _Proc(pe, cfg, Path(log_dir, f"{pe['pe']}.log"), events)
         bound = _collect(events, procs, "bound", node)
         endpoints: dict[str, dict[str, dict[str, str]]] = {}
@@ -157,7 +162,8 @@ def _fail(report: dict, procs: dict[str, _Proc]) -> None:
     raise PEFailed(f"{ERROR_TAG}{json.dumps(report)}{ERROR_TAG}")
 
 
-def barrier_task(deploy: dict[str, Any], build_dir: str, out_dir: str | None, log_dir: str, iterator):
+def barrier_task(deploy: dict[str, Any], build_dir: str, out_dir: str | None, log_dir: str,
+                 progress_dir: str | None, iterator):
     """The function each Spark barrier task runs (one task = one node)."""
     from pyspark import BarrierTaskContext
 
@@ -168,5 +174,6 @@ def barrier_task(deploy: dict[str, Any], build_dir: str, out_dir: str | None, lo
     if host in (None, "", "localhost"):
         host = "127.0.0.1"
     result = run_node(node, deploy, build_dir, out_dir, log_dir,
-                      gather=lambda msg: ctx.allGather(msg), barrier=ctx.barrier, host=host)
+                      gather=lambda msg: ctx.allGather(msg), barrier=ctx.barrier, host=host,
+                      progress_dir=progress_dir)
     yield json.dumps(result)

@@ -14,6 +14,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -126,11 +127,16 @@ def load_deploy(build_dir: Path) -> dict[str, Any]:
 
 
 def run_build(build_dir: Path, master: str | None = None, out_dir: Path | None = None,
-              progress: Callable[[str], None] | None = None) -> RunResult:
-    """Deploy a build on Spark and wait for it to finish."""
+              progress: Callable[[str], None] | None = None,
+              overrides: dict[str, Any] | None = None) -> RunResult:
+    """Deploy a build on Spark and wait for it to finish.
+
+    ``overrides`` replace deploy.json entries for this run only (profiling settings,
+    duration, batch size). ``progress`` receives status lines, about once a second.
+    """
     say = progress or (lambda msg: None)
     build_dir = Path(build_dir).resolve()
-    deploy = load_deploy(build_dir)
+    deploy = {**load_deploy(build_dir), **(overrides or {})}
     nodes, cores = deploy["nodes"], deploy["cores"]
     master = master or deploy["spark"]["master"]
     log_dir = build_dir / "logs"
@@ -141,19 +147,51 @@ def run_build(build_dir: Path, master: str | None = None, out_dir: Path | None =
     spark = spark_session(master, cores)
     sc = spark.sparkContext
     say(f"running {len(deploy['pes'])} PE(s) of '{deploy['app']}' ({deploy['strategy']}); logs in {log_dir}")
-    task = _task_fn(deploy, str(build_dir), str(out_dir) if out_dir else None, str(log_dir))
+    progress_dir = build_dir / "progress"
+    shutil.rmtree(progress_dir, ignore_errors=True)
+    task = _task_fn(deploy, str(build_dir), str(out_dir) if out_dir else None, str(log_dir), str(progress_dir))
     t0 = time.time()
-    try:
-        raw = sc.parallelize(range(nodes), nodes).barrier().mapPartitions(task).collect()
-    except Exception as exc:  # noqa: BLE001
-        raise _as_run_error(exc, deploy, master) from None
-    reports = sorted((json.loads(r) for r in raw), key=lambda r: r["node"])
+    box: dict[str, Any] = {}
+
+    def collect() -> None:
+        try:
+            box["raw"] = sc.parallelize(range(nodes), nodes).barrier().mapPartitions(task).collect()
+        except Exception as exc:  # noqa: BLE001
+            box["error"] = exc
+
+    worker = threading.Thread(target=collect, daemon=True)
+    worker.start()
+    while worker.is_alive():
+        worker.join(1.0)
+        if worker.is_alive():
+            say(_progress_line(progress_dir, t0, deploy))
+    if "error" in box:
+        raise _as_run_error(box["error"], deploy, master) from None
+    reports = sorted((json.loads(r) for r in box["raw"]), key=lambda r: r["node"])
     return _result(deploy, reports, master, time.time() - t0, str(build_dir))
 
 
-def _task_fn(deploy, build_dir, out_dir, log_dir):
+def _progress_line(progress_dir: Path, t0: float, deploy: dict[str, Any]) -> str:
+    """One status line from the PEs' progress files (written every second)."""
+    tuples, sinks, pes = 0, 0, 0
+    for f in progress_dir.glob("*.json"):
+        try:
+            doc = json.loads(f.read_text())
+        except (OSError, json.JSONDecodeError):
+            continue
+        pes += 1
+        tuples += sum(doc["sources"].values())
+        sinks += sum(doc["sinks"].values())
+    elapsed = time.time() - t0
+    line = f"\r{elapsed:6.1f} s  {pes}/{len(deploy['pes'])} PEs up  {tuples:,} source tuples  {sinks:,} at sinks"
+    if deploy.get("duration"):
+        line += f"  ({min(100, 100 * elapsed / deploy['duration']):.0f}% of {deploy['duration']:g} s)"
+    return line
+
+
+def _task_fn(deploy, build_dir, out_dir, log_dir, progress_dir):
     def task(iterator):
-        return barrier_task(deploy, build_dir, out_dir, log_dir, iterator)
+        return barrier_task(deploy, build_dir, out_dir, log_dir, progress_dir, iterator)
 
     return task
 

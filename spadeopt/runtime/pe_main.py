@@ -43,8 +43,17 @@ def main() -> None:
         spec = importlib.util.spec_from_file_location(f"spadeopt_pe_{cfg['pe']}", cfg["module"])
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
+        profiler = None
+        prof = cfg.get("profile")
+        if prof:
+            from spadeopt.profiling import Profiler
+
+            profiler = Profiler(cfg["pe"], sample_rate=prof["sample_rate"],
+                                reservoir_size=prof["reservoir_size"], seed=prof["seed"])
         rt = PERuntime(cfg["pe"], module.OPERATORS, cfg["module"], cfg.get("out_dir"),
-                       cfg.get("batch_size", 512), cfg.get("hwm", 32))
+                       cfg.get("batch_size", 512), cfg.get("hwm", 32), profiler=profiler,
+                       duration=cfg.get("duration"), progress_file=cfg.get("progress_file"))
+        rt.profile_dir = prof["run_dir"] if prof else None
         module.build(rt)
         say("bound", endpoints=rt.bind(cfg.get("ipc_dir"), cfg.get("host")))
         cmd = next(commands)
