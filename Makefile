@@ -5,7 +5,8 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 APP    ?= bargain
 
-.PHONY: help install demo test lint check-java bench clean
+.PHONY: help install demo test lint check-java bench profile clean
+RUN    ?= profiles/$(APP)/run-$(shell date +%Y%m%d-%H%M%S)
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -28,11 +29,16 @@ demo: $(STAMP) check-java ## run the bargain app on local Spark, unfused and wit
 test: $(STAMP) check-java ## run the test suite (real Spark in local mode)
 	$(BIN)/python -m pytest -q
 
+profile: $(STAMP) check-java ## stage 1: profile APP (default bargain) unfused into profiles/APP/run-*
+	$(BIN)/spadeopt profile apps/$(APP).py --fusion none -o $(RUN)
+
 lint: $(STAMP) ## ruff
 	$(BIN)/ruff check spadeopt apps tests
 
 bench: $(STAMP) check-java ## micro-benchmarks; figures go to out/bench/
 	$(BIN)/spadeopt bench fused-overhead --out out/bench
+	$(BIN)/spadeopt bench profiling-overhead --out out/bench
+	$(BIN)/spadeopt bench optimizer --out out/bench
 
 clean: ## remove generated builds and outputs
 	rm -rf build out
