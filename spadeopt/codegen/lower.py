@@ -255,7 +255,10 @@ def lower_aggregate(graph: AppGraph, op: Operator, imports: Imports) -> dict[str
             exprs.append(typed(src, typ, inner))
     attr = schema.index(w.attr) if w.kind == "time" else None
     mode = f"{w.kind}_{'tumbling' if w.tumbling else 'sliding'}"
-    return {"mode": mode, "size": _lit(w.size), "slide": _lit(w.slide), "attr": attr,
+    # float bounds need float constants: window bounds are computed as k * slide
+    lit = _lit if w.kind == "count" or _bound_type(w, schema) == "int" else (lambda x: repr(float(x)))
+    exact = w.kind == "time" and _bound_type(w, schema) == "int"  # int arithmetic: no rounding
+    return {"mode": mode, "size": lit(w.size), "slide": lit(w.slide), "attr": attr, "exact": exact,
             "key": _key(p.by, schema), "row": _row(exprs)}
 
 
