@@ -30,7 +30,7 @@ def _spadeopt_rate(fusion: str, params: dict[str, str]) -> float:
     graph, ref = load_graph("apps/chain.py", params)
     res = run_local(graph, plan_for(graph, fusion), app_ref=ref)
     pes = res["report"]["pes"]
-    (n, first, _), = [v for pe in pes for v in pe["sources"].values()]
+    (n, first, *_), = [v for pe in pes for v in pe["sources"].values()]
     return n / (max(pe["t_end"] for pe in pes) - first)
 
 

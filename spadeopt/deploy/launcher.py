@@ -107,6 +107,8 @@ class RunResult:
     sinks: dict[str, int] = field(default_factory=dict)
     nodes_used: int = 0
     build_dir: str = ""
+    steady_throughput: float = 0.0  # aggregate source rate after the warm-up (see steady_rate)
+    cpu_per_node: dict[str, float] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -233,7 +235,7 @@ def _result(deploy: dict, reports: list[dict], master: str, wall: float, build_d
                            "host": rep["host"], "executor_pid": rep["executor_pid"], "sources": st["sources"]})
             sinks.update(st["sinks"])
             ends.append(st["t_end"])
-            for count, first, _last in st["sources"].values():
+            for count, first, _last, _timeline in st["sources"].values():
                 tuples += count
                 if first is not None:
                     firsts.append(first)
@@ -241,5 +243,36 @@ def _result(deploy: dict, reports: list[dict], master: str, wall: float, build_d
     span = (max(ends) - min(firsts)) if firsts else 0.0
     thr = tuples / span if span > 0 else 0.0
     used = len({p["node"] for p in deploy["pes"]})
+    timelines = [tl for st in (s for r in reports for s in r["pes"]) for _, _, _, tl in st["sources"].values() if tl]
+    cpu_node: dict[str, float] = {}
+    for p in per_pe:
+        cpu_node[str(p["node"])] = cpu_node.get(str(p["node"]), 0.0) + p["cpu_s"]
+    for p in per_pe:
+        p["sources"] = {k: v[:3] for k, v in p["sources"].items()}
     return RunResult(deploy["app"], deploy["strategy"], master, deploy["nodes"], len(deploy["pes"]), thr,
-                     wall, tuples, sorted(per_pe, key=lambda p: p["pe"]), dict(sorted(sinks.items())), used, build_dir)
+                     wall, tuples, sorted(per_pe, key=lambda p: p["pe"]), dict(sorted(sinks.items())), used,
+                     build_dir, steady_rate(timelines) or thr, cpu_node)
+
+
+def steady_rate(timelines: list[list[tuple[float, int]]], warmup: float = 0.2) -> float:
+    """Aggregate source rate in the steady state, tuples/s.
+
+    The window starts after ``warmup`` of the sources' common span and ends when the
+    first source ends (so every source is still running); each source's count is
+    interpolated from its timeline at both ends. 0 when the run is too short to tell.
+    """
+    import numpy as np
+
+    if not timelines:
+        return 0.0
+    start = min(tl[0][0] for tl in timelines)
+    end = min(tl[-1][0] for tl in timelines)
+    t0 = start + warmup * (end - start)
+    if end - t0 < 0.2:
+        return 0.0
+    total = 0.0
+    for tl in timelines:
+        ts = np.array([t for t, _ in tl])
+        cs = np.array([c for _, c in tl], dtype=float)
+        total += float(np.interp(end, ts, cs) - np.interp(t0, ts, cs))
+    return total / (end - t0)

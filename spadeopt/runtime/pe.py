@@ -122,7 +122,9 @@ class PERuntime:
 
     def source_batches(self, name: str, iterable: Iterable) -> Iterable[list]:
         """Chunk a source's tuples into batches, counting them for throughput."""
-        stats = self.source_stats[name] = [0, None, None]
+        stats = self.source_stats[name] = [0, None, None, []]  # count, first, last, timeline
+        timeline = stats[3]
+        next_mark = 0.0
         it = iter(iterable)
         size = self.batch_size
         thread_point = self.point(name, "thread", "thread") if self.profiler else None
@@ -137,12 +139,17 @@ class PERuntime:
                 stats[1] = time.time()
             yield batch
             stats[0] += len(batch)
-            stats[2] = time.time()
+            now = stats[2] = time.time()
+            if now >= next_mark:  # a point every 0.2 s, for steady-state rates
+                timeline.append((now, stats[0]))
+                next_mark = now + 0.2
             n += 1
             if thread_point and n % 64 == 0:
                 thread_point.sample_thread()
         if thread_point:
             thread_point.sample_thread()
+        if stats[2] is not None:
+            timeline.append((stats[2], stats[0]))
 
     # ---- wiring -----------------------------------------------------------------------
     def bind(self, ipc_dir: str | None, host: str | None) -> dict[str, dict[str, str]]:
@@ -214,7 +221,7 @@ class PERuntime:
 
         while not self._done.wait(1.0):
             doc = {"pe": self.pe_id, "t": time.time(),
-                   "sources": {n: v[0] for n, v in self.source_stats.items()},
+                   "sources": {n: v[0] for n, v in list(self.source_stats.items())},
                    "sinks": {n: s.count for n, s in self.sinks.items()}}
             tmp = f"{self.progress_file}.tmp"
             with open(tmp, "w") as f:

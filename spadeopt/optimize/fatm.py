@@ -1,0 +1,128 @@
+"""FATM: the automatic strategy. Profile + comm-cost model -> GreedyFuse -> placement -> Plan.
+
+This is the only place where the optimizer's pure algorithms meet the app graph: it
+turns the graph's annotations into legality constraints (colocation, exlocation, and
+feedback loops into tuple-generating ports, which may never be fused), runs
+GreedyFuse (or the exact optimizer), places the PEs and names them through the same
+``make_plan`` every strategy uses. It also records why the result looks as it does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from spadeopt.errors import OptimizeError
+from spadeopt.model.graph import AppGraph
+from spadeopt.optimize.cost import metrics, objective
+from spadeopt.optimize.exact import exact_fuse, gap
+from spadeopt.optimize.greedy_fuse import greedy_fuse, why_not_merged
+from spadeopt.optimize.placement import pe_graph, place
+from spadeopt.optimize.problem import CommModel, FusionProblem
+from spadeopt.optimize.result import FusionResult
+from spadeopt.plan.plan import Plan, make_plan
+
+
+@dataclass(frozen=True)
+class OperatorProfile:
+    """What the optimizer needs from a refined profile."""
+
+    app: str
+    fingerprint: str
+    load: Mapping[str, float]  # u per operator (CPU fraction, in cores)
+    links: tuple[tuple[str, str, float, float], ...]  # (src op, dst op, tuples/s, bytes/tuple)
+
+
+def unfusable_pairs(graph: AppGraph) -> tuple[frozenset[str], ...]:
+    """Both ends of every stream that closes a loop into a tuple-generating port."""
+    import networkx as nx
+
+    g = nx.DiGraph()
+    g.add_nodes_from(op.name for op in graph.operators)
+    for s in graph.streams:
+        g.add_edge(s.src.op, s.dst.op)
+    comp = {n: i for i, c in enumerate(nx.strongly_connected_components(g)) for n in c}
+    pairs = set()
+    for s in graph.streams:
+        same_scc = comp[s.src.op] == comp[s.dst.op]
+        if same_scc and graph.op(s.dst.op).in_port(s.dst.port).tuple_generating:
+            if s.src.op == s.dst.op:
+                continue  # a self-loop cannot be split by any partition; validation refuses it
+            pairs.add(frozenset((s.src.op, s.dst.op)))
+    return tuple(sorted(pairs, key=sorted))
+
+
+def problem_for(graph: AppGraph, prof: OperatorProfile, comm: CommModel, max_frac: float,
+                min_util: float) -> FusionProblem:
+    if prof.fingerprint != graph.fingerprint:
+        raise OptimizeError(
+            f"the profile is of app '{prof.app}' graph {prof.fingerprint}, but '{graph.name}' with these "
+            f"parameters is graph {graph.fingerprint}; profile this app (same -p parameters) with "
+            f"`spadeopt profile` and refine it again")
+    names = [op.name for op in graph.operators]
+    missing = [n for n in names if n not in prof.load]
+    if missing:
+        raise OptimizeError(f"the profile has no CPU load for operator(s) {', '.join(missing[:5])}; refine again")
+    return FusionProblem.build(
+        names, {n: prof.load[n] for n in names}, list(prof.links), comm,
+        max_frac=max_frac, min_util=min_util,
+        colocate=[frozenset(g) for g in graph.annotations.colocate],
+        exlocate=[frozenset(g) for g in graph.annotations.exlocate],
+        unfusable=list(unfusable_pairs(graph)),
+    )
+
+
+@dataclass(frozen=True)
+class AutoPlan:
+    plan: Plan
+    result: FusionResult
+    explain: dict[str, Any]
+
+
+def fuse_auto(graph: AppGraph, prof: OperatorProfile, comm: CommModel, nodes: int, cores: int,
+              max_frac: float = 0.5, min_util: float = 0.95, exact: bool = False,
+              capacity_frac: float = 1.0) -> AutoPlan:
+    problem = problem_for(graph, prof, comm, max_frac, min_util)
+    result = greedy_fuse(problem)
+    exact_doc = None
+    if exact:
+        best = exact_fuse(problem)
+        exact_doc = {"objective": best.objective, "greedy_objective": result.objective,
+                     "gap": gap(result, best), "partitions": [list(p) for p in best.partitions]}
+    tmp_ids = [f"p{i}" for i in range(len(result.partitions))]
+    pe_loads, pe_links = pe_graph(result.partitions, problem, tmp_ids)
+    host = dict(graph.annotations.host)
+    pinned = {}
+    for pid, part in zip(tmp_ids, result.partitions, strict=True):
+        for op in part:
+            if op in host:
+                pinned[pid] = host[op]
+    placement = place(pe_loads, pe_links, nodes, cores, capacity_frac, pinned=pinned or None)
+    groups = [list(p) for p in result.partitions]
+    plan = make_plan(graph, "auto", groups, [placement[p] for p in tmp_ids], nodes, cores)
+    return AutoPlan(plan, result, _explain(plan, problem, result, placement, exact_doc, max_frac, min_util))
+
+
+def _explain(plan: Plan, problem: FusionProblem, result: FusionResult, placement, exact_doc,
+             max_frac: float, min_util: float) -> dict[str, Any]:
+    pe_of_part = {frozenset(pe.operators): pe for pe in plan.pes}
+    pes = []
+    for pe in plan.pes:
+        m = metrics(frozenset(pe.operators), problem)
+        pes.append({"pe": pe.pe_id, "node": pe.node, "operators": list(pe.operators),
+                    "oper_load": m.oper_load, "comm_load": m.comm_load, "comp_load": m.comp_load,
+                    "effective_util": m.effective_util, "rate": m.rate, "size": m.size,
+                    "saturated": m.saturated, "underutilized": m.underutilized})
+    refusals = []
+    for (a, b), why in sorted(why_not_merged(result, problem).items()):
+        refusals.append({"pes": [pe_of_part[frozenset(a)].pe_id, pe_of_part[frozenset(b)].pe_id], "why": why})
+    return {
+        "schema_version": 1, "max_frac": max_frac, "min_util": min_util,
+        "objective": objective([frozenset(p.operators) for p in plan.pes], problem),
+        "objective_none": result.objective_initial,
+        "merges": len(result.steps), "warnings": list(result.warnings),
+        "pes": pes, "not_merged": refusals,
+        "node_load": list(placement.node_load), "inter_node_rate": placement.inter_node_rate,
+        "exact": exact_doc,
+    }
