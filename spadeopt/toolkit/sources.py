@@ -11,13 +11,55 @@ import json
 import random
 from collections.abc import Iterator
 
-CASTS = {"int": int, "float": float, "str": str, "bool": lambda v: str(v).lower() in ("1", "true", "yes"),
-         "bytes": bytes.fromhex}
+_TRUE = frozenset({"1", "true", "yes", "y", "t", "on"})
+_FALSE = frozenset({"0", "false", "no", "n", "f", "off"})
+
+
+def _bool(v) -> bool:
+    text = str(v).strip().lower()
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    msg = "not a boolean (use true/false, yes/no, 1/0)"
+    raise ValueError(msg)
+
+
+def _int(v) -> int:
+    if isinstance(v, float) and not v.is_integer():  # JSON 3.0 is an int; 3.5 is not
+        msg = "not a whole number"
+        raise ValueError(msg)
+    return int(v)
+
+
+def _str(v) -> str:
+    if v is None or isinstance(v, dict | list):
+        msg = "not a string"
+        raise ValueError(msg)
+    return str(v)
+
+
+CASTS = {"int": _int, "float": float, "str": _str, "bool": _bool, "bytes": bytes.fromhex}
 
 
 def _row_caster(schema: list[list[str]]):
+    """``cast(values, where)``: the row as a tuple of the schema's types, or a ValueError
+    naming the place (``file:line``), the attribute and the value."""
     casts = [CASTS[t] for _, t in schema]
-    return lambda values: tuple(c(v) for c, v in zip(casts, values, strict=True))
+
+    def cast(values, where) -> tuple:
+        try:
+            return tuple(c(v) for c, v in zip(casts, values, strict=True))
+        except (TypeError, ValueError, AttributeError):
+            for (name, typ), c, v in zip(schema, casts, values, strict=True):
+                try:
+                    c(v)
+                except (TypeError, ValueError, AttributeError) as exc:
+                    msg = f"{where()}: attribute '{name}': cannot read {v!r} as {typ} ({exc})"
+                    raise ValueError(msg) from None
+            raise
+
+    return cast
 
 
 def read_csv(path: str, schema: list[list[str]]) -> Iterator[tuple]:
@@ -26,8 +68,14 @@ def read_csv(path: str, schema: list[list[str]]) -> Iterator[tuple]:
     names = [n for n, _ in schema]
     with open(path, newline="", encoding="utf-8") as f:
         reader = csv.DictReader(f)
+        header = reader.fieldnames or []
+        missing = [n for n in names if n not in header]
+        if missing:
+            msg = (f"{path}: no column {', '.join(repr(n) for n in missing)} in the CSV header "
+                   f"({', '.join(header) or 'empty file'})")
+            raise ValueError(msg)
         for row in reader:
-            yield cast([row[n] for n in names])
+            yield cast([row[n] for n in names], lambda: f"{path}:{reader.line_num}")
 
 
 def read_jsonl(path: str, schema: list[list[str]]) -> Iterator[tuple]:
@@ -35,10 +83,21 @@ def read_jsonl(path: str, schema: list[list[str]]) -> Iterator[tuple]:
     cast = _row_caster(schema)
     names = [n for n, _ in schema]
     with open(path, encoding="utf-8") as f:
-        for line in f:
+        for lineno, line in enumerate(f, 1):
             if line.strip():
-                obj = json.loads(line)
-                yield cast([obj[n] for n in names])
+                try:
+                    obj = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    msg = f"{path}:{lineno}: not a JSON object ({exc})"
+                    raise ValueError(msg) from None
+                try:
+                    values = [obj[n] for n in names]
+                except (KeyError, TypeError):
+                    have = ", ".join(obj) if isinstance(obj, dict) else type(obj).__name__
+                    missing = [n for n in names if not isinstance(obj, dict) or n not in obj]
+                    msg = f"{path}:{lineno}: no attribute {', '.join(map(repr, missing))} (the line has: {have})"
+                    raise ValueError(msg) from None
+                yield cast(values, lambda lineno=lineno: f"{path}:{lineno}")
 
 
 def _from_arrow(typ: str, arrow_type) -> object | None:
