@@ -108,3 +108,83 @@ def profile(app_ref: str, run_dir: Path, fusion: str = "none", params: Mapping[s
     )
     write_manifest(run_dir, manifest)
     return result, Path(run_dir)
+
+
+CALIBRATION_DIR = Path(__file__).resolve().parent.parent / "profiles" / "calibration"
+
+
+def default_calibration() -> Path:
+    """This host's calibration if there is one, else the newest committed one."""
+    import socket
+
+    own = CALIBRATION_DIR / f"{socket.gethostname()}.json"
+    if own.is_file():
+        return own
+    found = sorted(CALIBRATION_DIR.glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
+    if not found:
+        raise UsageError(f"no calibration found in {CALIBRATION_DIR}; run `spadeopt calibrate -o "
+                         f"profiles/calibration/{socket.gethostname()}.json` or pass --calibration")
+    return found[0]
+
+
+def optimize(app_ref: str, profile_path: Path, out: Path, calibration: Path | None = None,
+             params: Mapping[str, str] | None = None, max_frac: float = 0.5, min_util: float = 0.95,
+             nodes: int = 1, cores: int = 2, exact: bool = False):
+    """Stage 2: GreedyFuse + placement from a refined profile; writes a runnable build.
+
+    The app is rebuilt with the parameters recorded in the profile (``params`` may
+    repeat or override them; the graph fingerprint must still match the profile's).
+    """
+    from spadeopt.optimize.fatm import OperatorProfile, fuse_auto
+    from spadeopt.refine.comm import CommCost
+    from spadeopt.refine.profile import Profile
+
+    if not max_frac > 0:
+        raise UsageError(f"--max-frac must be > 0, got {max_frac}")
+    if not 0 < min_util <= 1:
+        raise UsageError(f"--min-util must be in (0, 1], got {min_util}")
+    if nodes < 1 or cores < 1:
+        raise UsageError(f"--nodes and --cores must be >= 1 (got {nodes}, {cores})")
+    prof = Profile.load_file(profile_path)
+    merged = {k: str(v) for k, v in prof.params.items()}
+    merged.update(params or {})
+    graph, ref = load_graph(app_ref, merged)
+    comm = CommCost.load(calibration or default_calibration())
+    auto = fuse_auto(graph, OperatorProfile(prof.app, prof.graph_fingerprint, prof.load, prof.link_tuples()),
+                     comm, nodes, cores, max_frac, min_util, exact)
+    build = generate(graph, auto.plan, Path(out), ref)
+    auto.explain["profile"] = str(Path(profile_path).resolve())
+    auto.explain["calibration"] = comm.source
+    write_json(build.directory / "explain.json", auto.explain)
+    return build, auto.explain
+
+
+def explain_text(build_dir: Path) -> str:
+    """A readable account of an optimized build (``explain.json``)."""
+    path = Path(build_dir) / "explain.json"
+    if not path.is_file():
+        raise UsageError(f"{build_dir} has no explain.json: only builds made by `spadeopt optimize` explain "
+                         f"themselves")
+    doc = json.loads(path.read_text())
+    lines = [f"MaxFrac {doc['max_frac']}, MinUtil {doc['min_util']}; objective (total inter-PE rate) "
+             f"{doc['objective']:,.0f} tuples/s (one PE per operator: {doc['objective_none']:,.0f}); "
+             f"{doc['merges']} merges", ""]
+    lines.append(f"{'PE':<6}{'node':>5}{'OperLoad':>10}{'CommLoad':>10}{'EffUtil':>9}  operators")
+    for pe in doc["pes"]:
+        ops = ", ".join(pe["operators"])
+        if len(ops) > 70:
+            ops = ops[:67] + "..."
+        lines.append(f"{pe['pe']:<6}{pe['node']:>5}{pe['oper_load']:>10.3f}{pe['comm_load']:>10.3f}"
+                     f"{pe['effective_util']:>9.2f}  {ops}")
+    if doc["not_merged"]:
+        lines += ["", "neighbouring PEs not merged:"]
+        lines += [f"  {a} + {b}: {r['why']}" for r in doc["not_merged"] for a, b in [r["pes"]]]
+    if doc.get("exact"):
+        e = doc["exact"]
+        lines += ["", f"exact optimum: objective {e['objective']:,.0f} vs GreedyFuse {e['greedy_objective']:,.0f} "
+                      f"(gap {e['gap']:.1%} of the unfused objective)"]
+    for w in doc["warnings"]:
+        lines.append(f"warning: {w}")
+    lines.append(f"\nnode load (cores): {', '.join(f'{x:.2f}' for x in doc['node_load'])}; "
+                 f"inter-node rate {doc['inter_node_rate']:,.0f} tuples/s")
+    return "\n".join(lines)

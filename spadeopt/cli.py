@@ -86,6 +86,36 @@ def _end_status() -> None:
         print("\r\033[K", end="", file=sys.stderr, flush=True)
 
 
+def cmd_optimize(args: argparse.Namespace) -> int:
+    from spadeopt import api
+
+    build, _ = api.optimize(args.app, args.profile, args.o, args.calibration, _params(args.p), args.max_frac,
+                            args.min_util, args.nodes, args.cores, args.exact)
+    print(api.explain_text(build.directory))
+    print(f"\nwrote {len(build.plan.pes)} PE module(s), plan.json, deploy.json and explain.json to "
+          f"{build.directory}; run it with: spadeopt run {build.directory}")
+    return 0
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    from spadeopt import api
+
+    print(api.explain_text(args.build))
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from spadeopt.bench.compare import compare, table
+
+    doc = compare(args.app, args.out, [s.strip() for s in args.strategies.split(",") if s.strip()],
+                  _params(args.p), args.nodes, args.cores, args.master, args.repeat, args.profile,
+                  args.calibration, progress=_progress)
+    _end_status()
+    print(table(doc))
+    print(f"\nfigures: {args.out / 'compare.json'}, plot: {args.out / 'compare.png'}")
+    return 0 if not doc["failed"] else 1
+
+
 def cmd_build(args: argparse.Namespace) -> int:
     from spadeopt import api
 
@@ -98,6 +128,34 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from spadeopt.bench import registry
 
     return registry.run(args.name, args.out, args)
+
+
+def cmd_refine(args: argparse.Namespace) -> int:
+    from spadeopt.refine.job import refine
+    from spadeopt.refine.show import format_profile
+
+    profile = refine(args.run_dirs, args.o, args.master, progress=_progress)
+    print(format_profile(profile))
+    print(f"\nprofile of {len(args.run_dirs)} run(s) written to {args.o}")
+    return 0
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    from spadeopt.refine.calibrate import calibrate, summary
+
+    doc = calibrate(args.o, args.quick, _progress)
+    _end_status()
+    print(summary(doc))
+    print(f"calibration written to {args.o}")
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from spadeopt.refine.profile import Profile
+    from spadeopt.refine.show import format_profile
+
+    print(format_profile(Profile.load_file(args.profile)))
+    return 0
 
 
 def parser() -> argparse.ArgumentParser:
@@ -132,6 +190,38 @@ def parser() -> argparse.ArgumentParser:
     pr.add_argument("-o", type=Path, required=True, help="run directory (new or empty)")
     pr.set_defaults(func=cmd_profile)
 
+    op = sub.add_parser("optimize", help="stage 2: GreedyFuse + placement from a refined profile")
+    op.add_argument("app")
+    op.add_argument("--profile", type=Path, required=True, help="PROFILE.json from `spadeopt refine`")
+    op.add_argument("--calibration", type=Path, help="comm-cost calibration (default: this host's, "
+                    "else the newest in profiles/calibration/)")
+    op.add_argument("-p", action="append", metavar="KEY=VALUE", help="app parameter (default: the profile's)")
+    op.add_argument("--max-frac", type=float, default=0.5, help="MaxFrac: most CPU a PE may need (default 0.5)")
+    op.add_argument("--min-util", type=float, default=0.95, help="MinUtil: stop merging PEs at this "
+                    "effective utilisation (default 0.95)")
+    op.add_argument("--nodes", type=int, default=1)
+    op.add_argument("--cores", type=int, default=2)
+    op.add_argument("--exact", action="store_true", help="also solve exactly (small graphs) and report the gap")
+    op.add_argument("-o", type=Path, required=True, help="build directory to write")
+    op.set_defaults(func=cmd_optimize)
+
+    cp = sub.add_parser("compare", help="run NONE, FALL, FMAN and FATM side by side; table and plot")
+    cp.add_argument("app")
+    cp.add_argument("--strategies", default="none,all,manual,auto", help="comma-separated (default: all four)")
+    cp.add_argument("-p", action="append", metavar="KEY=VALUE", help="app parameter (repeatable)")
+    cp.add_argument("--nodes", type=int, default=1)
+    cp.add_argument("--cores", type=int, default=2)
+    cp.add_argument("--master", help="Spark master (default local[nodes*cores])")
+    cp.add_argument("--repeat", type=int, default=3, help="runs per strategy, interleaved (default 3)")
+    cp.add_argument("--profile", type=Path, help="refined profile for FATM (default: profile and refine first)")
+    cp.add_argument("--calibration", type=Path, help="comm-cost calibration (default: this host's)")
+    cp.add_argument("--out", type=Path, required=True, help="directory for compare.json and compare.png")
+    cp.set_defaults(func=cmd_compare)
+
+    ex = sub.add_parser("explain", help="why an optimized build looks as it does")
+    ex.add_argument("build", type=Path)
+    ex.set_defaults(func=cmd_explain)
+
     b = sub.add_parser("build", help="only generate the PE modules, plan.json and deploy.json")
     b.add_argument("app")
     app_args(b)
@@ -143,6 +233,21 @@ def parser() -> argparse.ArgumentParser:
     be.add_argument("--out", type=Path, default=Path("out/bench"), help="directory for the figures")
     be.add_argument("--quick", action="store_true", help="smaller sizes (a smoke run)")
     be.set_defaults(func=cmd_bench)
+
+    rf = sub.add_parser("refine", help="Spark job: raw samples of profiling runs -> profile.json (u, rates, links)")
+    rf.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR", help="profiling run(s) of one app graph")
+    rf.add_argument("--master", help="Spark master (default local[2])")
+    rf.add_argument("-o", type=Path, required=True, help="profile to write (JSON)")
+    rf.set_defaults(func=cmd_refine)
+
+    ca = sub.add_parser("calibrate", help="measure the comm-cost mapping v(rate, size) of this machine")
+    ca.add_argument("-o", type=Path, required=True, help="calibration file, e.g. profiles/calibration/HOST.json")
+    ca.add_argument("--quick", action="store_true", help="a small grid (~30 s), for tests")
+    ca.set_defaults(func=cmd_calibrate)
+
+    sh = sub.add_parser("show", help="print a profile: operators by CPU fraction, links by rate")
+    sh.add_argument("profile", type=Path)
+    sh.set_defaults(func=cmd_show)
     return ap
 
 

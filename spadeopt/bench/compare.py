@@ -1,0 +1,163 @@
+"""``spadeopt compare``: NONE, FALL, FMAN and FATM on the same workload, side by side.
+
+Every strategy is built once, then the runs are interleaved round by round (``repeat``
+rounds), so slow drifts of a shared machine hit every strategy alike. Throughput is
+the steady-state aggregate source rate (after a warm-up; see ``steady_rate``). FATM
+needs a profile: unless one is given, the app is profiled unfused and refined first.
+A strategy that fails is reported with its error; the others still run.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from spadeopt.errors import SpadeoptError, UsageError
+
+LABELS = {"none": "NONE", "all": "FALL", "manual": "FMAN", "auto": "FATM"}
+
+
+def compare(app_ref: str, out_dir: Path, strategies: Sequence[str] = ("none", "all", "manual", "auto"),
+            params: Mapping[str, str] | None = None, nodes: int = 1, cores: int = 2,
+            master: str | None = None, repeat: int = 3, profile: Path | None = None,
+            calibration: Path | None = None, sample_rate: float = 0.01,
+            progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    from spadeopt import api
+    from spadeopt.deploy.launcher import run_build
+
+    say = progress or (lambda m: None)
+    bad = [s for s in strategies if s not in LABELS]
+    if bad or not strategies:
+        raise UsageError(f"unknown strategy {', '.join(bad) or '(none given)'}; choose from {', '.join(LABELS)}")
+    if repeat < 1:
+        raise UsageError(f"--repeat must be >= 1, got {repeat}")
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    graph, _ = api.load_graph(app_ref, params)  # fail early on a bad app
+    builds, errors = {}, {}
+    for st in strategies:
+        try:
+            say(f"building {LABELS[st]}")
+            if st == "auto":
+                profile = profile or _profile_for_auto(app_ref, out_dir, params, nodes, cores, master,
+                                                       sample_rate, say)
+                builds[st], _ = api.optimize(app_ref, profile, out_dir / "build-auto", calibration, params,
+                                             nodes=nodes, cores=cores)
+            else:
+                builds[st] = api.build(app_ref, st, params, nodes, cores, out_dir / f"build-{st}")
+        except SpadeoptError as exc:
+            errors[st] = str(exc)
+            say(f"{LABELS[st]} failed to build: {str(exc).splitlines()[0]}")
+    runs: dict[str, list[dict[str, Any]]] = {st: [] for st in builds}
+    order = list(builds)
+    for r in range(repeat):
+        for i in range(len(order)):
+            st = order[(i + r) % len(order)]
+            if st in errors:
+                continue
+            say(f"round {r + 1}/{repeat}: {LABELS[st]}")
+            try:
+                res = run_build(builds[st].directory, master, None, say)
+            except SpadeoptError as exc:
+                errors[st] = str(exc)
+                say(f"{LABELS[st]} failed: {str(exc).splitlines()[0]}")
+                continue
+            runs[st].append(res.to_json())
+    doc = _summarise(graph.name, app_ref, dict(params or {}), nodes, cores, master, repeat, runs, errors)
+    (out_dir / "compare.json").write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    plot(doc, out_dir / "compare.png")
+    return doc
+
+
+def _profile_for_auto(app_ref, out_dir, params, nodes, cores, master, sample_rate, say) -> Path:
+    import shutil
+
+    from spadeopt import api
+    from spadeopt.refine.job import refine
+
+    run_dir = out_dir / "profile-run"
+    shutil.rmtree(run_dir, ignore_errors=True)
+    say(f"profiling unfused (s = {sample_rate}) for FATM")
+    api.profile(app_ref, run_dir, "none", params, sample_rate=sample_rate, nodes=nodes, cores=cores,
+                master=master, progress=say)
+    say("refining the profile")
+    refine([run_dir], out_dir / "profile.json", master=master)
+    return out_dir / "profile.json"
+
+
+def _summarise(app, app_ref, params, nodes, cores, master, repeat, runs, errors) -> dict[str, Any]:
+    rows = {}
+    for st, rs in runs.items():
+        if not rs:
+            continue
+        thr = [r["steady_throughput"] for r in rs]
+        med = statistics.median(thr)
+        mid = min(rs, key=lambda r: abs(r["steady_throughput"] - med))
+        rows[st] = {"label": LABELS[st], "throughput_median": med, "throughput": thr,
+                    "pes": mid["pes"], "nodes_used": mid["nodes_used"], "cpu_per_node": mid["cpu_per_node"],
+                    "sinks": mid["sinks"], "wall_s": [r["wall_s"] for r in rs]}
+    base = rows.get("auto", {}).get("throughput_median")
+    for row in rows.values():
+        row["relative_to_fatm"] = row["throughput_median"] / base if base else None
+    return {"schema_version": 1, "app": app, "app_ref": app_ref, "params": params, "nodes": nodes,
+            "cores": cores, "master": master or f"local[{nodes * cores}]", "repeat": repeat,
+            "when": time.strftime("%Y-%m-%dT%H:%M:%S"), "strategies": rows,
+            "failed": {st: msg for st, msg in errors.items()},
+            "note": "steady-state aggregate source rate, median of the repeats; runs interleaved"}
+
+
+def table(doc: dict[str, Any]) -> str:
+    lines = [f"{doc['app']} on {doc['master']} ({doc['nodes']} node(s) x {doc['cores']} core(s)), "
+             f"median of {doc['repeat']} run(s)", "",
+             f"{'strategy':<9}{'tuples/s':>12}{'vs FATM':>9}{'PEs':>6}{'nodes':>7}  CPU s per node"]
+    for st in ("none", "all", "manual", "auto"):
+        row = doc["strategies"].get(st)
+        if row is None:
+            if st in doc["failed"]:
+                lines.append(f"{LABELS[st]:<9}{'failed':>12}  {doc['failed'][st].splitlines()[0][:80]}")
+            continue
+        rel = f"{row['relative_to_fatm']:.2f}x" if row["relative_to_fatm"] else "-"
+        cpu = ", ".join(f"{v:.1f}" for _, v in sorted(row["cpu_per_node"].items()))
+        lines.append(f"{row['label']:<9}{row['throughput_median']:>12,.0f}{rel:>9}{row['pes']:>6}"
+                     f"{row['nodes_used']:>7}  {cpu}")
+    return "\n".join(lines)
+
+
+def plot(doc: dict[str, Any], path: Path) -> None:
+    """Bars of throughput relative to FATM (the paper's Figs. 10-11), PEs and nodes annotated."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [(st, doc["strategies"][st]) for st in ("none", "all", "manual", "auto") if st in doc["strategies"]]
+    if not rows:
+        return
+    base = doc["strategies"].get("auto", {}).get("throughput_median")
+    fig, ax = plt.subplots(figsize=(6, 4))
+    names = [r["label"] for _, r in rows]
+    if base:
+        vals = [r["throughput_median"] / base for _, r in rows]
+        lo = [r["throughput_median"] / base - min(r["throughput"]) / base for _, r in rows]
+        hi = [max(r["throughput"]) / base - r["throughput_median"] / base for _, r in rows]
+        ax.set_ylabel("throughput relative to FATM (median; bars: min-max)")
+        ax.axhline(1.0, color="grey", lw=0.8, ls="--")
+    else:
+        vals = [r["throughput_median"] for _, r in rows]
+        lo = [r["throughput_median"] - min(r["throughput"]) for _, r in rows]
+        hi = [max(r["throughput"]) - r["throughput_median"] for _, r in rows]
+        ax.set_ylabel("throughput (source tuples/s, median)")
+    bars = ax.bar(names, vals, yerr=[lo, hi], capsize=4, color=["#999", "#c66", "#69c", "#4a4"][: len(rows)])
+    for bar, (_, r), h in zip(bars, rows, hi, strict=True):
+        ax.annotate(f"{r['throughput_median']:,.0f}/s\n{r['pes']} PEs, {r['nodes_used']} node(s)",
+                    (bar.get_x() + bar.get_width() / 2, bar.get_height() + h), ha="center", va="bottom", fontsize=8,
+                    xytext=(0, 3), textcoords="offset points")
+    ax.set_title(f"{doc['app']}: fusion strategies ({doc['master']})")
+    ax.set_ylim(0, max(v + h for v, h in zip(vals, hi, strict=True)) * 1.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
