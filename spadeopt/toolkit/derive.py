@@ -210,6 +210,16 @@ def derive_join(where: str, raw: dict, ins: dict[str, Schema], problems: Problem
             problems.append(f"{where}: {side} order attribute '{attr}' is not in the {side} schema ({sch})")
     _check_window(where + " left window", raw["left_window"], ls if raw["left_window"].kind == "time" else None, problems, allow_zero=True)
     _check_window(where + " right window", raw["right_window"], rs if raw["right_window"].kind == "time" else None, problems, allow_zero=True)
+    for side in ("left", "right"):
+        w, order = raw[f"{side}_window"], raw[f"{side}_order"]
+        # a side's window is trimmed against the other side's order attribute as it probes
+        if w.kind == "time" and w.attr != order:
+            problems.append(f"{where}: the {side} time window is over '{w.attr}' but the {side} input "
+                            f"is ordered by '{order}'; a join's time windows must be over the order "
+                            f"attributes (time_window('{order}', {w.size:g}))")
+        if w.slide != w.size:
+            problems.append(f"{where}: the {side} window has a slide ({w.slide:g}); join windows only "
+                            f"keep the last tuples, so give the size alone")
     qualified = {"left": ("l", ls), "right": ("r", rs)}
     fns = raw["functions"]
     if raw["where"] is not None:
