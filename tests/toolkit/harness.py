@@ -1,0 +1,211 @@
+"""Run test apps under several fusions: for real (processes + ZeroMQ), or simulated.
+
+``run_fusions`` builds and runs an app with ``spadeopt.testing.run_local`` under every
+fusion in ``FUSIONS`` with a small source batch size (so batch boundaries fall inside
+windows) and returns the sink rows per fusion. ``same_under_fusions`` also checks
+that every fusion gives the same rows, in the same order.
+
+``simulate`` runs the same generated PE modules inside this process with a fake
+runtime: sources run to completion, batches sent between PEs queue up on their links,
+and a seeded scheduler delivers them in a random interleaving (FIFO per link, as
+ZeroMQ does). It is fast enough for hypothesis, and explores arrival orders a real
+run on an idle machine rarely produces.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import random
+import sys
+import threading
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from itertools import islice
+from pathlib import Path
+from typing import Any
+
+from spadeopt.codegen.render import render_build
+from spadeopt.model.dsl import App
+from spadeopt.model.graph import AppGraph
+from spadeopt.optimize.strategies import plan_for
+from spadeopt.plan.plan import Plan, make_plan
+from spadeopt.runtime.ordered import Ordered
+from spadeopt.runtime.pe import Pending
+from spadeopt.runtime.sinks import Sink
+from spadeopt.testing import read_sinks, run_local
+
+FUSIONS = ("none", "all", "mixed")
+BATCH = 7
+
+Rows = dict[str, list[dict[str, Any]]]
+
+
+def plan(graph: AppGraph, fusion: str) -> Plan:
+    """``none``/``all`` as in the CLI; ``mixed``: operators fused in consecutive pairs
+    (declaration order), so some links are direct calls and some cross PEs."""
+    if fusion != "mixed":
+        return plan_for(graph, fusion)
+    names = [op.name for op in graph.operators]
+    groups = [names[i:i + 2] for i in range(0, len(names), 2)]
+    return make_plan(graph, "mixed", groups, [0] * len(groups), 1, 2)
+
+
+def as_graph(app: App | AppGraph) -> AppGraph:
+    return app.build() if isinstance(app, App) else app
+
+
+def run_fusions(app: App | AppGraph, tmp_path: Path, fusions: Sequence[str] = FUSIONS,
+                batch_size: int = BATCH) -> dict[str, Rows]:
+    graph = as_graph(app)
+    return {f: run_local(graph, plan(graph, f), workdir=tmp_path / f,
+                         deploy_overrides={"batch_size": batch_size})["sinks"]
+            for f in fusions}
+
+
+def same_under_fusions(app: App | AppGraph, tmp_path: Path, fusions: Sequence[str] = FUSIONS,
+                       batch_size: int = BATCH, unordered: Sequence[str] = ()) -> Rows:
+    """Run under every fusion; assert identical sinks (as multisets for ``unordered``)."""
+    runs = run_fusions(app, tmp_path, fusions, batch_size)
+    first = runs[fusions[0]]
+    for f in fusions[1:]:
+        assert set(runs[f]) == set(first), f"fusion {f}: sinks differ"
+        for name in first:
+            if name in unordered:
+                assert multiset(runs[f][name]) == multiset(first[name]), f"fusion {f}, sink {name}"
+            else:
+                assert runs[f][name] == first[name], f"fusion {f}, sink {name}"
+    return first
+
+
+def multiset(rows: list[dict[str, Any]]) -> Counter:
+    return Counter(json.dumps(r, sort_keys=True) for r in rows)
+
+
+# ---- in-process simulation ----------------------------------------------------------
+
+
+class _Link:
+    def __init__(self) -> None:
+        self.queues: list[list] = []  # one FIFO per subscribed remote input port
+
+    def __call__(self, batch) -> None:
+        for q in self.queues:
+            q.append(list(batch))  # the real sender serialises at once
+
+    def final(self) -> None:
+        for q in self.queues:
+            q.append(None)
+
+
+class _FakeRT:
+    """The part of ``PERuntime`` generated code talks to."""
+
+    def __init__(self, out_dir: Path, chunks: list[int]) -> None:
+        self.out_dir = out_dir
+        self.chunks = chunks
+        self.senders: dict[str, _Link] = {}
+        self.inputs: dict[str, tuple] = {}
+        self.sources: dict[str, Any] = {}
+        self.sinks: dict[str, Sink] = {}
+
+    def sender(self, ref: str, locked: bool = False) -> _Link:
+        return self.senders.setdefault(ref, _Link())
+
+    def pending(self, op: str, counts: dict[str, int]) -> Pending:
+        return Pending(op, counts)
+
+    def lock(self) -> threading.RLock:
+        return threading.RLock()
+
+    def ordered(self, n: int, key_index: list[int]) -> Ordered:
+        return Ordered(n, key_index)
+
+    def sink(self, name: str, mode: str, names: list[str], types: list[str]) -> Sink:
+        s = self.sinks[name] = Sink(name, mode, names, types, str(self.out_dir))
+        return s
+
+    def input(self, ref: str, fn, final, links: int) -> None:
+        self.inputs[ref] = (fn, final)
+
+    def source(self, name: str, fn) -> None:
+        self.sources[name] = fn
+
+    def source_batches(self, name: str, iterable):
+        it = iter(iterable)
+        i = 0
+        while True:
+            batch = list(islice(it, self.chunks[i % len(self.chunks)]))
+            i += 1
+            if not batch:
+                return
+            yield batch
+
+
+def simulate(app: App | AppGraph, fusion: str, out_dir: Path, *, seed: int = 0,
+             chunks: Sequence[int] = (BATCH,)) -> Rows:
+    """Run ``app`` under ``fusion`` in this process; ``chunks`` are the source batch
+    sizes (cycled); ``seed`` picks the interleaving of deliveries between PEs."""
+    graph = as_graph(app)
+    p = plan(graph, fusion)
+    files = render_build(graph, p, "")
+    deploy = json.loads(files["deploy.json"])
+    out_dir.mkdir(parents=True, exist_ok=True)
+    rts: dict[str, _FakeRT] = {}
+    for pe in deploy["pes"]:
+        path = out_dir / f"_sim_{pe['pe']}.py"
+        path.write_text(files[pe["module"]])
+        spec = importlib.util.spec_from_file_location(f"_spadeopt_sim_{pe['pe']}", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        rt = rts[pe["pe"]] = _FakeRT(out_dir, list(chunks))
+        module.build(rt)
+    # wire: every link gets its own FIFO, delivered to the destination port's functions
+    queues: list[tuple[list, Any, Any, str]] = []
+    for ln in deploy["links"]:
+        q: list = []
+        rts[ln["src_pe"]].senders[ln["src"]].queues.append(q)
+        fn, final = rts[ln["dst_pe"]].inputs[ln["dst"]]
+        queues.append((q, fn, final, ln["dst"].split(".", 1)[1]))
+    rng = random.Random(seed)
+    for pe in sorted(rts):
+        for _, run in sorted(rts[pe].sources.items()):
+            run()
+            _deliver(queues, rng, stop_early=True)
+    _deliver(queues, rng, stop_early=False)
+    for rt in rts.values():
+        for s in rt.sinks.values():
+            s.close()
+    for m in [k for k in sys.modules if k.startswith("_spadeopt_sim_")]:
+        del sys.modules[m]
+    return read_sinks(out_dir)
+
+
+def _deliver(queues, rng: random.Random, stop_early: bool) -> None:
+    """Deliver queued batches in a random order; ``stop_early`` may leave some queued
+    (so a later source's tuples can overtake them)."""
+    while True:
+        ready = [x for x in queues if x[0]]
+        if not ready:
+            return
+        if stop_early and rng.random() < 0.2:
+            return
+        q, fn, final, port = rng.choice(ready)
+        batch = q.pop(0)
+        if batch is None:
+            final(port)
+        else:
+            fn(batch)
+
+
+def check_unchanged(app: App | AppGraph, tmp_path: Path, **kw: Any) -> Rows:
+    """Simulate under every fusion and assert identical results; return them."""
+    graph = as_graph(app)
+    runs = {f: simulate(graph, f, tmp_path / f"sim-{f}", **kw) for f in FUSIONS}
+    for f in FUSIONS[1:]:
+        assert runs[f] == runs[FUSIONS[0]], f"simulated fusion {f} differs from {FUSIONS[0]}"
+    return runs[FUSIONS[0]]
+
+
+def by_keys(rows: list[Mapping[str, Any]], *keys: str) -> list[Mapping[str, Any]]:
+    return sorted(rows, key=lambda r: tuple(r[k] for k in keys))
