@@ -23,11 +23,12 @@ sub-graphs of 9 operators each::
     gNN_type    split      trades / quotes
     gNN_trade   functor    drop bad ticks; pv = price * volume
     gNN_vwin    aggregate  per symbol, sliding over the last ``vwap_trades`` trades:
-                           sum(pv), sum(volume), count
-    gNN_vwap    functor    vwap = sum(pv) / sum(volume), once >= ``min_trades`` trades
+                           sum(pv), sum(pv * price), sum(volume), count
+    gNN_vwap    functor    vwap = sum(pv) / sum(volume) and the volume-weighted price
+                           deviation sd, once the window holds >= ``min_trades`` trades
     gNN_quote   functor    drop bad quotes; project ask, asksize
     gNN_match   join       each quote probes its symbol's latest VWAP
-    gNN_bargain functor    keep ask < vwap; bargain index
+    gNN_bargain functor    keep ask < vwap; bargain index, z = (vwap - ask) / sd
     gNN_rank    aggregate  per symbol and ``window``-second tumbling window:
                            bargain count, total and best index
     gNN_hot     functor    keep symbols with >= ``hot`` bargains in the window
@@ -36,15 +37,18 @@ Two order-preserving merges collect the groups: every bargain merged by ``ts`` i
 the ``bargains`` sink, and every hot symbol merged by window end into the ``hot``
 sink. With the defaults (22 groups) that is 22 * 9 + 6 = 204 operators.
 
-Manual fusion (FMAN), what a sensible developer would write: the source and the
-router share one PE (the ingest), each group's 9 operators are one PE, and the two
-merges and sinks are one PE (the egress): ``groups + 2`` PEs. Groups are placed on
-nodes round-robin over ``nodes`` (default 1; pass at least that many ``--nodes`` at
-run time); ingest and egress sit on node 0.
+Manual fusion (FMAN), what a sensible developer would write: one PE per symbol group
+(its 9 operators), placed on nodes round-robin over ``nodes`` (default 1; pass at
+least that many ``--nodes`` at run time), plus one I/O PE on node 0 holding the feed
+handler (source and router) and the output side (both merges and sinks), next to the
+data files: ``groups + 1`` PEs. Sharing one PE also means the feed's PE outlives every
+group PE, so it never exits with batches still queued for a group.
 """
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import math
 import random
 import string
@@ -81,31 +85,31 @@ def taq(n: int, symbols: int, seed: int, rate: float = 100.0, trade_share: float
     mid = [rng.uniform(10.0, 200.0) for _ in syms]
     vol = [rng.uniform(0.0001, 0.0004) for _ in syms]  # per-record log-price volatility
     half_spread = [rng.uniform(0.0005, 0.0015) for _ in syms]
-    weights = [1.0 / (k + 1) ** 0.8 for k in range(symbols)]
+    weights = [1.0 / (k + 1) ** 0.8 for k in range(symbols)]  # Zipf-like activity
     rng.shuffle(weights)
-    cum, acc = [], 0.0
-    for w in weights:
-        acc += w
-        cum.append(acc)
+    cum = list(itertools.accumulate(weights))
+    total = cum[-1]
+    rand, gauss, expo, exp = rng.random, rng.gauss, rng.expovariate, math.exp
     ts = OPEN_S
     for _ in range(n):
-        ts = round(ts + 0.001 + rng.expovariate(rate), 3)
-        s = rng.choices(range(symbols), cum_weights=cum)[0]
-        mid[s] *= math.exp(rng.gauss(0.0, vol[s]))
-        bad = rng.random() < bad_share
-        if rng.random() < trade_share:
-            price = round(mid[s] * (1.0 + rng.gauss(0.0, half_spread[s] / 2)), 2)
-            size = 100 * rng.randint(1, 50)
+        ts = round(ts + 0.001 + expo(rate), 3)
+        s = min(bisect.bisect(cum, rand() * total), symbols - 1)
+        mid[s] *= exp(gauss(0.0, vol[s]))
+        bad = rand() < bad_share
+        if rand() < trade_share:
+            price = round(mid[s] * (1.0 + gauss(0.0, half_spread[s] / 2)), 2)
+            size = 100 * (1 + int(rand() * 50))
             yield (syms[s], ts, "T", 0.0 if bad else price, size)
         else:
-            markup = half_spread[s] if rng.random() >= deal_share else -rng.uniform(0.003, 0.01)
+            u = rand()
+            markup = half_spread[s] if u >= deal_share else -0.003 - 0.007 * u / deal_share
             ask = round(mid[s] * (1.0 + markup), 2)
-            size = 100 * rng.randint(1, 20)
+            size = 100 * (1 + int(rand() * 20))
             yield (syms[s], ts, "Q", ask, 0 if bad else size)
 
 
 @app
-def bargain(groups: int = 22, tuples: int = 40_000, symbols: int = 300, seed: int = 7,
+def bargain(groups: int = 22, tuples: int = 15_000, symbols: int = 200, seed: int = 7,
             rate: float = 100.0, vwap_trades: int = 50, min_trades: int = 5,
             window: float = 30.0, hot: int = 2, nodes: int = 1) -> App:
     a = App("bargain")
@@ -151,15 +155,13 @@ def bargain(groups: int = 22, tuples: int = 40_000, symbols: int = 300, seed: in
     a.sink("bargains", a.merge("merge_bargains", bargains, order_by="ts"), mode="file")
     a.sink("hot", a.merge("merge_hot", hots, order_by="wend"), mode="file")
 
-    # Manual fusion: ingest PE, one PE per symbol group (round-robin over nodes), egress PE.
-    a.colocate("taq", "route")
+    # Manual fusion: one I/O PE (feed in, results out) on node 0; one PE per symbol group,
+    # round-robin over the nodes.
+    a.colocate("taq", "route", "merge_bargains", "bargains", "merge_hot", "hot")
     a.place("taq", 0)
     for i, ops in enumerate(pipelines):
-        if len(ops) > 1:
-            a.colocate(*ops)
+        a.colocate(*ops)
         a.place(ops[0], i % nodes)
-    a.colocate("merge_bargains", "bargains", "merge_hot", "hot")
-    a.place("bargains", 0)
     return a
 
 
