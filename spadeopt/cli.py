@@ -158,34 +158,6 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_refine(args: argparse.Namespace) -> int:
-    from spadeopt.refine.job import refine
-    from spadeopt.refine.show import format_profile
-
-    profile = refine(args.run_dirs, args.o, args.master, progress=_progress)
-    print(format_profile(profile))
-    print(f"\nprofile of {len(args.run_dirs)} run(s) written to {args.o}")
-    return 0
-
-
-def cmd_calibrate(args: argparse.Namespace) -> int:
-    from spadeopt.refine.calibrate import calibrate, summary
-
-    doc = calibrate(args.o, args.quick, _progress)
-    _end_status()
-    print(summary(doc))
-    print(f"calibration written to {args.o}")
-    return 0
-
-
-def cmd_show(args: argparse.Namespace) -> int:
-    from spadeopt.refine.profile import Profile
-    from spadeopt.refine.show import format_profile
-
-    print(format_profile(Profile.load_file(args.profile)))
-    return 0
-
-
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="spadeopt", description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="command", required=True)
@@ -261,21 +233,6 @@ def parser() -> argparse.ArgumentParser:
     be.add_argument("--out", type=Path, default=Path("out/bench"), help="directory for the figures")
     be.add_argument("--quick", action="store_true", help="smaller sizes (a smoke run)")
     be.set_defaults(func=cmd_bench)
-
-    rf = sub.add_parser("refine", help="Spark job: raw samples of profiling runs -> profile.json (u, rates, links)")
-    rf.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR", help="profiling run(s) of one app graph")
-    rf.add_argument("--master", help="Spark master (default local[2])")
-    rf.add_argument("-o", type=Path, required=True, help="profile to write (JSON)")
-    rf.set_defaults(func=cmd_refine)
-
-    ca = sub.add_parser("calibrate", help="measure the comm-cost mapping v(rate, size) of this machine")
-    ca.add_argument("-o", type=Path, required=True, help="calibration file, e.g. profiles/calibration/HOST.json")
-    ca.add_argument("--quick", action="store_true", help="a small grid (~30 s), for tests")
-    ca.set_defaults(func=cmd_calibrate)
-
-    sh = sub.add_parser("show", help="print a profile: operators by CPU fraction, links by rate")
-    sh.add_argument("profile", type=Path)
-    sh.set_defaults(func=cmd_show)
 
     rf = sub.add_parser("refine", help="Spark job: raw samples of profiling runs -> profile.json (u, rates, links)")
     rf.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR", help="profiling run(s) of one app graph")
