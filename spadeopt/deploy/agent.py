@@ -121,6 +121,14 @@ def run_node(node: int, deploy: dict[str, Any], build_dir: str, out_dir: str | N
         for p in procs.values():
             p.send({"cmd": "start"})
         done = _collect(events, procs, "done", node, timeout=None)
+        barrier()  # every node's PEs are done, so every tuple has been received
+        for p in procs.values():
+            p.send({"cmd": "exit"})
+        for p in procs.values():
+            try:
+                p.popen.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
         return {"node": node, "host": socket.gethostname(), "executor_pid": os.getpid(),
                 "started": t0, "pes": [done[p]["stats"] for p in sorted(done)]}
     finally:

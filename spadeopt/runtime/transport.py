@@ -37,13 +37,13 @@ class Sender:
     def __call__(self, batch) -> None:
         data = self._packer.pack(batch)
         for s in self.sockets:
-            s.send(data, copy=False)
+            s.send(data)
 
     def _send_locked(self, batch) -> None:
         with self._lock:
             data = self._packer.pack(batch)
             for s in self.sockets:
-                s.send(data, copy=False)
+                s.send(data)
 
     def final(self) -> None:
         for s in self.sockets:
