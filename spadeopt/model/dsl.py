@@ -21,6 +21,7 @@ to operators declared later.
 from __future__ import annotations
 
 import inspect
+import os
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -141,6 +142,7 @@ class App:
         if (generator is None) == (file is None):
             decl.problems.append(f"source '{name}': give exactly one of generator= or file=")
         elif file is not None:
+            file = os.path.abspath(file)  # PEs may run elsewhere: resolve against the builder's cwd
             fmt = format or file.rsplit(".", 1)[-1].lower()
             readers = {"csv": "read_csv", "jsonl": "read_jsonl", "json": "read_jsonl", "parquet": "read_parquet"}
             if fmt not in readers:

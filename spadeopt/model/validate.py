@@ -77,6 +77,7 @@ def build_graph(app: App, params: Mapping[str, Any], module: str) -> AppGraph:
             if d.out_schemas is not None:
                 out_schema.update({PortRef(d.name, p): s for p, s in d.out_schemas.items()})
             derived_params[d.name] = d.raw.get("params")
+    failed: set[str] = set()  # operators whose own derivation failed (already reported)
     progress = True
     while pending and progress:
         progress = False
@@ -100,12 +101,16 @@ def build_graph(app: App, params: Mapping[str, Any], module: str) -> AppGraph:
                         bad = True
                 ins[port] = schemas[0]
             in_schema[name] = ins
-            if bad or d.kind in ("source", "custom"):
+            if bad:
+                failed.add(name)
+                continue
+            if d.kind in ("source", "custom"):
                 continue
             where = f"{d.kind} '{name}'"
             if d.kind in DERIVE:
                 prm, outs = DERIVE[d.kind](where, d.raw, ins, problems)
                 if prm is None:
+                    failed.add(name)
                     continue
             elif d.kind == "union":
                 prm, outs = d.raw["params"], {"out": ins["in"]}
@@ -116,7 +121,11 @@ def build_graph(app: App, params: Mapping[str, Any], module: str) -> AppGraph:
                 continue
             derived_params[name] = prm
             out_schema.update({PortRef(name, p): s for p, s in outs.items()})
+    blocked = _downstream_of(failed | {d.name for d in decls.values() if d.kind in ("source", "custom")
+                                        and d.out_schemas is None}, inputs)
     for name in pending:
+        if name in blocked:
+            continue  # its upstream's problem is already reported
         problems.append(f"cannot determine the input schema of '{name}': it depends on a feedback loop "
                         f"with no declared schema (declare the custom operator's output schemas)")
 
@@ -148,6 +157,22 @@ def build_graph(app: App, params: Mapping[str, Any], module: str) -> AppGraph:
     if cycle_problems:
         raise GraphError(app.name, cycle_problems)
     return graph
+
+
+def _downstream_of(roots: set[str], inputs: dict[str, dict[str, list[PortRef]]]) -> set[str]:
+    """Operators fed, directly or not, by any of ``roots``."""
+    feeds: dict[str, set[str]] = {}
+    for op, ports in inputs.items():
+        for refs in ports.values():
+            for r in refs:
+                feeds.setdefault(r.op, set()).add(op)
+    seen, stack = set(), list(roots)
+    while stack:
+        for nxt in feeds.get(stack.pop(), ()):
+            if nxt not in seen:
+                seen.add(nxt)
+                stack.append(nxt)
+    return seen
 
 
 def _check_annotations(ann: Annotations, decls: Mapping[str, Any]) -> list[str]:

@@ -31,16 +31,14 @@ class Sender:
         self.batches = 0
         self._packer = msgpack.Packer()
         self._lock = threading.Lock() if locked else None
-        if locked:
-            self.__call__ = self._send_locked  # type: ignore[method-assign]
 
     def __call__(self, batch) -> None:
-        data = self._packer.pack(batch)
-        for s in self.sockets:
-            s.send(data)
-
-    def _send_locked(self, batch) -> None:
-        with self._lock:
+        if self._lock is None:
+            data = self._packer.pack(batch)
+            for s in self.sockets:
+                s.send(data)
+            return
+        with self._lock:  # ZeroMQ sockets and the packer are not thread-safe
             data = self._packer.pack(batch)
             for s in self.sockets:
                 s.send(data)

@@ -69,13 +69,6 @@ def test_declared_types_convert_values(tmp_path):
     assert all(type(r["bucket"]) is int and type(r["kf"]) is float for r in got["s0"] + got["s1"])
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "spadeopt/model/validate.py: when deriving an operator fails (here: an output whose "
-    "type cannot be inferred), its output schema stays unknown, so every operator "
-    "downstream is later reported as 'cannot determine the input schema of ...: it "
-    "depends on a feedback loop with no declared schema' - a false second problem in a "
-    "graph without any loop. Fix: skip the feedback-loop message for operators whose "
-    "upstream failed to derive"))
 def test_a_failed_derivation_is_reported_once():
     a = App("cascade")
     s = a.source("src", SCHEMA, generator=replay, args={"rows": []})

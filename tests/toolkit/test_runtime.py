@@ -60,14 +60,6 @@ class _CheckLock:
         self.held.append(self.sender._lock.locked())
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "spadeopt/runtime/transport.py: Sender(locked=True) assigns self.__call__ on the "
-    "instance, but Python looks special methods up on the type, so send_x(out) runs the "
-    "unlocked Sender.__call__. An exposed output port reached by two threads of a PE "
-    "(e.g. two sources and a union fused, the union's output going to another PE) then "
-    "packs and sends concurrently on one msgpack Packer and one ZeroMQ socket: the PE "
-    "aborts ('Assertion failed: check () (src/msg.cpp:387)') or the receiver fails "
-    "with 'ExtraData: unpack(b) received extra data'"))
 def test_locked_sender_holds_its_lock_while_sending():
     s = Sender("u.out", locked=True)
     sock = _CheckLock(s)

@@ -143,13 +143,6 @@ def test_bool_spellings():
         sources.CASTS["bool"]("")
 
 
-@pytest.mark.xfail(strict=True, raises=PEFailed, reason=(
-    "spadeopt/model/dsl.py: App.source(file=...) stores the path as given, so a relative "
-    "path is opened relative to the PE's working directory at run time, not to where the "
-    "app was declared: `spadeopt build app.py` in the data's directory, then `spadeopt run "
-    "<build>` from elsewhere fails with FileNotFoundError (and on a cluster the executor's "
-    "directory is not the developer's). Fix: resolve file= to an absolute path in "
-    "App.source"))
 def test_relative_file_paths_resolve_where_the_app_is_declared(tmp_path, monkeypatch):
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "in.csv").write_text("id,v\n1,2\n")

@@ -7,6 +7,8 @@ import math  # noqa: F401
 from collections import deque  # noqa: F401
 from zlib import crc32 as _crc32  # noqa: F401
 
+from spadeopt.runtime.loader import symbol as _symbol
+
 APP = "chain"
 PE = "pe1"
 OPERATORS = ("op0", )
