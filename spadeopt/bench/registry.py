@@ -28,7 +28,13 @@ def _profiling(out: Path, args: argparse.Namespace) -> dict:
     return profiling_overhead.run(out, quick=args.quick, log=lambda m: print(m, file=sys.stderr, flush=True))
 
 
-BENCHMARKS = {"fused-overhead": _fused, "profiling-overhead": _profiling, "optimizer": _optimizer}
+def _tradeoff(out: Path, args: argparse.Namespace) -> dict:
+    from spadeopt.bench import tradeoff
+
+    return tradeoff.run(out, quick=args.quick, log=lambda m: print(m, file=sys.stderr, flush=True))
+
+
+BENCHMARKS = {"fusion-tradeoff": _tradeoff, "fused-overhead": _fused, "profiling-overhead": _profiling, "optimizer": _optimizer}
 
 
 def run(name: str, out: Path, args: argparse.Namespace) -> int:

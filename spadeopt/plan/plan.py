@@ -18,7 +18,7 @@ from spadeopt.model.validate import recursion_cycles
 SCHEMA_VERSION = 1
 # NONE and FALL are reference points defined by their shape (one PE per operator, one
 # PE in all); they ignore the developer's colocate/exlocate annotations by definition.
-ANNOTATION_FREE = frozenset({"none", "all"})
+ANNOTATION_FREE = frozenset({"none", "all", "fixed"})  # fixed: benchmark plans
 
 
 @dataclass(frozen=True)
