@@ -232,7 +232,8 @@ def _result(deploy: dict, reports: list[dict], master: str, wall: float, build_d
     for rep in reports:
         for st in rep["pes"]:
             per_pe.append({"pe": st["pe"], "node": node_of[st["pe"]], "cpu_s": st["cpu_s"], "wall_s": st["wall_s"],
-                           "host": rep["host"], "executor_pid": rep["executor_pid"], "sources": st["sources"]})
+                           "host": rep["host"], "executor_pid": rep["executor_pid"], "sources": st["sources"],
+                           "where": st.get("where", {})})
             sinks.update(st["sinks"])
             ends.append(st["t_end"])
             for count, first, _last, _timeline in st["sources"].values():

@@ -61,6 +61,7 @@ def main() -> None:
         say("ready")
         next(commands)  # start
         stats = rt.run()
+        stats["where"] = _where()
         say("done", stats=stats)
         # Keep every socket open until the agent says all PEs (on all nodes) are done:
         # libzmq may drop what a full PULL queue holds if its PUSH peer disconnects
@@ -80,6 +81,27 @@ def main() -> None:
             traceback=traceback.format_exc())
     ctl.flush()
     os._exit(1)
+
+
+def _where() -> dict:
+    """Where this PE ran, seen from inside it: host, pid, and the JVM (Spark executor)
+    it descends from, found by walking up /proc."""
+    import socket
+
+    jvm, pid = None, os.getppid()
+    for _ in range(8):
+        try:
+            with open(f"/proc/{pid}/comm") as f:
+                comm = f.read().strip()
+            with open(f"/proc/{pid}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+        if comm == "java":
+            jvm = pid
+            break
+        pid = ppid
+    return {"host": socket.gethostname(), "pid": os.getpid(), "executor_jvm": jvm}
 
 
 def _commands():

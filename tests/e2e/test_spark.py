@@ -86,3 +86,16 @@ def test_cli_run_writes_outputs_and_json_and_exits_1_on_failure(tmp_path):
     assert bad.returncode == 1
     assert "operator 'boom'" in bad.stderr and "PE pe0" in bad.stderr
     assert _pe_processes(tmp_path) == 0
+
+
+def test_local_cluster_runs_each_pe_on_the_node_its_plan_names(tmp_path):
+    """Two executors (nodes); each PE reports, from inside, which executor JVM it runs under."""
+    res = api.run("apps/chain.py", "manual", {"n": "4", "tuples": "5000"}, nodes=2, cores=1,
+                  master="local-cluster[2,1,1024]", build_dir=tmp_path / "b")
+    assert res.nodes_used == 2
+    jvm_of_node: dict[int, set] = {}
+    for pe in res.per_pe:
+        assert pe["where"]["executor_jvm"] is not None, pe
+        jvm_of_node.setdefault(pe["node"], set()).add(pe["where"]["executor_jvm"])
+    assert all(len(j) == 1 for j in jvm_of_node.values()), jvm_of_node
+    assert jvm_of_node[0] != jvm_of_node[1], "the two nodes must be different executors"
