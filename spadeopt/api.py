@@ -149,7 +149,7 @@ def optimize(app_ref: str, profile_path: Path, out: Path, calibration: Path | No
     merged = {k: str(v) for k, v in prof.params.items()}
     merged.update(params or {})
     graph, ref = load_graph(app_ref, merged)
-    comm = CommCost.load(calibration or default_calibration())
+    comm = CommCost.for_this_host(calibration or default_calibration())  # MIPS-scaled if another CPU
     auto = fuse_auto(graph, OperatorProfile(prof.app, prof.graph_fingerprint, prof.load, prof.link_tuples()),
                      comm, nodes, cores, max_frac, min_util, exact)
     build = generate(graph, auto.plan, Path(out), ref)
