@@ -10,7 +10,6 @@ import pyarrow.parquet as pq
 import pytest
 
 from spadeopt import App
-from spadeopt.deploy.agent import PEFailed
 from spadeopt.runtime.sinks import Sink
 from spadeopt.toolkit import sources
 from tests.toolkit.gens import replay
