@@ -5,8 +5,9 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 APP    ?= bargain
 
-.PHONY: help install demo test lint check-java bench profile clean
-RUN    ?= profiles/$(APP)/run-$(shell date +%Y%m%d-%H%M%S)
+.PHONY: help install demo test lint check-java bench profile optimize compare clean
+NOW    := $(shell date +%Y%m%d-%H%M%S)
+RUN    ?= profiles/$(APP)/run-$(NOW)
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -32,12 +33,21 @@ test: $(STAMP) check-java ## run the test suite (real Spark in local mode)
 profile: $(STAMP) check-java ## stage 1: profile APP (default bargain) unfused into profiles/APP/run-*
 	$(BIN)/spadeopt profile apps/$(APP).py --fusion none -o $(RUN)
 
+optimize: $(STAMP) check-java ## profile -> refine -> optimize APP; leaves build/APP/auto for `spadeopt run`
+	$(BIN)/spadeopt profile apps/$(APP).py --fusion none --sample-rate 0.01 -o $(RUN)
+	$(BIN)/spadeopt refine $(RUN) -o profiles/$(APP)/profile.json
+	$(BIN)/spadeopt optimize apps/$(APP).py --profile profiles/$(APP)/profile.json -o build/$(APP)/auto
+
+compare: $(STAMP) check-java ## NONE / FALL / FMAN / FATM on APP: table, out/compare/APP/compare.{json,png}
+	$(BIN)/spadeopt compare apps/$(APP).py --out out/compare/$(APP)
+
 lint: $(STAMP) ## ruff
 	$(BIN)/ruff check spadeopt apps tests
 
 bench: $(STAMP) check-java ## micro-benchmarks; figures go to out/bench/
 	$(BIN)/spadeopt bench fused-overhead --out out/bench
 	$(BIN)/spadeopt bench profiling-overhead --out out/bench
+	$(BIN)/spadeopt bench fusion-tradeoff --out out/bench
 	$(BIN)/spadeopt bench optimizer --out out/bench
 
 clean: ## remove generated builds and outputs
