@@ -45,13 +45,15 @@ def measure(app: str, params: dict[str, str], s: float | None, workdir: Path) ->
     return _rate(res["report"])
 
 
-def run(out_dir: Path, quick: bool = False, rounds: int = 5, log=print) -> dict[str, Any]:
+def run(out_dir: Path, quick: bool = False, rounds: int = 3, log=print) -> dict[str, Any]:
     rounds = 2 if quick else rounds
-    tuples = 2_000_000 if quick else 8_000_000
+    tuples = 1_000_000 if quick else 2_000_000
     workloads = [(f"chain n={n}", "apps/chain.py", {"n": str(n), "tuples": str(tuples)})
                  for n in ((1, 8, 32) if quick else (1, 2, 4, 8, 16, 32))]
     if Path("apps/bargain.py").exists():
-        workloads.append(("bargain", "apps/bargain.py", {} if not quick else {"groups": "4"}))
+        # enough tuples for a steady state (the app's default is sized for tests)
+        workloads.append(("bargain", "apps/bargain.py",
+                          {"tuples": "150000"} if not quick else {"groups": "4", "tuples": "40000"}))
     results = []
     with tempfile.TemporaryDirectory(prefix="spo-prof-bench-") as tmp:
         for label, app, params in workloads:
