@@ -71,7 +71,7 @@ class Build:
 
 def spark_settings(plan: Plan) -> dict[str, Any]:
     master = f"local[{plan.nodes * plan.cores}]"
-    conf = {"spark.task.cpus": str(plan.cores), "spark.scheduler.barrier.maxConcurrentTasksCheck.maxFailures": "3",
+    conf = {"spark.task.cpus": str(plan.cores), "spark.scheduler.barrier.maxConcurrentTasksCheck.maxFailures": "30",
             "spark.stage.maxConsecutiveAttempts": "1", "spark.ui.enabled": "false"}
     return {"master": master, "conf": conf}
 

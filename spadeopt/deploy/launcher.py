@@ -72,7 +72,7 @@ def spark_session(master: str, cores: int, app_name: str = "spadeopt"):
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.stage.maxConsecutiveAttempts", "1")
-               .config("spark.scheduler.barrier.maxConcurrentTasksCheck.maxFailures", "3")
+               .config("spark.scheduler.barrier.maxConcurrentTasksCheck.maxFailures", "30")
                .config("spark.scheduler.barrier.maxConcurrentTasksCheck.interval", "2s")
                .config("spark.executorEnv.PYSPARK_PYTHON", sys.executable)
                .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}")
