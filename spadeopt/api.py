@@ -59,11 +59,9 @@ def run(target: str, fusion: str = "none", params: Mapping[str, str] | None = No
 
 
 def write_json(path: Path, doc: Any) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
-    tmp.replace(path)
+    from spadeopt.atomic import write_atomic
+
+    write_atomic(Path(path), json.dumps(doc, indent=2, sort_keys=True) + "\n")
 
 
 def profile(app_ref: str, run_dir: Path, fusion: str = "none", params: Mapping[str, str] | None = None,

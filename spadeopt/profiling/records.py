@@ -36,12 +36,12 @@ import os
 import platform
 import re
 import socket
-import tempfile
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, Final, NamedTuple
 
+from spadeopt.atomic import write_atomic
 from spadeopt.errors import ProfileError, UsageError
 
 SCHEMA_VERSION: Final = 1
@@ -221,21 +221,6 @@ def host_info() -> HostInfo:
     return HostInfo(socket.gethostname(), os.cpu_count() or 1, model or platform.processor())
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
 def write_pe_samples(
     run_dir: str | os.PathLike[str], pe: str, records: Iterable[SampleRecord]
 ) -> Path:
@@ -254,7 +239,7 @@ def write_pe_samples(
         except (TypeError, ValueError) as e:
             msg = f"PE {pe}: sample cannot be written as JSON ({e}): {rec}"
             raise ProfileError(msg) from e
-    _write_atomic(path, "".join(line + "\n" for line in lines))
+    write_atomic(path, "".join(line + "\n" for line in lines))
     return path
 
 
@@ -274,7 +259,7 @@ def write_manifest(run_dir: str | os.PathLike[str], manifest: Manifest) -> Path:
         msg = f"{root / MANIFEST_NAME}: manifest cannot be written as JSON ({e})"
         raise ProfileError(msg) from e
     path = root / MANIFEST_NAME
-    _write_atomic(path, text + "\n")
+    write_atomic(path, text + "\n")
     return path
 
 
