@@ -157,10 +157,10 @@ def bargain(groups: int = 22, tuples: int = 15_000, symbols: int = 200, seed: in
 
     # Manual fusion: one I/O PE (feed in, results out) on node 0; one PE per symbol group,
     # round-robin over the nodes.
-    a.colocate("taq", "route", "merge_bargains", "bargains", "merge_hot", "hot")
+    a.fuse("taq", "route", "merge_bargains", "bargains", "merge_hot", "hot")
     a.place("taq", 0)
     for i, ops in enumerate(pipelines):
-        a.colocate(*ops)
+        a.fuse(*ops)
         a.place(ops[0], i % nodes)
     return a
 

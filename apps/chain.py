@@ -35,7 +35,7 @@ def chain(n: int = 8, size: int = 100, work: int = 0, tuples: int = 200_000, per
     for start in range(0, n, k):
         group = [f"op{j}" for j in range(start, min(n, start + k))]
         if len(group) > 1:
-            a.colocate(*group)
+            a.fuse(*group)
     return a
 
 

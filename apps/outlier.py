@@ -181,9 +181,9 @@ def outlier(antennas: int = 6, samples: int = 15_000, seed: int = 11, bursts: in
 
     # Manual fusion: one PE per antenna (round-robin over the nodes), one central PE.
     for i, ops in enumerate(pipelines):
-        a.colocate(*ops)
+        a.fuse(*ops)
         a.place(ops[0], i % nodes)
-    a.colocate("merge_det", "detections", "coincide", "confirm", "events")
+    a.fuse("merge_det", "detections", "coincide", "confirm", "events")
     a.place("merge_det", 0)
     return a
 

@@ -118,6 +118,7 @@ class App:
         self._colocate: list[tuple[str, ...]] = []
         self._exlocate: list[tuple[str, ...]] = []
         self._host: list[tuple[str, int]] = []
+        self._fuse: list[tuple[str, ...]] = []
 
     # ---- operators -------------------------------------------------------------------
     def _add(self, decl: _Decl) -> None:
@@ -272,15 +273,20 @@ class App:
 
     # ---- manual fusion annotations ---------------------------------------------------
     def colocate(self, *ops: str) -> None:
-        """These operators must share one PE (FMAN fuses them; FATM keeps them together)."""
+        """A constraint: these operators must share one PE under FMAN and FATM alike."""
         self._colocate.append(tuple(ops))
+
+    def fuse(self, *ops: str) -> None:
+        """The developer's manual fusion: one PE under FMAN. A choice, not a constraint:
+        the optimizer (FATM) makes its own."""
+        self._fuse.append(tuple(ops))
 
     def exlocate(self, *ops: str) -> None:
         """These operators must each be in a different PE."""
         self._exlocate.append(tuple(ops))
 
     def place(self, op: str, node: int) -> None:
-        """Put the PE holding ``op`` on node ``node`` (FMAN placement)."""
+        """Put the PE holding ``op`` on node ``node`` (FMAN placement; FATM places by itself)."""
         self._host.append((op, node))
 
     # ---- build + validation ------------------------------------------------------------

@@ -87,7 +87,8 @@ class Annotations:
 
     colocate: tuple[tuple[str, ...], ...] = ()
     exlocate: tuple[tuple[str, ...], ...] = ()
-    host: tuple[tuple[str, int], ...] = ()  # operator -> node index
+    host: tuple[tuple[str, int], ...] = ()  # operator -> node index (FMAN placement)
+    fuse: tuple[tuple[str, ...], ...] = ()  # the developer's manual fusion (FMAN only)
 
 
 @dataclass(frozen=True)

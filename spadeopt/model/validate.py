@@ -129,7 +129,7 @@ def build_graph(app: App, params: Mapping[str, Any], module: str) -> AppGraph:
         problems.append(f"cannot determine the input schema of '{name}': it depends on a feedback loop "
                         f"with no declared schema (declare the custom operator's output schemas)")
 
-    ann = Annotations(tuple(app._colocate), tuple(app._exlocate), tuple(app._host))
+    ann = Annotations(tuple(app._colocate), tuple(app._exlocate), tuple(app._host), tuple(app._fuse))
     problems.extend(_check_annotations(ann, decls))
 
     if problems:
@@ -151,7 +151,7 @@ def build_graph(app: App, params: Mapping[str, Any], module: str) -> AppGraph:
         f"colocated operators {sorted(group)} form a loop that re-enters tuple-generating port(s) "
         f"{', '.join(cyc)} inside one PE (infinite recursion); mark the feedback input "
         f"tuple_generating=False or do not colocate the loop"
-        for group in colocation_groups(graph)
+        for group in colocation_groups(graph, manual=True)
         for cyc in recursion_cycles(graph, group)
     ]
     if cycle_problems:
@@ -177,7 +177,7 @@ def _downstream_of(roots: set[str], inputs: dict[str, dict[str, list[PortRef]]])
 
 def _check_annotations(ann: Annotations, decls: Mapping[str, Any]) -> list[str]:
     problems = []
-    for kind, groups in (("colocate", ann.colocate), ("exlocate", ann.exlocate)):
+    for kind, groups in (("colocate", ann.colocate), ("exlocate", ann.exlocate), ("fuse", ann.fuse)):
         for g in groups:
             for op in g:
                 if op not in decls:
@@ -191,14 +191,14 @@ def _check_annotations(ann: Annotations, decls: Mapping[str, Any]) -> list[str]:
             problems.append(f"place('{op}', {node}): node must be an integer >= 0")
     known = lambda group: tuple(o for o in group if o in decls)  # noqa: E731
     uf = nx.utils.UnionFind(decls)
-    for g in ann.colocate:
+    for g in (*ann.colocate, *ann.fuse):
         uf.union(*known(g))
     for g in map(known, ann.exlocate):
         for i, a in enumerate(g):
             for b in g[i + 1:]:
                 if uf[a] == uf[b]:
-                    problems.append(f"exlocate({', '.join(g)}) conflicts with colocate: '{a}' and '{b}' "
-                                    f"must share a PE by colocation")
+                    problems.append(f"exlocate({', '.join(g)}) conflicts with colocate/fuse: '{a}' and "
+                                    f"'{b}' must share a PE by colocation or manual fusion")
     hosts: dict[str, tuple[str, int]] = {}
     for op, node in ann.host:
         if op not in decls:
@@ -211,10 +211,11 @@ def _check_annotations(ann: Annotations, decls: Mapping[str, Any]) -> list[str]:
     return problems
 
 
-def colocation_groups(graph: AppGraph) -> list[frozenset[str]]:
-    """Connected groups of the colocation annotations (singletons omitted)."""
+def colocation_groups(graph: AppGraph, manual: bool = False) -> list[frozenset[str]]:
+    """Connected groups of the colocation annotations (singletons omitted); with
+    ``manual``, of colocation and the developer's manual fusion together (FMAN's PEs)."""
     uf = nx.utils.UnionFind([op.name for op in graph.operators])
-    for g in graph.annotations.colocate:
+    for g in (*graph.annotations.colocate, *(graph.annotations.fuse if manual else ())):
         uf.union(*g)
     return sorted((frozenset(s) for s in uf.to_sets() if len(s) > 1), key=min)
 

@@ -92,13 +92,8 @@ def fuse_auto(graph: AppGraph, prof: OperatorProfile, comm: CommModel, nodes: in
                      "gap": gap(result, best), "partitions": [list(p) for p in best.partitions]}
     tmp_ids = [f"p{i}" for i in range(len(result.partitions))]
     pe_loads, pe_links = pe_graph(result.partitions, problem, tmp_ids)
-    host = dict(graph.annotations.host)
-    pinned = {}
-    for pid, part in zip(tmp_ids, result.partitions, strict=True):
-        for op in part:
-            if op in host:
-                pinned[pid] = host[op]
-    placement = place(pe_loads, pe_links, nodes, cores, capacity_frac, pinned=pinned or None)
+    # FATM places by itself: the developer's place() annotations are FMAN's.
+    placement = place(pe_loads, pe_links, nodes, cores, capacity_frac)
     groups = [list(p) for p in result.partitions]
     plan = make_plan(graph, "auto", groups, [placement[p] for p in tmp_ids], nodes, cores)
     return AutoPlan(plan, result, _explain(plan, problem, result, placement, exact_doc, max_frac, min_util))

@@ -2,8 +2,8 @@
 
 NONE: one PE per operator, spread round-robin over the nodes.
 FALL: one PE holding everything, on node 0.
-FMAN: the developer's annotations: each colocation group is one PE, every other
-operator its own PE; ``place()`` annotations pin PEs, the rest go round-robin.
+FMAN: the developer's manual fusion: each group joined by ``fuse()`` or ``colocate()``
+is one PE, every other operator its own PE; ``place()`` pins PEs, the rest go round-robin.
 FATM (the optimizer) lives in its own module and uses the same ``make_plan``.
 """
 
@@ -36,7 +36,7 @@ def fuse_all(graph: AppGraph, nodes: int = 1, cores: int = 2, instrumented: bool
 
 def fuse_manual(graph: AppGraph, nodes: int = 1, cores: int = 2, instrumented: bool = False) -> Plan:
     _check(nodes, cores)
-    grouped = colocation_groups(graph)
+    grouped = colocation_groups(graph, manual=True)
     in_group = {op for g in grouped for op in g}
     order = {op.name: i for i, op in enumerate(graph.operators)}
     groups = [sorted(g, key=order.__getitem__) for g in grouped]

@@ -118,7 +118,8 @@ def check_plan(plan: Plan, graph: AppGraph) -> None:
             problems.append(f"operator '{op}' is in no PE")
     if not problems and plan.strategy not in ANNOTATION_FREE:
         pe_of = plan.pe_of
-        for group in graph.annotations.colocate:
+        fused = graph.annotations.fuse if plan.strategy == "manual" else ()
+        for group in (*graph.annotations.colocate, *fused):
             if len({pe_of[o] for o in group}) > 1:
                 problems.append(f"colocate({', '.join(group)}) is split across PEs "
                                 f"{sorted({pe_of[o] for o in group})}")
