@@ -1,6 +1,6 @@
-"""The calibration micro-app: a paced source -> a forwarder -> a counting sink.
+"""The calibration micro-app: a paced source -> ``forwarders`` forwarders -> a counting sink.
 
-``spadeopt calibrate`` builds it with NONE fusion (three PEs, two ZeroMQ links at the
+``spadeopt calibrate`` builds it with NONE fusion (one PE per operator, every link at the
 same rate) and runs it with the real node agent, once per grid point (rate, tuple size).
 """
 
@@ -16,7 +16,11 @@ from spadeopt import App, app
 _CHUNK = 512
 """Tuples between two pacing checks (one source batch: the source sleeps when it is ahead
 of schedule, at most once per batch it sends)."""
-ROLES = {"src": "send", "fwd": "forward", "sink": "receive"}
+
+
+def role(op: str) -> str:
+    """What the operator's PE does on the links: send, forward (receive and send), receive."""
+    return {"src": "send", "sink": "receive"}.get(op, "forward")
 
 
 def payload_for(size: int) -> bytes:
@@ -55,11 +59,13 @@ def paced(rate: float, size: int, seconds: float) -> Iterator[tuple]:
 
 
 @app
-def calibration(rate: float = 10_000.0, size: int = 100, seconds: float = 1.0) -> App:
+def calibration(rate: float = 10_000.0, size: int = 100, seconds: float = 1.0, forwarders: int = 3) -> App:
     a = App("calibration")
     s = a.source("src", "seq:int, payload:bytes", generator=paced,
                  args={"rate": rate, "size": size, "seconds": seconds})
-    a.sink("sink", a.functor("fwd", s), mode="count")
+    for i in range(forwarders):
+        s = a.functor(f"fwd{i}", s)
+    a.sink("sink", s, mode="count")
     return a
 
 

@@ -1,36 +1,49 @@
 """``spadeopt calibrate``: measure ``v(rate, size)`` on this machine over the real transport.
 
 For every grid point (tuple rate, tuple size) the calibration app (:mod:`.calib_app`: a
-paced source -> a forwarder -> a counting sink, NONE fusion: three PEs and two ZeroMQ
-links over ``ipc://``, both at the same link rate ``R``) runs as an instrumented build
-with the real node agent and PE processes (:func:`spadeopt.testing.run_local`; no Spark:
-the same processes, without a JVM per point). Then:
+paced source -> ``FORWARDERS`` forwarders -> a counting sink, NONE fusion: one PE per
+operator, every ZeroMQ link over ``ipc://`` at the same link rate ``L``) runs as an
+instrumented build with the real node agent and PE processes
+(:func:`spadeopt.testing.run_local`; no Spark: the same processes, without a JVM per
+point). Then:
 
 * the PEs' CPU seconds come from the run report (``time.process_time`` of each PE
   process: every thread, ZeroMQ's I/O thread included);
 * the operators' own CPU seconds come from refining the run's samples exactly like
   ``spadeopt refine`` does (Equation 1), times their tuples;
 * the rest is what the PEs spent on sending, receiving and being a PE:
-  ``comm = Σ PE CPU − Σ operator CPU``. The two links have four ends (the source's send,
-  the forwarder's receive and send, the sink's receive), each carrying ``N`` tuples, so
-  the cost per tuple per link end is ``k = comm / (4 N)``;
-* the grid point is ``v(2R, size) = 2R × k``: ``Rate(P)`` of the optimizer counts in and
-  out together, and the forwarder, the typical PE (one stream in, one out), has
-  ``Rate = 2R``. A PE that both receives and sends wakes up once for both, so its cost
-  per link end is lower than that of a pure sender or receiver (about 0.19 against
-  0.23-0.27 us here at 1M tuples/s); calibrating with a forwarder keeps ``v`` right for
-  the PEs in the middle of a graph, which is where fusion decisions are made.
+  ``comm = Σ PE CPU − Σ operator CPU``. With ``f`` forwarders there are ``f + 1``
+  links and ``2 (f + 1)`` link ends (a send, ``f`` times a receive and a send, a
+  receive), each carrying ``N`` tuples, so the cost per tuple per link end is
+  ``k = comm / (2 (f + 1) N)``;
+* the grid point is ``v(x, size) = x × k`` at ``x = 2 (f + 1) L / (f + 2)``, the mean
+  ``Rate(P)`` of the run's PEs (the optimizer's ``Rate(P)`` counts in and out together:
+  a forwarder has ``2L``, the source and the sink ``L``). So ``Σ_P v(Rate(P))`` over the
+  calibration pipeline's PEs is what they measurably spent, however that splits between
+  the sending, forwarding and receiving PEs (``v`` cannot tell them apart: it sees only
+  ``Rate(P)`` and the size).
 
-Each point runs ``REPEATS`` times and the grid takes the smallest ``k``: other processes
-on the machine only ever add to a run's cost (cache and scheduler interference), by 10-25 %
-on a quiet machine and much more on a busy one, so the least disturbed run is the best
-estimate of what the transport costs, like a best-of benchmark timing. A link rate the PEs cannot reach (measured
-rate below 80 % of the target) ends that size's sweep. The stored grid has a rate-0 row
-(``v = 0``) and one row per target; a point that was not reached takes ``rate × k`` with
-``k`` of the fastest run of that size (per-tuple costs fall as the rate grows, so it is
-the best estimate beyond the link's limit). The grid is then made monotone (cumulative
-max along rate, then size) and stored with the raw measurements and the host's CPU score
-(:func:`cpu_score`).
+Why forwarders, and three of them. A PE that receives and sends wakes up once for both,
+so it spends less per link end than a pure sender or receiver; and a PE that shares the
+node's cores with other busy PEs finds several messages per wake-up. Both lower the cost
+per tuple (measured here at 1M tuples/s, 96-byte tuples: 0.25 us per link end with one
+forwarder, 0.20 us with three, 0.17 us when the same five PEs run flat out). A pipeline
+of five PEs on the node is closer to how PEs run (profiling runs with one PE per
+operator, several PEs per node) than a lone sender/receiver pair, which overstates the
+cost by 20-40 %. ``v`` still ignores how busy the node is; see docs/profile-format.md.
+
+The whole sweep runs ``REPEATS`` times and the grid takes the median ``k`` of a point's
+runs: single runs vary by 20-40 % on this kind of machine (a VM whose speed drifts, and
+other processes that come and go), and sweeping again rather than repeating a point at
+once spreads a point's runs over minutes, so one disturbed stretch spoils one run only.
+A link rate the PEs cannot reach (measured below 80 % of the target) ends that size's
+sweep; that run measured the link at its limit and stands for its target; targets above
+take its per-tuple cost (per-tuple costs fall as rates grow, so this errs high). The
+stored grid has a rate-0 row (``v = 0``) and one row per target. It is then made
+monotone (cumulative max along rate, then size) and stored with the raw measurements and
+the host's CPU score: the highest :func:`cpu_score` of those taken before each sweep and
+at the end (the VM's speed drifts; the peak compares between hosts, see
+:func:`peak_cpu_score`).
 """
 
 from __future__ import annotations
@@ -55,31 +68,32 @@ from spadeopt.refine.profile import write_atomic
 
 FULL_RATES = (1_000, 3_000, 10_000, 30_000, 100_000, 300_000, 1_000_000, 3_000_000)
 """Grid rates ``Rate(P)`` (tuples/s in + out); the links run at half of each."""
-FULL_SIZES = (16, 64, 256, 1024, 4096, 16384, 65536)
+FULL_SIZES = (16, 64, 96, 128, 256, 1024, 4096, 16384, 65536)
 QUICK_RATES = (10_000, 100_000, 1_000_000, 3_000_000)
-QUICK_SIZES = (16, 256, 65536)
+QUICK_SIZES = (16, 96, 4096)
 MAX_BYTES_PER_S = 2e9
 """Targets above this byte rate are not attempted (far beyond what one link carries here)."""
 REACHED = 0.8
-HWM = 4
-"""Queue bound (messages) for calibration runs instead of the runtime's 32: when a target
-rate is beyond the link, the backlog to drain after the source stops stays small. It
-bounds how far the sender can run ahead, not what sending or receiving a batch costs."""
+FORWARDERS = 3
+RUNTIME_HWM = 32
+"""The runtime's queue bound (messages per socket), used as long as it stays cheap."""
+MAX_QUEUED_BYTES = 64 << 20
+"""Bytes a socket may queue during calibration: large tuples get a smaller bound (never
+below 4 messages), so a target beyond the link cannot pile up gigabytes to drain."""
 SAMPLE_RATE = 0.01
 REPEATS = 3
-"""Runs per grid point; the grid takes the smallest per-tuple cost (the least disturbed
-run: other processes on the machine only ever add to a run's cost)."""
+"""Runs per grid point; the grid takes the median per-tuple cost."""
 BENCHMARK = "spadeopt-cpu-1"
 
 
 @dataclasses.dataclass(frozen=True)
 class Point:
-    """One calibration run: source -> forwarder -> sink at link rate ``rate / 2``.
+    """One calibration run: source -> forwarders -> sink, every link at the same rate.
 
-    ``target_rate`` and ``rate`` are the grid's ``Rate(P)`` of the forwarder (twice the
-    link rate), ``tuples`` the tuples through each link, ``pe_comm_s`` the CPU seconds
-    each PE spent outside operator logic (``send``: the source's PE, ``forward``: the
-    forwarder's, ``receive``: the sink's).
+    ``target_rate`` and ``rate`` are on the grid's axis, the PEs' mean ``Rate(P)``
+    (:func:`link_rate` converts), ``tuples`` the tuples through each link, ``pe_comm_s`` the CPU seconds
+    the PEs spent outside operator logic (``send``: the source's PE, ``forward``: the
+    forwarders' together, ``receive``: the sink's).
     """
 
     target_rate: float
@@ -91,6 +105,7 @@ class Point:
     operator_cpu_s: float
     measured_size: float
     pe_comm_s: dict[str, float] = dataclasses.field(default_factory=dict)
+    forwarders: int = 1
 
     @property
     def comm_cpu_s(self) -> float:
@@ -98,8 +113,9 @@ class Point:
 
     @property
     def per_tuple_s(self) -> float:
-        """CPU seconds per tuple per link end (two links, four ends)."""
-        return self.comm_cpu_s / (4 * self.tuples) if self.tuples else 0.0
+        """CPU seconds per tuple per link end (``forwarders + 1`` links, two ends each)."""
+        ends = 2 * (self.forwarders + 1)
+        return self.comm_cpu_s / (ends * self.tuples) if self.tuples else 0.0
 
     @property
     def reached(self) -> bool:
@@ -116,31 +132,31 @@ def calibrate(out: str | os.PathLike[str], quick: bool = False,
     say = progress or (lambda msg: None)
     rates = QUICK_RATES if quick else FULL_RATES
     sizes = QUICK_SIZES if quick else FULL_SIZES
-    seconds = 0.3 if quick else 1.0
+    seconds = 0.4 if quick else 0.8
     repeats = REPEATS
     t_start = time.time()
-    say("measuring the CPU score (fixed Python benchmark)")
-    score = cpu_score()
     points: list[Point] = []
+    scores = []
     work = Path(tempfile.mkdtemp(prefix="spadeopt-calibrate-"))
     try:
-        for size in sizes:
-            for rate in rates:
-                if rate * size > MAX_BYTES_PER_S:
-                    break
-                secs = min(3.0, max(seconds, 3 * 512 / (rate / 2)))  # at least 3 batches a link
-                reps = []
-                for i in range(repeats):
-                    say(f"\r{time.time() - t_start:6.1f} s  size {size} B, target {rate:,} tuples/s, "
-                        f"run {i + 1} of {repeats}")
-                    reps.append(measure(rate, size, secs, work / f"s{size}-r{rate}-{i}"))
-                    if not reps[-1].reached:
+        for rep in range(repeats):  # whole sweeps, so a disturbance hits one run of a point
+            say(f"\r{time.time() - t_start:6.1f} s  CPU score (fixed Python benchmark)")
+            scores.append(cpu_score())
+            for size in sizes:
+                for rate in rates:
+                    if rate * size > MAX_BYTES_PER_S:
                         break
-                points += reps
-                if not all(p.reached for p in reps):
-                    break
+                    secs = min(3.0, max(seconds, 3 * 512 / link_rate(rate)))  # 3 batches at least
+                    say(f"\r{time.time() - t_start:6.1f} s  sweep {rep + 1} of {repeats}: size {size} B, "
+                        f"Rate {rate:,} tuples/s")
+                    p = measure(rate, size, secs, work / f"p{rep}-s{size}-r{rate}")
+                    points.append(p)
+                    if not p.reached:
+                        break
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    scores.append(cpu_score())
+    score = max(scores)
     grid = grid_from(points, rates, sizes)
     host = host_info()
     doc = {
@@ -151,11 +167,13 @@ def calibrate(out: str | os.PathLike[str], quick: bool = False,
         "cores": host.cores,
         "created": time.time(),
         "quick": quick,
-        "cpu_score": {"benchmark": BENCHMARK, "value": score,
-                      "unit": "benchmark units per CPU second (higher is faster)"},
+        "cpu_score": {"benchmark": BENCHMARK, "value": score, "samples": scores,
+                      "unit": "benchmark units per CPU second (higher is faster); the highest of "
+                              "the samples taken before each sweep and at the end"},
         "setup": {"transport": "ipc", "fusion": "none", "app": "spadeopt.refine.calib_app",
+                  "forwarders": FORWARDERS,
                   "sample_rate": SAMPLE_RATE, "seconds_per_point": seconds, "repeats": repeats,
-                  "hwm": HWM,
+                  "hwm": {str(size): hwm_for(size) for size in sizes},
                   "calibration_s": time.time() - t_start},
         "grid": {"rates": [0.0, *map(float, rates)], "sizes": [float(s) for s in sizes], "v": grid,
                  "rate_unit": "tuples/s crossing the PE boundary (in + out)",
@@ -172,8 +190,9 @@ def calibrate(out: str | os.PathLike[str], quick: bool = False,
 def grid_from(points: list[Point], rates: tuple[int, ...], sizes: tuple[int, ...]) -> list[list[float]]:
     """The monotone ``v`` grid (rows: 0 then ``rates``; columns: ``sizes``) from the points.
 
-    Per grid point the smallest per-tuple cost of its runs; beyond the link, that of the
-    fastest run of that size (its target's runs), times the grid rate.
+    Per grid point the median per-tuple cost of its runs, reached or not (a run that
+    fell short measured the link at its limit: the best estimate at that target); a
+    target no sweep tried takes the runs of the highest target tried at that size.
     """
     rows: list[list[float]] = [[0.0] * len(sizes)]
     for rate in rates:
@@ -183,13 +202,32 @@ def grid_from(points: list[Point], rates: tuple[int, ...], sizes: tuple[int, ...
             if not mine:
                 raise RunError(f"calibration measured nothing for tuple size {size}")
             at = [p for p in mine if p.target_rate == rate]
-            if not (at and all(p.reached for p in at)):  # beyond the link (or not tried)
-                fastest = max(mine, key=lambda p: p.rate).target_rate
-                at = [p for p in mine if p.target_rate == fastest]
-            k = min(p.per_tuple_s for p in at)
-            row.append(rate * k)
+            if not at:
+                top = max(p.target_rate for p in mine)
+                at = [p for p in mine if p.target_rate == top]
+            row.append(rate * statistics.median(p.per_tuple_s for p in at))
         rows.append(row)
     return monotone_grid(rows)
+
+
+def link_rate(rate: float, forwarders: int = FORWARDERS) -> float:
+    """The link rate of a calibration run whose PEs' mean ``Rate(P)`` is ``rate``.
+
+    >>> link_rate(1.6e6, 3)
+    1000000.0
+    """
+    return rate * (forwarders + 2) / (2 * (forwarders + 1))
+
+
+def hwm_for(size: int, batch: int = 512) -> int:
+    """The queue bound for a calibration run with tuples of ``size`` bytes.
+
+    The runtime's 32 messages up to 4 KiB tuples (2 MiB messages); less above. A small
+    bound costs CPU where PEs share cores (the sender blocks after a few messages and
+    every PE wakes up more often: 20-30 % more per tuple with 4 instead of 32 in a
+    5-PE pipeline on 2 cores), so it is used only where memory requires it.
+    """
+    return max(4, min(RUNTIME_HWM, MAX_QUEUED_BYTES // (batch * max(size, 1))))
 
 
 def measure(rate: float, size: int, seconds: float, work: Path) -> Point:
@@ -198,14 +236,15 @@ def measure(rate: float, size: int, seconds: float, work: Path) -> Point:
     from spadeopt.refine import calib_app
     from spadeopt.testing import run_local
 
-    graph = calib_app.calibration.build({"rate": rate / 2, "size": int(size), "seconds": float(seconds)})
+    graph = calib_app.calibration.build({"rate": link_rate(rate), "size": int(size), "seconds": float(seconds),
+                                         "forwarders": FORWARDERS})
     plan = plan_for(graph, "none", instrumented=True)
     run_dir = work / "run"
     run_dir.mkdir(parents=True)
     profile_cfg = {"sample_rate": SAMPLE_RATE, "reservoir_size": 5000, "seed": 0, "run_dir": str(run_dir)}
     started = time.time()
     res = run_local(graph, plan, app_ref=calib_app.__file__, workdir=work,
-                    deploy_overrides={"profile": profile_cfg, "hwm": HWM})
+                    deploy_overrides={"profile": profile_cfg, "hwm": hwm_for(size)})
     finished = time.time()
     host = host_info()
     manifest = Manifest(app=graph.name, graph_fingerprint=graph.fingerprint, plan=plan.to_json(),
@@ -228,11 +267,12 @@ def measure(rate: float, size: int, seconds: float, work: Path) -> Point:
         tuples = sum(prof.inputs[i].tuples for i in o.inputs) or sum(prof.outputs[x].tuples for x in o.outputs)
         own = o.cpu_per_tuple_s * tuples  # u x its duration
         op_cpu += own
-        pe_comm[calib_app.ROLES[name]] = cpu[pe.pe_id] - own
+        role = calib_app.role(name)
+        pe_comm[role] = pe_comm.get(role, 0.0) + cpu[pe.pe_id] - own
     link = prof.outputs["src.out"]
-    return Point(target_rate=float(rate), size=int(size), rate=2 * link.rate, tuples=link.tuples,
+    return Point(target_rate=float(rate), size=int(size), rate=link.rate / link_rate(1.0), tuples=link.tuples,
                  seconds=link.tuples / link.rate if link.rate > 0 else seconds, pe_cpu_s=sum(cpu.values()),
-                 operator_cpu_s=op_cpu, measured_size=link.size, pe_comm_s=pe_comm)
+                 operator_cpu_s=op_cpu, measured_size=link.size, pe_comm_s=pe_comm, forwarders=FORWARDERS)
 
 
 # ---- the CPU score (the paper's MIPS) ------------------------------------------------------
@@ -268,6 +308,20 @@ def cpu_score(units: int = 40, repeat: int = 5) -> float:
             _bench_unit()
         best = min(best, time.thread_time() - t0)
     return units / max(best, 1e-9)
+
+
+def peak_cpu_score(samples: int = 3, pause: float = 1.0) -> float:
+    """The highest of ``samples`` :func:`cpu_score` readings ``pause`` seconds apart.
+
+    A VM's speed drifts by 20-40 % over seconds; the peak is what the machine can do,
+    and comparing peaks of two hosts is what scaling ``v`` between them needs.
+    """
+    best = 0.0
+    for i in range(samples):
+        if i:
+            time.sleep(pause)
+        best = max(best, cpu_score())
+    return best
 
 
 def summary(doc: dict[str, Any]) -> str:

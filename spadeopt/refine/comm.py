@@ -18,8 +18,9 @@ measured it. :class:`CommCost` looks ``v`` up:
   more traffic look cheaper); bilinear interpolation and the extensions above keep that.
   Loading refuses a grid that is not.
 * **Other hardware** (paper footnote 1): ``v_new = v_old × score_old / score_new``, with
-  the score of the same fixed Python benchmark (:func:`spadeopt.refine.calibrate.cpu_score`)
-  on both hosts: a faster CPU spends a smaller fraction on the same traffic.
+  the peak score of the same fixed Python benchmark
+  (:func:`spadeopt.refine.calibrate.peak_cpu_score`) on both hosts: a faster CPU spends a
+  smaller fraction on the same traffic.
 
 ``CommCost`` satisfies :class:`spadeopt.optimize.problem.CommModel`.
 """
@@ -108,9 +109,9 @@ class CommCost:
         data = read_json(Path(path), "calibration", _HINT)
         if data.get("cpu_model") == host_info().cpu_model:
             return comm
-        from spadeopt.refine.calibrate import cpu_score
+        from spadeopt.refine.calibrate import peak_cpu_score
 
-        return comm.scaled_to(cpu_score())
+        return comm.scaled_to(peak_cpu_score())
 
     def scaled_to(self, score: float) -> CommCost:
         """The same mapping on a host whose CPU score is ``score`` (paper footnote 1)."""

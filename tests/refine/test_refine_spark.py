@@ -30,6 +30,9 @@ pytestmark = pytest.mark.spark
 ROOT = Path(__file__).resolve().parents[2]
 BURN = {"tuples": "30000"}
 RATE = 0.02
+CHAIN_RUNS = 3
+"""Single runs' CPU per tuple varies by +-20 % on a VM whose speed drifts; the CommLoad
+check takes the median of three runs."""
 
 
 def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -45,9 +48,17 @@ def runs(tmp_path_factory):
     for fusion in ("none", "all"):
         res, run_dir = api.profile("tests/apps/burn.py", base / f"burn-{fusion}", fusion, BURN, sample_rate=RATE)
         out[fusion] = (res, run_dir)
-    out["chain"] = api.profile("apps/chain.py", base / "chain-none", "none",
-                               {"n": "3", "tuples": "600000"}, sample_rate=0.01)
+    for i in range(CHAIN_RUNS):
+        out[f"chain{i}"] = api.profile("apps/chain.py", base / f"chain-none-{i}", "none",
+                                       {"n": "3", "tuples": "1500000"}, sample_rate=0.01)
     return out
+
+
+@pytest.fixture(scope="module")
+def refined(runs, tmp_path_factory):
+    """Each run refined once (and written, as `spadeopt refine -o` does)."""
+    base = tmp_path_factory.mktemp("profiles")
+    return {name: refine([run_dir], base / f"{name}.json") for name, (_, run_dir) in runs.items()}
 
 
 def operator_rate(p: Profile, op: str) -> float:
@@ -67,8 +78,8 @@ def check_truth(p: Profile) -> dict[str, float]:
 
 
 @pytest.mark.parametrize("fusion", ["none", "all"])
-def test_u_matches_the_burned_cpu(runs, fusion, tmp_path):
-    p = refine([runs[fusion][1]], tmp_path / "p.json")
+def test_u_matches_the_burned_cpu(refined, fusion, tmp_path):
+    p = refined[fusion]
     errors = check_truth(p)
     print(f"\nu error vs burned truth ({fusion}): "
           + ", ".join(f"{op} {e:+.1%}" if truth_ns()[op] else f"{op} {e:.4f} cores" for op, e in errors.items()))
@@ -79,12 +90,12 @@ def test_u_matches_the_burned_cpu(runs, fusion, tmp_path):
     links = {(lk.src, lk.dst) for lk in p.links}
     assert links == {("src.out", "filt.in"), ("filt.out", "route.in"), ("route.hi", "heavy.in"),
                      ("route.lo", "light.in"), ("heavy.out", "u.in"), ("light.out", "u.in"), ("u.out", "sink.in")}
-    assert Profile.load_file(tmp_path / "p.json").to_json() == p.to_json()
+    assert Profile.from_json(json.loads(p.save(tmp_path / "p.json").read_text())).to_json() == p.to_json()
 
 
-def test_fused_source_u_excludes_its_downstream_work(runs):
+def test_fused_source_u_excludes_its_downstream_work(runs, refined):
     run_dir = runs["all"][1]
-    p = refine([run_dir])
+    p = refined["all"]
     cpu = sorted((r.ts, r.value) for r in read_run(run_dir).records if r.metric == "thread_cpu")
     b = (cpu[-1][1] - cpu[0][1]) / (cpu[-1][0] - cpu[0][0])  # the whole app runs in this thread
     truth = truth_ns()["src"] * 1e-9 * operator_rate(p, "src")
@@ -95,8 +106,8 @@ def test_fused_source_u_excludes_its_downstream_work(runs):
     assert p.outputs["src.out"].rate == pytest.approx(res.throughput, rel=0.1)
 
 
-def test_fusion_transparency_same_per_tuple_cpu_under_none_and_all(runs):
-    none, fall = refine([runs["none"][1]]), refine([runs["all"][1]])
+def test_fusion_transparency_same_per_tuple_cpu_under_none_and_all(refined):
+    none, fall = refined["none"], refined["all"]
     for op, ns in truth_ns().items():
         if ns:
             a, b = none.operators[op].cpu_per_tuple_s, fall.operators[op].cpu_per_tuple_s
@@ -123,19 +134,13 @@ def test_spark_aggregation_equals_the_python_reference(runs):
         assert s.mean == pytest.approx(agg.mean, rel=1e-9), key
 
 
-def test_comm_load_predicted_by_v_matches_the_pes_cpu_outside_operator_logic(runs, tmp_path):
-    """Quick-calibrate this machine, then predict the chain's NONE run.
+def comm_load_check(res, p: Profile, v: CommCost) -> tuple[float, float]:
+    """(predicted, measured) CPU seconds spent outside operator logic by a NONE run's PEs.
 
-    Measured: Σ PE CPU − Σ operator u × its duration (tuples / rate = u's time base).
-    Predicted: Σ over PEs of CommLoad = v(Rate(P), Size(P)) over the links crossing the PE,
+    Measured: Σ PE CPU − Σ operator u × its duration (tuples / rate, u's time base).
+    Predicted: Σ over PEs of CommLoad = v(Rate(P), Size(P)) of the links crossing the PE,
     times the time those tuples took at that rate.
     """
-    cal = tmp_path / "cal.json"
-    proc = cli("calibrate", "--quick", "-o", str(cal))
-    assert proc.returncode == 0, proc.stderr
-    v = CommCost.load(cal)
-    res, run_dir = runs["chain"]
-    p = refine([run_dir])
     op_cpu = sum(o.u * (sum(p.inputs[i].tuples for i in o.inputs) or sum(p.outputs[x].tuples for x in o.outputs))
                  / o.ref_rate for o in p.operators.values() if o.ref_rate > 0)
     measured = sum(pe["cpu_s"] for pe in res.per_pe) - op_cpu
@@ -146,8 +151,22 @@ def test_comm_load_predicted_by_v_matches_the_pes_cpu_outside_operator_logic(run
         size = sum(lk.rate * lk.size for lk in crossing) / rate
         tuples = sum(p.outputs[lk.src].tuples for lk in crossing)
         predicted += v.cost(rate, size) * tuples / rate
-    print(f"CommLoad: predicted {predicted:.3f} s, measured {measured:.3f} s, error {predicted / measured - 1:+.1%}")
-    assert predicted == pytest.approx(measured, rel=0.25), (predicted, measured)
+    return predicted, measured
+
+
+def test_comm_load_predicted_by_v_matches_the_pes_cpu_outside_operator_logic(runs, refined, tmp_path):
+    """Quick-calibrate this machine, then predict the chain's NONE runs (median of three)."""
+    cal = tmp_path / "cal.json"
+    proc = cli("calibrate", "--quick", "-o", str(cal))
+    assert proc.returncode == 0, proc.stderr
+    v = CommCost.load(cal)
+    ratios = []
+    for i in range(CHAIN_RUNS):
+        predicted, measured = comm_load_check(runs[f"chain{i}"][0], refined[f"chain{i}"], v)
+        ratios.append(predicted / measured)
+        print(f"\nCommLoad, chain run {i}: predicted {predicted:.3f} s, measured {measured:.3f} s, "
+              f"error {predicted / measured - 1:+.1%}")
+    assert sorted(ratios)[CHAIN_RUNS // 2] == pytest.approx(1.0, abs=0.25), ratios
 
 
 # ---- bad input ---------------------------------------------------------------------------
@@ -207,8 +226,8 @@ def test_bad_runs_exit_2_naming_the_file(runs, tmp_path):
     (future / "manifest.json").write_text(json.dumps(doc))
     cases = [
         ([truncated], [str(f), "truncated"]),
-        ([runs["none"][1], runs["chain"][1]], ["different apps", "'burn'", "'chain'",
-                                               str(runs["chain"][1] / "manifest.json")]),
+        ([runs["none"][1], runs["chain0"][1]], ["different apps", "'burn'", "'chain'",
+                                                str(runs["chain0"][1] / "manifest.json")]),
         ([runs["none"][1], other_version], ["graph versions", str(other_version / "manifest.json")]),
         ([future], [str(future / "manifest.json"), "schema_version 9"]),
         ([tmp_path / "nowhere"], ["nowhere"]),
