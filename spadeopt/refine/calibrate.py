@@ -49,6 +49,7 @@ at the end (the VM's speed drifts; the peak compares between hosts, see
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import os
 import shutil
@@ -59,12 +60,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from spadeopt.atomic import write_atomic
 from spadeopt.errors import RunError, UsageError
 from spadeopt.profiling import Manifest, host_info, read_run, write_manifest
 from spadeopt.profiling.records import pe_file
 from spadeopt.refine.comm import KIND, SCHEMA_VERSION, CommCost, monotone_grid
 from spadeopt.refine.estimate import RunData, aggregate_records, estimate
-from spadeopt.refine.profile import write_atomic
 
 FULL_RATES = (1_000, 3_000, 10_000, 30_000, 100_000, 300_000, 1_000_000, 3_000_000)
 """Grid rates ``Rate(P)`` (tuples/s in + out); the links run at half of each."""
@@ -180,8 +181,6 @@ def calibrate(out: str | os.PathLike[str], quick: bool = False,
                  "size_unit": "bytes/tuple (msgpack)", "v_unit": "CPU fraction (cores)"},
         "measured": [p.to_json() for p in points],
     }
-    import json
-
     CommCost(doc["grid"]["rates"], doc["grid"]["sizes"], grid, score, source=str(out))  # validates
     write_atomic(Path(out), json.dumps(doc, indent=2, sort_keys=True) + "\n")
     return doc

@@ -11,16 +11,15 @@ before anything else is looked at.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import os
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from spadeopt.atomic import write_atomic
 from spadeopt.errors import ProfileError
 
 SCHEMA_VERSION: Final = 1
@@ -320,20 +319,3 @@ def read_json(path: Path, what: str, hint: str) -> Any:
         msg = (f"{path} line {e.lineno}: the {what} is not valid JSON ({e.msg}, column {e.colno}): "
                f"the file is corrupt or truncated; {hint}")
         raise ProfileError(msg) from e
-
-
-def write_atomic(path: Path, text: str) -> Path:
-    """Write ``text`` to ``path`` via a temporary file in the same directory and a rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    return path
