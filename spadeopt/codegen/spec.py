@@ -55,7 +55,7 @@ class OpSpec:
         """
         if self.instrumented:
             return {p: f"{self.op.name}__submit_{p}(out)" for p in self.emit}
-        return {p: "; ".join(f"{t}(out)" for t in ts) or "pass" for p, ts in self.emit.items()}
+        return self.plain_emit_line
 
     @property
     def plain_emit_line(self) -> dict[str, str]:
