@@ -127,13 +127,14 @@ def default_calibration() -> Path:
 
 def optimize(app_ref: str, profile_path: Path, out: Path, calibration: Path | None = None,
              params: Mapping[str, str] | None = None, max_frac: float = 0.5, min_util: float = 0.95,
-             nodes: int = 1, cores: int = 2, exact: bool = False):
+             nodes: int = 1, cores: int = 2, exact: bool = False, rate: str | float = "max", absorb: bool = True):
     """Stage 2: GreedyFuse + placement from a refined profile; writes a runnable build.
 
     The app is rebuilt with the parameters recorded in the profile (``params`` may
     repeat or override them; the graph fingerprint must still match the profile's).
     """
     from spadeopt.optimize.fatm import OperatorProfile, fuse_auto
+    from spadeopt.optimize.rate import parse_rate
     from spadeopt.refine.comm import CommCost
     from spadeopt.refine.profile import Profile
 
@@ -143,13 +144,15 @@ def optimize(app_ref: str, profile_path: Path, out: Path, calibration: Path | No
         raise UsageError(f"--min-util must be in (0, 1], got {min_util}")
     if nodes < 1 or cores < 1:
         raise UsageError(f"--nodes and --cores must be >= 1 (got {nodes}, {cores})")
+    rate = parse_rate(rate)
     prof = Profile.load_file(profile_path)
     merged = {k: str(v) for k, v in prof.params.items()}
     merged.update(params or {})
     graph, ref = load_graph(app_ref, merged)
     comm = CommCost.for_this_host(calibration or default_calibration())  # MIPS-scaled if another CPU
-    auto = fuse_auto(graph, OperatorProfile(prof.app, prof.graph_fingerprint, prof.load, prof.link_tuples()),
-                     comm, nodes, cores, max_frac, min_util, exact)
+    auto = fuse_auto(graph, OperatorProfile(prof.app, prof.graph_fingerprint, prof.load, prof.link_tuples(),
+                                            prof.source_rate),
+                     comm, nodes, cores, max_frac, min_util, exact, rate=rate, absorb=absorb)
     build = generate(graph, auto.plan, Path(out), ref)
     auto.explain["profile"] = str(Path(profile_path).resolve())
     auto.explain["calibration"] = comm.source

@@ -90,7 +90,8 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     from spadeopt import api
 
     build, _ = api.optimize(args.app, args.profile, args.o, args.calibration, _params(args.p), args.max_frac,
-                            args.min_util, args.nodes, args.cores, args.exact)
+                            args.min_util, args.nodes, args.cores, args.exact, args.rate,
+                            not args.no_absorb)
     print(api.explain_text(build.directory))
     print(f"\nwrote {len(build.plan.pes)} PE module(s), plan.json, deploy.json and explain.json to "
           f"{build.directory}; run it with: spadeopt run {build.directory}")
@@ -109,11 +110,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     doc = compare(args.app, args.out, [s.strip() for s in args.strategies.split(",") if s.strip()],
                   _params(args.p), args.nodes, args.cores, args.master, args.repeat, args.profile,
-                  args.calibration, progress=_progress)
+                  args.calibration, args.sample_rate, args.profile_fusion, progress=_progress)
     _end_status()
     print(table(doc))
     print(f"\nfigures: {args.out / 'compare.json'}, plot: {args.out / 'compare.png'}")
-    return 0 if not doc["failed"] else 1
+    return 0 if not doc["failed"] and doc["answers"]["identical"] else 1
 
 
 def cmd_build(args: argparse.Namespace) -> int:
@@ -201,6 +202,10 @@ def parser() -> argparse.ArgumentParser:
                     "effective utilisation (default 0.95)")
     op.add_argument("--nodes", type=int, default=1)
     op.add_argument("--cores", type=int, default=2)
+    op.add_argument("--rate", default="max", help="source rate to plan for, tuples/s: 'max' (default: the "
+                    "highest this cluster sustains), 'profiled' (as measured) or a number")
+    op.add_argument("--no-absorb", action="store_true", help="stop after GreedyFuse: do not merge the "
+                    "underutilized PEs it leaves into a neighbour (the paper's algorithm alone)")
     op.add_argument("--exact", action="store_true", help="also solve exactly (small graphs) and report the gap")
     op.add_argument("-o", type=Path, required=True, help="build directory to write")
     op.set_defaults(func=cmd_optimize)
@@ -215,6 +220,10 @@ def parser() -> argparse.ArgumentParser:
     cp.add_argument("--repeat", type=int, default=3, help="runs per strategy, interleaved (default 3)")
     cp.add_argument("--profile", type=Path, help="refined profile for FATM (default: profile and refine first)")
     cp.add_argument("--calibration", type=Path, help="comm-cost calibration (default: this host's)")
+    cp.add_argument("--profile-fusion", default="all", choices=("none", "all", "manual"),
+                    help="fusion to profile under for FATM (default all: profiling is fusion-transparent, "
+                         "and one PE measures operators without process contention)")
+    cp.add_argument("--sample-rate", type=float, default=0.01, help="stride sampling s when profiling (default 0.01)")
     cp.add_argument("--out", type=Path, required=True, help="directory for compare.json and compare.png")
     cp.set_defaults(func=cmd_compare)
 

@@ -9,7 +9,9 @@ A strategy that fails is reported with its error; the others still run.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import shutil
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -24,7 +26,7 @@ LABELS = {"none": "NONE", "all": "FALL", "manual": "FMAN", "auto": "FATM"}
 def compare(app_ref: str, out_dir: Path, strategies: Sequence[str] = ("none", "all", "manual", "auto"),
             params: Mapping[str, str] | None = None, nodes: int = 1, cores: int = 2,
             master: str | None = None, repeat: int = 3, profile: Path | None = None,
-            calibration: Path | None = None, sample_rate: float = 0.01,
+            calibration: Path | None = None, sample_rate: float = 0.01, profile_fusion: str = "all",
             progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     from spadeopt import api
     from spadeopt.deploy.launcher import run_build
@@ -35,24 +37,28 @@ def compare(app_ref: str, out_dir: Path, strategies: Sequence[str] = ("none", "a
         raise UsageError(f"unknown strategy {', '.join(bad) or '(none given)'}; choose from {', '.join(LABELS)}")
     if repeat < 1:
         raise UsageError(f"--repeat must be >= 1, got {repeat}")
+    if profile_fusion not in ("none", "all", "manual"):
+        raise UsageError(f"--profile-fusion must be none, all or manual, got {profile_fusion!r}")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     graph, _ = api.load_graph(app_ref, params)  # fail early on a bad app
-    builds, errors = {}, {}
+    builds, errors, explain = {}, {}, None
+    profiled_here = profile is None
     for st in strategies:
         try:
             say(f"building {LABELS[st]}")
             if st == "auto":
                 profile = profile or _profile_for_auto(app_ref, out_dir, params, nodes, cores, master,
-                                                       sample_rate, say)
-                builds[st], _ = api.optimize(app_ref, profile, out_dir / "build-auto", calibration, params,
-                                             nodes=nodes, cores=cores)
+                                                       sample_rate, profile_fusion, say)
+                builds[st], explain = api.optimize(app_ref, profile, out_dir / "build-auto", calibration, params,
+                                                   nodes=nodes, cores=cores)
             else:
                 builds[st] = api.build(app_ref, st, params, nodes, cores, out_dir / f"build-{st}")
         except SpadeoptError as exc:
             errors[st] = str(exc)
             say(f"{LABELS[st]} failed to build: {str(exc).splitlines()[0]}")
     runs: dict[str, list[dict[str, Any]]] = {st: [] for st in builds}
+    answers: dict[str, set[str]] = {st: set() for st in builds}
     order = list(builds)
     for r in range(repeat):
         for i in range(len(order)):
@@ -61,28 +67,50 @@ def compare(app_ref: str, out_dir: Path, strategies: Sequence[str] = ("none", "a
                 continue
             say(f"round {r + 1}/{repeat}: {LABELS[st]}")
             try:
-                res = run_build(builds[st].directory, master, None, say)
+                sinks_dir = out_dir / "sinks" / st
+                shutil.rmtree(sinks_dir, ignore_errors=True)
+                res = run_build(builds[st].directory, master, sinks_dir, say)
             except SpadeoptError as exc:
                 errors[st] = str(exc)
                 say(f"{LABELS[st]} failed: {str(exc).splitlines()[0]}")
                 continue
             runs[st].append(res.to_json())
+            answers[st].add(_digest(sinks_dir))
     doc = _summarise(graph.name, app_ref, dict(params or {}), nodes, cores, master, repeat, runs, errors)
+    doc["answers"] = _answers(answers)
+    if explain is not None:
+        doc["fatm_plan"] = {"planned_rate": explain["rate"]["planned"], "rate_mode": explain["rate"]["mode"],
+                            "profiled_rate": explain["rate"]["profiled"], "max_frac": explain["max_frac"],
+                            "min_util": explain["min_util"], "profile": str(profile),
+                            "profiled_under": LABELS.get(profile_fusion, profile_fusion) if profiled_here else None}
     (out_dir / "compare.json").write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
     plot(doc, out_dir / "compare.png")
     return doc
 
 
-def _profile_for_auto(app_ref, out_dir, params, nodes, cores, master, sample_rate, say) -> Path:
-    import shutil
+def _digest(sinks_dir: Path) -> str:
+    """sha256 over every sink file's name and bytes."""
+    h = hashlib.sha256()
+    for f in sorted(p for p in Path(sinks_dir).rglob("*") if p.is_file()):
+        h.update(f.relative_to(sinks_dir).as_posix().encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()
 
+
+def _answers(answers: Mapping[str, set[str]]) -> dict[str, Any]:
+    """Did every run of every strategy write byte-identical sink files?"""
+    digests = {st: sorted(d) for st, d in answers.items() if d}
+    distinct = {d for ds in digests.values() for d in ds}
+    return {"identical": len(distinct) <= 1, "sha256": digests}
+
+
+def _profile_for_auto(app_ref, out_dir, params, nodes, cores, master, sample_rate, fusion, say) -> Path:
     from spadeopt import api
     from spadeopt.refine.job import refine
 
     run_dir = out_dir / "profile-run"
     shutil.rmtree(run_dir, ignore_errors=True)
-    say(f"profiling unfused (s = {sample_rate}) for FATM")
-    api.profile(app_ref, run_dir, "none", params, sample_rate=sample_rate, nodes=nodes, cores=cores,
+    say(f"profiling ({LABELS.get(fusion, fusion)}, s = {sample_rate}) for FATM")
+    api.profile(app_ref, run_dir, fusion, params, sample_rate=sample_rate, nodes=nodes, cores=cores,
                 master=master, progress=say)
     say("refining the profile")
     refine([run_dir], out_dir / "profile.json", master=master)
@@ -124,6 +152,16 @@ def table(doc: dict[str, Any]) -> str:
         cpu = ", ".join(f"{v:.1f}" for _, v in sorted(row["cpu_per_node"].items()))
         lines.append(f"{row['label']:<9}{row['throughput_median']:>12,.0f}{rel:>9}{row['pes']:>6}"
                      f"{row['nodes_used']:>7}  {cpu}")
+    plan = doc.get("fatm_plan")
+    if plan:
+        lines.append(f"\nFATM planned for {plan['planned_rate']:,.0f} source tuples/s (--rate {plan['rate_mode']}; "
+                     f"profiled at {plan['profiled_rate']:,.0f}/s), MaxFrac {plan['max_frac']}, "
+                     f"MinUtil {plan['min_util']}")
+    ans = doc.get("answers")
+    if ans and ans["sha256"]:
+        lines.append("answers: every run of every strategy wrote byte-identical sink files" if ans["identical"]
+                     else "ANSWERS DIFFER between runs or strategies: " + "; ".join(
+                         f"{LABELS[st]} {', '.join(d[:12] for d in ds)}" for st, ds in ans["sha256"].items()))
     return "\n".join(lines)
 
 

@@ -9,17 +9,19 @@ GreedyFuse (or the exact optimizer), places the PEs and names them through the s
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from spadeopt.errors import OptimizeError
+from spadeopt.errors import OptimizeError, PlacementInfeasible
 from spadeopt.model.graph import AppGraph
 from spadeopt.optimize.cost import metrics, objective
 from spadeopt.optimize.exact import exact_fuse, gap
-from spadeopt.optimize.greedy_fuse import greedy_fuse, why_not_merged
+from spadeopt.optimize.greedy_fuse import absorb_leftovers, greedy_fuse, why_not_merged
 from spadeopt.optimize.placement import pe_graph, place
 from spadeopt.optimize.problem import CommModel, FusionProblem
+from spadeopt.optimize.rate import max_rate, parse_rate, scale
 from spadeopt.optimize.result import FusionResult
 from spadeopt.plan.plan import Plan, make_plan
 
@@ -32,6 +34,7 @@ class OperatorProfile:
     fingerprint: str
     load: Mapping[str, float]  # u per operator (CPU fraction, in cores)
     links: tuple[tuple[str, str, float, float], ...]  # (src op, dst op, tuples/s, bytes/tuple)
+    source_rate: float = 0.0  # aggregate source rate (tuples/s) the loads were measured at
 
 
 def unfusable_pairs(graph: AppGraph) -> tuple[frozenset[str], ...]:
@@ -65,12 +68,28 @@ def problem_for(graph: AppGraph, prof: OperatorProfile, comm: CommModel, max_fra
     if missing:
         raise OptimizeError(f"the profile has no CPU load for operator(s) {', '.join(missing[:5])}; refine again")
     return FusionProblem.build(
-        names, {n: prof.load[n] for n in names}, list(prof.links), comm,
+        names, {n: prof.load[n] for n in names}, list(prof.links) + _unseen_streams(graph, prof), comm,
         max_frac=max_frac, min_util=min_util,
         colocate=[frozenset(g) for g in graph.annotations.colocate],
         exlocate=[frozenset(g) for g in graph.annotations.exlocate],
         unfusable=list(unfusable_pairs(graph)),
     )
+
+
+def _unseen_streams(graph: AppGraph, prof: OperatorProfile) -> list[tuple[str, str, float, float]]:
+    """Streams of the graph that carried no tuple while profiling (the profile has no link
+    for them), as zero-rate links: they still connect their operators."""
+    from collections import Counter
+
+    seen = Counter((a, b) for a, b, _, _ in prof.links)
+    out = []
+    for s in graph.streams:
+        key = (s.src.op, s.dst.op)
+        if seen[key] > 0:
+            seen[key] -= 1
+        elif s.src.op != s.dst.op:
+            out.append((s.src.op, s.dst.op, 0.0, 0.0))
+    return out
 
 
 @dataclass(frozen=True)
@@ -82,21 +101,61 @@ class AutoPlan:
 
 def fuse_auto(graph: AppGraph, prof: OperatorProfile, comm: CommModel, nodes: int, cores: int,
               max_frac: float = 0.5, min_util: float = 0.95, exact: bool = False,
-              capacity_frac: float = 1.0) -> AutoPlan:
-    problem = problem_for(graph, prof, comm, max_frac, min_util)
-    result = greedy_fuse(problem)
+              capacity_frac: float = 1.0, rate: str | float = "profiled", absorb: bool = True) -> AutoPlan:
+    """GreedyFuse + placement at the planning ``rate`` (see :mod:`spadeopt.optimize.rate`)."""
+    rate = parse_rate(rate)
+    problem_for(graph, prof, comm, max_frac, min_util)  # refuse a foreign profile before searching
+    if rate == "max":
+        def attempt(k: float):
+            try:
+                got = _fuse_and_place(graph, scale(prof, k), comm, nodes, cores, max_frac, min_util, capacity_frac,
+                                      absorb)
+            except PlacementInfeasible:
+                return None
+            return None if got[1].warnings else got
+        capacity = nodes * cores * capacity_frac
+        (problem, result, placement, tmp_ids), search = max_rate(
+            prof.source_rate, math.fsum(prof.load.values()), capacity, attempt)
+        factor = search.factor
+    else:
+        if rate == "profiled":
+            factor = 1.0
+        elif prof.source_rate > 0:
+            factor = rate / prof.source_rate
+        else:
+            raise OptimizeError("the profile's sources sent no tuples, so it cannot be scaled to --rate; "
+                                "profile a run whose sources emit tuples")
+        search = None
+        problem, result, placement, tmp_ids = _fuse_and_place(
+            graph, scale(prof, factor), comm, nodes, cores, max_frac, min_util, capacity_frac, absorb)
     exact_doc = None
     if exact:
         best = exact_fuse(problem)
         exact_doc = {"objective": best.objective, "greedy_objective": result.objective,
                      "gap": gap(result, best), "partitions": [list(p) for p in best.partitions]}
+    groups = [list(p) for p in result.partitions]
+    plan = make_plan(graph, "auto", groups, [placement[p] for p in tmp_ids], nodes, cores)
+    explain = _explain(plan, problem, result, placement, exact_doc, max_frac, min_util)
+    explain["rate"] = {"mode": rate if isinstance(rate, str) else "given", "profiled": prof.source_rate,
+                       "planned": prof.source_rate * factor, "factor": factor,
+                       "capacity_cores": nodes * cores * capacity_frac,
+                       "search_tries": search.tries if search else 0,
+                       "at_upper_bound": search.at_upper_bound if search else False}
+    explain["absorb_leftovers"] = absorb
+    return AutoPlan(plan, result, explain)
+
+
+def _fuse_and_place(graph: AppGraph, prof: OperatorProfile, comm: CommModel, nodes: int, cores: int,
+                    max_frac: float, min_util: float, capacity_frac: float, absorb: bool):
+    problem = problem_for(graph, prof, comm, max_frac, min_util)
+    result = greedy_fuse(problem)
+    if absorb:
+        result = absorb_leftovers(problem, result)
     tmp_ids = [f"p{i}" for i in range(len(result.partitions))]
     pe_loads, pe_links = pe_graph(result.partitions, problem, tmp_ids)
     # FATM places by itself: the developer's place() annotations are FMAN's.
     placement = place(pe_loads, pe_links, nodes, cores, capacity_frac)
-    groups = [list(p) for p in result.partitions]
-    plan = make_plan(graph, "auto", groups, [placement[p] for p in tmp_ids], nodes, cores)
-    return AutoPlan(plan, result, _explain(plan, problem, result, placement, exact_doc, max_frac, min_util))
+    return problem, result, placement, tmp_ids
 
 
 def _explain(plan: Plan, problem: FusionProblem, result: FusionResult, placement, exact_doc,

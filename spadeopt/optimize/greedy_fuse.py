@@ -9,7 +9,8 @@ Algorithm 1, as implemented::
 
 ``Mergable(Pi, Pj) ≡ Pi ≠ Pj ∧ Underutilized(Pi) ∧ Underutilized(Pj) ∧ Connected(Pi, Pj)
 ∧ ¬Saturated(Pi ∪ Pj) ∧ legal(Pi, Pj)``. With ``mergable_rule="either"`` (an ablation,
-not the paper's rule) one underutilized side suffices. ``MergeBenefit = 2 x`` the tuple
+not the paper's rule) one underutilized side suffices; ``"absorb"`` is FATM's second phase
+(:func:`absorb_leftovers`). ``MergeBenefit = 2 x`` the tuple
 rate of the links between the pair (see :mod:`spadeopt.optimize.cost`); a pair joined only
 by zero-rate links is still Connected and may merge with benefit 0.
 
@@ -33,6 +34,7 @@ that is saturated on its own stays a singleton PE, with a warning.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Iterable
 from typing import NamedTuple
 
 from spadeopt.errors import UsageError
@@ -41,7 +43,8 @@ from spadeopt.optimize.legality import exclusion_index, fusion_legal, initial_pa
 from spadeopt.optimize.problem import FusionProblem, fmt_names, fmt_vs
 from spadeopt.optimize.result import FusionResult, MergeStep, canonical, saturation_warnings
 
-MERGABLE_RULES = ("both", "either")
+MERGABLE_RULES = ("both", "either", "absorb")
+NEGLIGIBLE = 0.01  # under the "absorb" rule, a PE below 1 % of MaxFrac counts as underutilized
 
 
 class _Candidate(NamedTuple):
@@ -54,8 +57,14 @@ class _Candidate(NamedTuple):
     b: int
 
 
-def greedy_fuse(problem: FusionProblem, *, mergable_rule: str = "both") -> FusionResult:
+def greedy_fuse(problem: FusionProblem, *, mergable_rule: str = "both",
+                start: Iterable[Iterable[str]] | None = None) -> FusionResult:
     """Partition ``problem``'s operators into PEs with Algorithm 1.
+
+    ``start`` replaces line (1) of Algorithm 1: the partitions to start merging from
+    (they must cover every operator once and contain every colocation group whole);
+    FATM uses it to continue from GreedyFuse's result under another rule (see
+    :func:`absorb_leftovers`).
 
     Returns a :class:`FusionResult` with the partitions, every merge step in order and a
     warning for each PE that stays saturated (only forced partitions can). Raises
@@ -71,7 +80,7 @@ def greedy_fuse(problem: FusionProblem, *, mergable_rule: str = "both") -> Fusio
     if mergable_rule not in MERGABLE_RULES:
         msg = f"mergable_rule must be one of {MERGABLE_RULES}; got {mergable_rule!r}"
         raise UsageError(msg)
-    initial = initial_partitions(problem)
+    initial = initial_partitions(problem) if start is None else _checked_start(problem, start)
     book = PartitionBook(problem, initial, exclusion_index(problem))
     heap: list[_Candidate] = []
     for a in book.ids():
@@ -105,12 +114,55 @@ def greedy_fuse(problem: FusionProblem, *, mergable_rule: str = "both") -> Fusio
     )
 
 
+def _checked_start(problem: FusionProblem, start: Iterable[Iterable[str]]) -> tuple[frozenset[str], ...]:
+    parts = tuple(sorted((frozenset(p) for p in start), key=min))
+    seen = [op for p in parts for op in p]
+    if sorted(seen) != sorted(problem.operators) or any(not p for p in parts):
+        raise UsageError("start partitions must cover every operator of the problem exactly once")
+    pe_of = {op: i for i, p in enumerate(parts) for op in p}
+    split = [g for g in problem.colocate if len({pe_of[op] for op in g}) > 1]
+    if split:
+        raise UsageError(f"start partitions split colocation group(s) {', '.join(fmt_names(g) for g in split)}")
+    return parts
+
+
+def absorb_leftovers(problem: FusionProblem, result: FusionResult) -> FusionResult:
+    """Phase 2 of FATM (a spadeopt addition, not the paper's): continue Algorithm 1 from
+    GreedyFuse's ``result`` with ``Mergable`` relaxed to *one* underutilized side.
+
+    GreedyFuse stops a PE from merging once it reaches MinUtil, which can strand a small
+    underutilized neighbour (say the tail of a pipeline whose head filled up) as a PE of
+    its own: a process that spends most of its CPU receiving and sending. This phase
+    merges such leftovers into a connected neighbour, largest benefit first, never past
+    MaxFrac and never against legality. A PE with negligible load (under 1 % of MaxFrac,
+    e.g. a sink that saw no tuple, whose EffectiveUtil is 1 by definition) counts as a
+    leftover here too: it is a process of its own that costs nothing to fold. Returns the combined result: phase 1's initial
+    objective, both phases' steps, ``mergable_rule="absorb"`` (so ``why_not_merged``
+    explains the final state).
+    """
+    more = greedy_fuse(problem, mergable_rule="absorb", start=result.partitions)
+    return FusionResult(
+        partitions=more.partitions,
+        objective=more.objective,
+        objective_initial=result.objective_initial,
+        steps=result.steps + more.steps,
+        warnings=more.warnings,
+        method="greedy",
+        mergable_rule="absorb",
+    )
+
+
 def _offer(heap: list[_Candidate], book: PartitionBook, a: int, b: int, rule: str) -> None:
     """Push the pair ``a``, ``b`` (neighbours) if it is Mergable."""
     problem = book.problem
     pa, pb = book.parts[a], book.parts[b]
-    under_a, under_b = pa.util < problem.min_util, pb.util < problem.min_util
-    if not (under_a and under_b if rule == "both" else under_a or under_b):
+    if rule == "both":
+        ok = pa.util < problem.min_util and pb.util < problem.min_util
+    elif rule == "either":
+        ok = pa.util < problem.min_util or pb.util < problem.min_util
+    else:  # "absorb": a PE with negligible load is a leftover too, folding it costs nothing
+        ok = any(p.util < problem.min_util or p.comp <= NEGLIGIBLE * problem.max_frac for p in (pa, pb))
+    if not ok:
         return
     if pa.groups & pb.groups:
         return  # illegal: an exlocation or unfusable group would share a PE
@@ -168,7 +220,7 @@ def _util_reasons(
     sides: list[tuple[frozenset[str], float]], min_util: float, rule: str
 ) -> list[str]:
     full = [(members, util) for members, util in sides if util >= min_util * (1.0 - REL_TOL)]
-    if rule == "either" and len(full) < len(sides):
+    if rule in ("either", "absorb") and len(full) < len(sides):
         return []
     reasons = []
     for members, util in full:

@@ -34,7 +34,7 @@ class FusionResult:
     ``objective_initial`` that of the starting partitioning (one PE per operator, with
     colocation groups pre-merged), both from the reference functions of
     :mod:`spadeopt.optimize.cost`. ``method`` is ``"greedy"`` or ``"exact"``;
-    ``mergable_rule`` is the rule GreedyFuse ran with (``"both"`` or ``"either"``).
+    ``mergable_rule`` is the rule GreedyFuse ran with (``"both"``, ``"either"`` or ``"absorb"``).
     """
 
     partitions: tuple[tuple[str, ...], ...]

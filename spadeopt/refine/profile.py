@@ -129,6 +129,13 @@ class Profile:
         """``u`` per operator (CPU fraction, in cores)."""
         return {name: op.u for name, op in sorted(self.operators.items())}
 
+    @property
+    def source_rate(self) -> float:
+        """Aggregate rate (tuples/s) of the source operators' output ports: the rate the
+        loads were measured at."""
+        return math.fsum(self.outputs[p].rate for op in self.operators.values() if not op.inputs
+                         for p in op.outputs if p in self.outputs)
+
     def link_tuples(self) -> tuple[tuple[str, str, float, float], ...]:
         """``(src op, dst op, tuples/s, bytes/tuple)`` per link, as ``FusionProblem`` takes them."""
         return tuple((lk.src_op, lk.dst_op, lk.rate, lk.size) for lk in self.links)

@@ -95,14 +95,15 @@ def test_optimize_explain_and_run_the_build(chain_profile, tmp_path):
 @pytest.mark.parametrize("extra,expect", [
     (["--max-frac", "0"], "--max-frac"),
     (["--min-util", "1.5"], "--min-util"),
-    (["--nodes", "1", "--cores", "1", "--max-frac", "5"], None),
+    (["--nodes", "1", "--cores", "1", "--max-frac", "5", "--rate", "profiled"], None),
+    (["--rate", "fast"], "--rate"),
 ])
 def test_optimize_bad_input_exits_2(chain_profile, tmp_path, extra, expect):
     d, _ = chain_profile
     cal = _calibration(tmp_path / "cal.json", per_tuple_s=4e-4 if expect is None else 2e-7)
     proc = _cli("optimize", "apps/chain.py", "--profile", str(d / "profile.json"), "--calibration", str(cal),
                 *extra, "-o", str(tmp_path / "b"))
-    if expect is None:  # a huge comm cost: the measured load cannot fit on 1 node x 1 core
+    if expect is None:  # a huge comm cost: the load at the profiled rate cannot fit on 1 node x 1 core
         assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     else:
         assert proc.returncode == 2 and expect in proc.stderr, proc.stderr

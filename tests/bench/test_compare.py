@@ -1,0 +1,63 @@
+"""``spadeopt compare`` through the CLI, on real Spark: four strategies, one answer."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PARAMS = ["-p", "n=4", "-p", "work=30", "-p", "tuples=20000", "-p", "sink=file"]
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "spadeopt", *args], capture_output=True, text=True, cwd=ROOT)
+
+
+@pytest.fixture(scope="module")
+def compared(tmp_path_factory):
+    out = tmp_path_factory.mktemp("compare")
+    proc = _cli("compare", "apps/chain.py", *PARAMS, "--repeat", "1", "--out", str(out))
+    return out, proc
+
+
+def test_compare_runs_all_four_strategies_and_their_answers_agree(compared):
+    out, proc = compared
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads((out / "compare.json").read_text())
+    assert set(doc["strategies"]) == {"none", "all", "manual", "auto"} and not doc["failed"]
+    rows = doc["strategies"]
+    assert rows["none"]["pes"] == 6 and rows["all"]["pes"] == 1 and rows["manual"]["pes"] == 4
+    for row in rows.values():
+        assert row["throughput_median"] > 0 and row["sinks"] == {"sink": 20000}
+        assert len(row["throughput"]) == 1
+    assert rows["auto"]["relative_to_fatm"] == 1.0
+    assert doc["answers"]["identical"] and len(doc["answers"]["sha256"]) == 4
+    assert doc["fatm_plan"]["rate_mode"] == "max" and doc["fatm_plan"]["planned_rate"] > 0
+    assert doc["fatm_plan"]["profiled_under"] == "FALL"
+    png = (out / "compare.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000
+    for label in ("NONE", "FALL", "FMAN", "FATM", "vs FATM", "byte-identical"):
+        assert label in proc.stdout, proc.stdout
+
+
+def test_a_strategy_that_fails_is_reported_and_the_others_still_run(compared, tmp_path):
+    out, _ = compared
+    # a profile of the 4-operator chain cannot drive FATM for the 5-operator one
+    proc = _cli("compare", "apps/chain.py", *PARAMS, "-p", "n=5", "--strategies", "all,auto",
+                "--profile", str(out / "profile.json"), "--repeat", "1", "--out", str(tmp_path))
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    doc = json.loads((tmp_path / "compare.json").read_text())
+    assert "auto" in doc["failed"] and "graph" in doc["failed"]["auto"]
+    assert doc["strategies"]["all"]["sinks"] == {"sink": 20000}
+    assert "failed" in proc.stdout
+
+
+def test_compare_refuses_bad_options_before_running_anything(tmp_path):
+    for extra, what in ((["--strategies", "all,fast"], "fast"), (["--repeat", "0"], "--repeat")):
+        proc = _cli("compare", "apps/chain.py", *extra, "--out", str(tmp_path / "x"))
+        assert proc.returncode == 2 and what in proc.stderr, proc.stderr
+        assert not (tmp_path / "x" / "compare.json").exists()
