@@ -8,6 +8,16 @@ APP    ?= bargain
 .PHONY: help install demo test lint check-java bench profile optimize compare clean
 NOW    := $(shell date +%Y%m%d-%H%M%S)
 RUN    ?= profiles/$(APP)/run-$(NOW)
+# compare: NODES=1 runs local[2]; NODES=2 a local-cluster of 2 one-core executors
+NODES  ?= 1
+CORES  ?= $(if $(filter 1,$(NODES)),2,1)
+REPEAT ?= 3
+MASTER  = $(if $(filter 1,$(NODES)),,--master 'local-cluster[$(NODES),$(CORES),1024]')
+# workloads long enough for a steady state (the apps' defaults are sized for tests);
+# -p nodes=N lets the developer's manual fusion (FMAN) spread over the nodes too
+SIZE_bargain = -p tuples=300000 -p nodes=$(NODES)
+SIZE_outlier = -p samples=300000 -p nodes=$(NODES)
+SIZE_chain   = -p n=16 -p work=100 -p tuples=100000
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -23,23 +33,33 @@ $(STAMP): pyproject.toml
 check-java: ## Spark needs Java 17+
 	@java -version >/dev/null 2>&1 || { echo "Java 17+ is required by Spark: sudo apt-get install -y openjdk-17-jre-headless (or set JAVA_HOME)"; exit 2; }
 
-demo: $(STAMP) check-java ## run the bargain app on local Spark, unfused and with the developer's fusion
-	$(BIN)/spadeopt run apps/$(APP).py --fusion none --json out/demo/$(APP)-none.json
-	$(BIN)/spadeopt run apps/$(APP).py --fusion manual --json out/demo/$(APP)-manual.json --out out/demo/$(APP)-sinks
+demo: $(STAMP) check-java ## the whole story on bargain (~4 min): profile, refine, optimize, compare NONE/FALL/FMAN/FATM
+	rm -rf out/demo
+	@echo "== stage 1: profile $(APP) (fused, instrumented, s = 0.01)"
+	$(BIN)/spadeopt profile apps/$(APP).py --fusion all $(SIZE_$(APP)) --sample-rate 0.01 -o out/demo/profile-run
+	@echo "== refine the samples on Spark into per-operator CPU fractions and link rates"
+	$(BIN)/spadeopt refine out/demo/profile-run -o out/demo/profile.json
+	$(BIN)/spadeopt show out/demo/profile.json --top 8
+	@echo "== stage 2: GreedyFuse + placement at the highest rate 2 cores sustain"
+	$(BIN)/spadeopt optimize apps/$(APP).py --profile out/demo/profile.json -o out/demo/build-auto
+	@echo "== compare NONE / FALL / FMAN / FATM, interleaved, same workload"
+	$(BIN)/spadeopt compare apps/$(APP).py $(SIZE_$(APP)) --profile out/demo/profile.json --repeat 3 --out out/demo/compare
 
 test: $(STAMP) check-java ## run the test suite (real Spark in local mode)
 	$(BIN)/python -m pytest -q
 
 profile: $(STAMP) check-java ## stage 1: profile APP (default bargain) unfused into profiles/APP/run-*
-	$(BIN)/spadeopt profile apps/$(APP).py --fusion none -o $(RUN)
+	$(BIN)/spadeopt profile apps/$(APP).py --fusion none $(SIZE_$(APP)) -o $(RUN)
 
-optimize: $(STAMP) check-java ## profile -> refine -> optimize APP; leaves build/APP/auto for `spadeopt run`
-	$(BIN)/spadeopt profile apps/$(APP).py --fusion none --sample-rate 0.01 -o $(RUN)
+optimize: $(STAMP) check-java ## profile (fused) -> refine -> optimize APP [NODES=2]; leaves build/APP/auto for `spadeopt run`
+	$(BIN)/spadeopt profile apps/$(APP).py --fusion all $(SIZE_$(APP)) --sample-rate 0.01 -o $(RUN)
 	$(BIN)/spadeopt refine $(RUN) -o profiles/$(APP)/profile.json
-	$(BIN)/spadeopt optimize apps/$(APP).py --profile profiles/$(APP)/profile.json -o build/$(APP)/auto
+	$(BIN)/spadeopt optimize apps/$(APP).py --profile profiles/$(APP)/profile.json --nodes $(NODES) --cores $(CORES) \
+		-o build/$(APP)/auto
 
-compare: $(STAMP) check-java ## NONE / FALL / FMAN / FATM on APP: table, out/compare/APP/compare.{json,png}
-	$(BIN)/spadeopt compare apps/$(APP).py --out out/compare/$(APP)
+compare: $(STAMP) check-java ## NONE / FALL / FMAN / FATM on APP [NODES=2]: table, out/compare/APP-Nn/compare.{json,png}
+	$(BIN)/spadeopt compare apps/$(APP).py $(SIZE_$(APP)) --nodes $(NODES) --cores $(CORES) $(MASTER) \
+		--repeat $(REPEAT) --out out/compare/$(APP)-$(NODES)n
 
 lint: $(STAMP) ## ruff
 	$(BIN)/ruff check spadeopt apps tests

@@ -7,6 +7,7 @@ arguments, files), 130 interrupted.
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from pathlib import Path
 
@@ -110,7 +111,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     doc = compare(args.app, args.out, [s.strip() for s in args.strategies.split(",") if s.strip()],
                   _params(args.p), args.nodes, args.cores, args.master, args.repeat, args.profile,
-                  args.calibration, args.sample_rate, args.profile_fusion, progress=_progress)
+                  args.calibration, args.sample_rate, args.profile_fusion, progress=_progress,
+                  command=shlex.join(["spadeopt", *sys.argv[1:]]))
     _end_status()
     print(table(doc))
     print(f"\nfigures: {args.out / 'compare.json'}, plot: {args.out / 'compare.png'}")
@@ -155,7 +157,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     from spadeopt.refine.profile import Profile
     from spadeopt.refine.show import format_profile
 
-    print(format_profile(Profile.load_file(args.profile)))
+    print(format_profile(Profile.load_file(args.profile), args.top))
     return 0
 
 
@@ -256,6 +258,7 @@ def parser() -> argparse.ArgumentParser:
 
     sh = sub.add_parser("show", help="print a profile: operators by CPU fraction, links by rate")
     sh.add_argument("profile", type=Path)
+    sh.add_argument("--top", type=int, help="only the N heaviest operators and busiest links")
     sh.set_defaults(func=cmd_show)
     return ap
 

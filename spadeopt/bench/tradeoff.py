@@ -72,11 +72,47 @@ def run(out_dir: Path, quick: bool = False, repeat: int = 2, log=print) -> dict[
                 series[str(k)].append(thr)
                 log(f"  {name}={v} k={k}: {thr:,.0f} tuples/s")
         doc["sweeps"][name] = {"x_label": sw["x"], "x": list(sw["values"]), "throughput": series}
+    doc["findings"] = findings(doc)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "tradeoff.json").write_text(json.dumps(doc, indent=2) + "\n")
     for name, sw in doc["sweeps"].items():
         _plot(name, sw, out_dir / f"tradeoff_{name}.png")
     return doc
+
+
+def findings(doc: dict[str, Any]) -> dict[str, Any]:
+    """What the measured sweeps say about the paper's two claims, point by point.
+
+    Fig. 6: fusing the whole chain (k = n) is fastest at every chain length. Fig. 8: at
+    16 operators, the best partial fusion (k < 16) overtakes fuse-all once the per-tuple
+    computation is large enough; ``overtakes_at`` is the first computation size where it
+    does and stays ahead at every larger size (``None`` if never).
+    """
+    out: dict[str, Any] = {}
+    cl = doc["sweeps"].get("chain_length")
+    if cl:
+        best = []
+        for i, n in enumerate(cl["x"]):
+            vals = {int(k): ys[i] for k, ys in cl["throughput"].items() if ys[i] is not None}
+            fall = vals.get(n)
+            best.append({"n": n, "fall": fall, "best_k": max(vals, key=vals.__getitem__)})
+        out["fig6_fall_fastest_at"] = [b["n"] for b in best if b["best_k"] == b["n"]]
+        out["fig6_fall_always_fastest"] = all(b["best_k"] == b["n"] for b in best)
+    cp = doc["sweeps"].get("computation")
+    if cp:
+        rows = []
+        for i, w in enumerate(cp["x"]):
+            vals = {int(k): ys[i] for k, ys in cp["throughput"].items() if ys[i] is not None}
+            fall = vals[16]
+            k_best = max((k for k in vals if k < 16), key=vals.__getitem__)
+            rows.append({"work": w, "fall": fall, "best_partial_k": k_best,
+                         "best_partial_over_fall": vals[k_best] / fall})
+        ahead = [r["best_partial_over_fall"] > 1 for r in rows]
+        first = next((r["work"] for i, r in enumerate(rows) if all(ahead[i:])), None)
+        out["fig8"] = rows
+        out["fig8_partial_overtakes_at"] = first
+        out["fig8_fall_wins_without_computation"] = not ahead[0]
+    return out
 
 
 def _plot(name: str, sw: dict[str, Any], path: Path) -> None:

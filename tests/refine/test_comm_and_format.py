@@ -175,3 +175,11 @@ def test_show_cli(tmp_path):
     assert "Traceback" not in proc.stderr
     proc = cli("show", str(tmp_path / "missing.json"))
     assert proc.returncode == 2 and "missing.json" in proc.stderr
+
+
+def test_show_top_keeps_the_heaviest_and_the_source_rate_is_the_sources_output():
+    q = profile(fused_chain())
+    text = format_profile(q, top=2)
+    assert "and 2 more operator(s)" in text and "sink " not in text
+    assert q.source_rate == pytest.approx(sum(q.outputs[p].rate for p in q.operators["src"].outputs))
+    assert q.source_rate > 0
