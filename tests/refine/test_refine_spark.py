@@ -166,7 +166,9 @@ def test_comm_load_predicted_by_v_matches_the_pes_cpu_outside_operator_logic(run
         ratios.append(predicted / measured)
         print(f"\nCommLoad, chain run {i}: predicted {predicted:.3f} s, measured {measured:.3f} s, "
               f"error {predicted / measured - 1:+.1%}")
-    assert sorted(ratios)[CHAIN_RUNS // 2] == pytest.approx(1.0, abs=0.25), ratios
+    # +-40 %: the same run varies by up to +-25 % on a shared 2-core machine; a wrong v
+    # (e.g. send or receive counted once, or a unit slip) is off by 2x or more
+    assert sorted(ratios)[CHAIN_RUNS // 2] == pytest.approx(1.0, abs=0.4), ratios
 
 
 # ---- bad input ---------------------------------------------------------------------------
