@@ -55,6 +55,9 @@ def check_java() -> str:
 def spark_session(master: str, cores: int, app_name: str = "spadeopt"):
     """A SparkSession for ``master``, reused while master and cores stay the same."""
     global _SESSION, _SESSION_KEY
+    m = re.fullmatch(r"local-cluster\[\s*\d+\s*,\s*(\d+)\s*,\s*\d+\s*\]", master.strip())
+    if m:  # a task may not ask for more CPUs than one executor has
+        cores = min(cores, int(m.group(1)))
     key = (master, cores)
     if _SESSION is not None and _SESSION_KEY == key:
         return _SESSION

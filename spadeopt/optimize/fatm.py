@@ -56,8 +56,8 @@ def unfusable_pairs(graph: AppGraph) -> tuple[frozenset[str], ...]:
     return tuple(sorted(pairs, key=sorted))
 
 
-def problem_for(graph: AppGraph, prof: OperatorProfile, comm: CommModel, max_frac: float,
-                min_util: float) -> FusionProblem:
+def check_profile(graph: AppGraph, prof: OperatorProfile) -> None:
+    """Refuse a profile of another graph, or one missing operators."""
     if prof.fingerprint != graph.fingerprint:
         raise OptimizeError(
             f"the profile is of app '{prof.app}' graph {prof.fingerprint}, but '{graph.name}' with these "
@@ -67,6 +67,12 @@ def problem_for(graph: AppGraph, prof: OperatorProfile, comm: CommModel, max_fra
     missing = [n for n in names if n not in prof.load]
     if missing:
         raise OptimizeError(f"the profile has no CPU load for operator(s) {', '.join(missing[:5])}; refine again")
+
+
+def problem_for(graph: AppGraph, prof: OperatorProfile, comm: CommModel, max_frac: float,
+                min_util: float) -> FusionProblem:
+    check_profile(graph, prof)
+    names = [op.name for op in graph.operators]
     return FusionProblem.build(
         names, {n: prof.load[n] for n in names}, list(prof.links) + _unseen_streams(graph, prof), comm,
         max_frac=max_frac, min_util=min_util,
@@ -104,7 +110,7 @@ def fuse_auto(graph: AppGraph, prof: OperatorProfile, comm: CommModel, nodes: in
               capacity_frac: float = 1.0, rate: str | float = "profiled", absorb: bool = True) -> AutoPlan:
     """GreedyFuse + placement at the planning ``rate`` (see :mod:`spadeopt.optimize.rate`)."""
     rate = parse_rate(rate)
-    problem_for(graph, prof, comm, max_frac, min_util)  # refuse a foreign profile before searching
+    check_profile(graph, prof)  # before searching
     if rate == "max":
         def attempt(k: float):
             try:

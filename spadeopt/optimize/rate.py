@@ -103,12 +103,7 @@ def max_rate(profiled_rate: float, oper_load: float, capacity: float,
     return best, RateSearch(best_k * profiled_rate, best_k, tries, False)
 
 
-def scaled_links(links: tuple[tuple[str, str, float, float], ...], factor: float):
-    """Links with their tuple rates multiplied by ``factor`` (sizes unchanged)."""
-    return tuple((a, b, r * factor, s) for a, b, r, s in links)
-
-
 def scale(profile, factor: float):
     """An ``OperatorProfile`` at ``factor`` times its source rate."""
     return replace(profile, load={k: u * factor for k, u in profile.load.items()},
-                   links=scaled_links(profile.links, factor), source_rate=profile.source_rate * factor)
+                   links=tuple((a, b, r * factor, size) for a, b, r, size in profile.links), source_rate=profile.source_rate * factor)

@@ -24,7 +24,6 @@ line is at fault).
 from __future__ import annotations
 
 import os
-import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -177,9 +176,6 @@ def _aggregate(runs: list[_Run], master: str, cores: int
 
     from spadeopt.deploy.launcher import spark_session
 
-    m = re.fullmatch(r"local-cluster\[\s*\d+\s*,\s*(\d+)\s*,\s*\d+\s*\]", master.strip())
-    if m:  # a task may not ask for more CPUs than one executor has
-        cores = min(cores, int(m.group(1)))
     spark = spark_session(master, cores)
     schema = StructType([StructField(n, StringType()) for n in ("pe", "op", "port", "dir", "sub", "metric")]
                         + [StructField("ts", DoubleType()), StructField("value", DoubleType()),
