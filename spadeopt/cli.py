@@ -60,13 +60,16 @@ def _table(result) -> str:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from spadeopt import api
+    from spadeopt.outputs import claim_file
 
+    if args.json:
+        claim_file(args.json, "result", "--json", args.force)
     result = api.run(args.app, args.fusion, _params(args.p), args.nodes, args.cores, args.master,
-                     args.out, args.build_dir, _progress)
+                     args.out, args.build_dir, _progress, force=args.force)
     _end_status()
     print(_table(result))
     if args.json:
-        api.write_json(args.json, result.to_json())
+        api.write_json(args.json, {"kind": "spadeopt-run-result", **result.to_json()})
     return 0
 
 
@@ -92,7 +95,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
 
     build, _ = api.optimize(args.app, args.profile, args.o, args.calibration, _params(args.p), args.max_frac,
                             args.min_util, args.nodes, args.cores, args.exact, args.rate,
-                            not args.no_absorb)
+                            not args.no_absorb, force=args.force)
     print(api.explain_text(build.directory))
     print(f"\nwrote {len(build.plan.pes)} PE module(s), plan.json, deploy.json and explain.json to "
           f"{build.directory}; run it with: spadeopt run {build.directory}")
@@ -112,7 +115,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     doc = compare(args.app, args.out, [s.strip() for s in args.strategies.split(",") if s.strip()],
                   _params(args.p), args.nodes, args.cores, args.master, args.repeat, args.profile,
                   args.calibration, args.sample_rate, args.profile_fusion, progress=_progress,
-                  command=shlex.join(["spadeopt", *sys.argv[1:]]))
+                  command=shlex.join(["spadeopt", *sys.argv[1:]]), force=args.force)
     _end_status()
     print(table(doc))
     print(f"\nfigures: {args.out / 'compare.json'}, plot: {args.out / 'compare.png'}")
@@ -122,7 +125,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def cmd_build(args: argparse.Namespace) -> int:
     from spadeopt import api
 
-    b = api.build(args.app, args.fusion, _params(args.p), args.nodes, args.cores, args.o)
+    b = api.build(args.app, args.fusion, _params(args.p), args.nodes, args.cores, args.o, force=args.force)
     print(f"wrote {len(b.plan.pes)} PE module(s), plan.json and deploy.json to {b.directory}")
     return 0
 
@@ -137,7 +140,7 @@ def cmd_refine(args: argparse.Namespace) -> int:
     from spadeopt.refine.job import refine
     from spadeopt.refine.show import format_profile
 
-    profile = refine(args.run_dirs, args.o, args.master, progress=_progress)
+    profile = refine(args.run_dirs, args.o, args.master, progress=_progress, force=args.force)
     print(format_profile(profile))
     print(f"\nprofile of {len(args.run_dirs)} run(s) written to {args.o}")
     return 0
@@ -146,7 +149,7 @@ def cmd_refine(args: argparse.Namespace) -> int:
 def cmd_calibrate(args: argparse.Namespace) -> int:
     from spadeopt.refine.calibrate import calibrate, summary
 
-    doc = calibrate(args.o, args.quick, _progress)
+    doc = calibrate(args.o, args.quick, _progress, force=args.force)
     _end_status()
     print(summary(doc))
     print(f"calibration written to {args.o}")
@@ -157,6 +160,8 @@ def cmd_show(args: argparse.Namespace) -> int:
     from spadeopt.refine.profile import Profile
     from spadeopt.refine.show import format_profile
 
+    if args.top is not None and args.top < 1:
+        raise UsageError(f"--top must be a positive number of rows, got {args.top}")
     print(format_profile(Profile.load_file(args.profile), args.top))
     return 0
 
@@ -164,6 +169,8 @@ def cmd_show(args: argparse.Namespace) -> int:
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="spadeopt", description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="command", required=True)
+    FORCE_HELP = ("replace an output path that holds something spadeopt did not write there "
+                  "(it is moved aside to NAME.spadeopt-backup-TIME, never deleted)")
 
     def app_args(p: argparse.ArgumentParser) -> None:
         p.add_argument("--fusion", default="none",
@@ -180,6 +187,7 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--out", type=Path, help="write each sink's output to OUT/<sink>.jsonl")
     r.add_argument("--json", type=Path, help="write the result as JSON to this file")
     r.add_argument("--build-dir", type=Path, help="where to generate the PEs (default build/<app>/<fusion>)")
+    r.add_argument("--force", action="store_true", help=FORCE_HELP)
     r.set_defaults(func=cmd_run)
 
     pr = sub.add_parser("profile", help="stage 1: run an instrumented build and collect port metrics")
@@ -209,7 +217,8 @@ def parser() -> argparse.ArgumentParser:
     op.add_argument("--no-absorb", action="store_true", help="stop after GreedyFuse: do not merge the "
                     "underutilized PEs it leaves into a neighbour (the paper's algorithm alone)")
     op.add_argument("--exact", action="store_true", help="also solve exactly (small graphs) and report the gap")
-    op.add_argument("-o", type=Path, required=True, help="build directory to write")
+    op.add_argument("-o", type=Path, required=True, help="build directory to write (new, empty, or a previous build)")
+    op.add_argument("--force", action="store_true", help=FORCE_HELP)
     op.set_defaults(func=cmd_optimize)
 
     cp = sub.add_parser("compare", help="run NONE, FALL, FMAN and FATM side by side; table and plot")
@@ -227,6 +236,7 @@ def parser() -> argparse.ArgumentParser:
                          "and one PE measures operators without process contention)")
     cp.add_argument("--sample-rate", type=float, default=0.01, help="stride sampling s when profiling (default 0.01)")
     cp.add_argument("--out", type=Path, required=True, help="directory for compare.json and compare.png")
+    cp.add_argument("--force", action="store_true", help=FORCE_HELP)
     cp.set_defaults(func=cmd_compare)
 
     ex = sub.add_parser("explain", help="why an optimized build looks as it does")
@@ -236,7 +246,8 @@ def parser() -> argparse.ArgumentParser:
     b = sub.add_parser("build", help="only generate the PE modules, plan.json and deploy.json")
     b.add_argument("app")
     app_args(b)
-    b.add_argument("-o", type=Path, required=True, help="build directory to (re)write")
+    b.add_argument("-o", type=Path, required=True, help="build directory to write (new, empty, or a previous build)")
+    b.add_argument("--force", action="store_true", help=FORCE_HELP)
     b.set_defaults(func=cmd_build)
 
     be = sub.add_parser("bench", help="run a benchmark and write its figures to files")
@@ -249,11 +260,13 @@ def parser() -> argparse.ArgumentParser:
     rf.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR", help="profiling run(s) of one app graph")
     rf.add_argument("--master", help="Spark master (default local[2])")
     rf.add_argument("-o", type=Path, required=True, help="profile to write (JSON)")
+    rf.add_argument("--force", action="store_true", help=FORCE_HELP)
     rf.set_defaults(func=cmd_refine)
 
     ca = sub.add_parser("calibrate", help="measure the comm-cost mapping v(rate, size) of this machine")
     ca.add_argument("-o", type=Path, required=True, help="calibration file, e.g. profiles/calibration/HOST.json")
     ca.add_argument("--quick", action="store_true", help="a small grid (~30 s), for tests")
+    ca.add_argument("--force", action="store_true", help=FORCE_HELP)
     ca.set_defaults(func=cmd_calibrate)
 
     sh = sub.add_parser("show", help="print a profile: operators by CPU fraction, links by rate")

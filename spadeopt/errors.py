@@ -57,3 +57,32 @@ class RunError(SpadeoptError):
     """A job failed while running: an operator raised, a PE died, Spark aborted."""
 
     exit_code = 1
+
+
+class AppError(UsageError):
+    """The user's app module failed to import, or its builder raised."""
+
+
+def user_failure(exc: BaseException, what: str) -> AppError:
+    """An ``AppError`` for an exception raised by the user's own code.
+
+    The message points at the user's file and line and carries the exception's message
+    and a short traceback of the user's own frames (never spadeopt's or importlib's).
+    """
+    import traceback
+    from pathlib import Path
+
+    ours = str(Path(__file__).resolve().parent)
+    if isinstance(exc, SyntaxError) and exc.filename and not str(exc.filename).startswith(ours):
+        where = f"{exc.filename}, line {exc.lineno}"
+        text = f"\n    {exc.text.rstrip()}" if exc.text else ""
+        return AppError(f"{what}: {type(exc).__name__} in {where}: {exc.msg}{text}")
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if not f.filename.startswith(ours) and not f.filename.startswith("<frozen")]
+    head = f"{what}: {type(exc).__name__}: {exc}"
+    if frames:
+        last = frames[-1]
+        head = f"{what}: {type(exc).__name__} in {last.filename}, line {last.lineno}: {exc}"
+        shown = "".join(traceback.format_list(frames[-5:])).rstrip()
+        head += f"\n  traceback (your code, most recent call last):\n{shown}"
+    return AppError(head)

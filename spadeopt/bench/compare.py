@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from spadeopt.atomic import write_atomic
 from spadeopt.errors import SpadeoptError, UsageError
 
 LABELS = {"none": "NONE", "all": "FALL", "manual": "FMAN", "auto": "FATM"}
@@ -33,9 +34,12 @@ def compare(app_ref: str, out_dir: Path, strategies: Sequence[str] = ("none", "a
             params: Mapping[str, str] | None = None, nodes: int = 1, cores: int = 2,
             master: str | None = None, repeat: int = 3, profile: Path | None = None,
             calibration: Path | None = None, sample_rate: float = 0.01, profile_fusion: str = "all",
-            progress: Callable[[str], None] | None = None, command: str | None = None) -> dict[str, Any]:
+            progress: Callable[[str], None] | None = None, command: str | None = None,
+            force: bool = False) -> dict[str, Any]:
     from spadeopt import api
     from spadeopt.deploy.launcher import run_build
+    from spadeopt.deploy.preflight import preflight
+    from spadeopt.outputs import claim_dir, mark_dir
 
     say = progress or (lambda m: None)
     bad = [s for s in strategies if s not in LABELS]
@@ -45,9 +49,15 @@ def compare(app_ref: str, out_dir: Path, strategies: Sequence[str] = ("none", "a
         raise UsageError(f"--repeat must be >= 1, got {repeat}")
     if profile_fusion not in ("none", "all", "manual"):
         raise UsageError(f"--profile-fusion must be none, all or manual, got {profile_fusion!r}")
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    if not 0 < sample_rate <= 1:
+        raise UsageError(f"--sample-rate must be in (0, 1], got {sample_rate}")
+    out_dir = claim_dir(out_dir, "compare", "--out", force)
     graph, _ = api.load_graph(app_ref, params)  # fail early on a bad app
+    plan = api.make_plan(graph, "none", nodes, cores)
+    preflight(graph, master, plan.nodes, plan.cores, say)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    mark_dir(out_dir, "compare", ["compare.json", "compare.png", "profile-run", "profile.json", "sinks",
+                                  *(f"build-{st}" for st in strategies)])
     builds, errors, explain = {}, {}, None
     profiled_here = profile is None
     for st in strategies:
@@ -90,7 +100,7 @@ def compare(app_ref: str, out_dir: Path, strategies: Sequence[str] = ("none", "a
                             "profiled_rate": explain["rate"]["profiled"], "max_frac": explain["max_frac"],
                             "min_util": explain["min_util"], "profile": str(profile),
                             "profiled_under": LABELS.get(profile_fusion, profile_fusion) if profiled_here else None}
-    (out_dir / "compare.json").write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    write_atomic(out_dir / "compare.json", json.dumps(doc, indent=2, sort_keys=True) + "\n")
     plot(doc, out_dir / "compare.png")
     return doc
 

@@ -112,9 +112,18 @@ def render_build(graph: AppGraph, plan: Plan, app_ref: str) -> dict[str, str]:
     return files
 
 
-def write_dir_atomically(directory: Path, files: dict[str, str]) -> None:
-    """Write ``files`` into ``directory``, replacing it whole or not at all."""
+def write_dir_atomically(directory: Path, files: dict[str, str], kind: str = "build") -> None:
+    """Write ``files`` into ``directory``, replacing it whole or not at all.
+
+    Only a missing or empty directory, or a previous spadeopt artefact of the same
+    ``kind`` holding nothing else, is replaced (``spadeopt.outputs``); the new directory
+    carries a marker listing what spadeopt wrote in it.
+    """
+    from spadeopt.outputs import MARKER, claim_dir, marker_text
+
     directory = Path(directory)
+    claim_dir(directory, kind, "output directory")
+    files = {**files, MARKER: marker_text(kind, files)}
     parent = directory.parent
     try:
         parent.mkdir(parents=True, exist_ok=True)

@@ -35,8 +35,10 @@ def check_java() -> str:
     hint = ("Spark needs Java 17 or newer. Install it (Debian/Ubuntu: "
             "`sudo apt-get install -y openjdk-17-jre-headless`; macOS: `brew install openjdk@17`) "
             "or point JAVA_HOME at a Java 17+ installation.")
+    if java_home and not Path(java).exists():
+        raise EnvironmentProblem(f"JAVA_HOME={java_home} has no bin/java. {hint}")
     if not java or not Path(java).exists():
-        raise EnvironmentProblem(f"java not found. {hint}")
+        raise EnvironmentProblem(f"java not found on PATH (and JAVA_HOME is not set). {hint}")
     try:
         out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -83,10 +85,21 @@ def spark_session(master: str, cores: int, app_name: str = "spadeopt"):
     try:
         _SESSION = builder.getOrCreate()
     except Exception as exc:  # noqa: BLE001 - Spark/py4j raise many kinds
-        raise EnvironmentProblem(f"Spark did not start with master '{master}': {exc}") from None
+        raise EnvironmentProblem(f"Spark did not start with master '{master}': {spark_reason(exc)}") from None
     _SESSION.sparkContext.setLogLevel("ERROR")
     _SESSION_KEY = key
     return _SESSION
+
+
+def spark_reason(exc: BaseException) -> str:
+    """The one line of a Spark/py4j failure that says why (not py4j's 'An error occurred while calling')."""
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    for ln in lines:
+        m = re.match(r"^(?:Caused by: )?[\w.$]+(?:Exception|Error): (.+)$", ln)
+        if m and "An error occurred while calling" not in ln:
+            return m.group(1)
+    useful = [ln for ln in lines if "An error occurred while calling" not in ln and not ln.startswith("at ")]
+    return useful[0] if useful else (lines[0] if lines else type(exc).__name__)
 
 
 def stop_spark() -> None:

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from spadeopt.errors import GraphError, UsageError
+from spadeopt.errors import GraphError, SpadeoptError, UsageError, user_failure
 from spadeopt.model.graph import (
     PARTITIONED,
     STATEFUL,
@@ -343,7 +343,12 @@ class AppSpec:
 
     def build(self, overrides: Mapping[str, Any] | None = None) -> AppGraph:
         params = self.coerce(overrides or {})
-        builder_app = self.builder(**params)
+        try:
+            builder_app = self.builder(**params)
+        except SpadeoptError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - anything the user's builder raises
+            raise user_failure(exc, f"app '{self.name}': its builder raised") from None
         if not isinstance(builder_app, App):
             msg = f"app '{self.name}': the builder must return an App, got {type(builder_app).__name__}"
             raise UsageError(msg)

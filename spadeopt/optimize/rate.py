@@ -72,8 +72,9 @@ def max_rate(profiled_rate: float, oper_load: float, capacity: float,
 
     ``oper_load`` is the summed operator load at the profiled rate and ``capacity`` the
     cluster's cores available to PEs; ``attempt(k)`` returns a plan or ``None`` when the
-    scaled problem does not fit. Raises ``OptimizeError`` when nothing fits even at
-    1/10,000 of the capacity bound.
+    scaled problem does not fit. The search steps down from the capacity bound by factors
+    of 100 until a plan fits, then bisects geometrically. Raises ``OptimizeError`` when
+    nothing fits even when the whole app needs less than a millionth of a core.
     """
     if not (profiled_rate > 0 and math.isfinite(profiled_rate)):
         raise OptimizeError("the profile's sources sent no tuples, so there is no rate to plan at; "
@@ -85,12 +86,20 @@ def max_rate(profiled_rate: float, oper_load: float, capacity: float,
     best = attempt(hi)
     if best is not None:
         return best, RateSearch(hi * profiled_rate, hi, tries, True)
-    lo = hi / 1e4
-    best = attempt(lo)
-    tries += 1
-    if best is None:
-        raise OptimizeError(f"no fusion fits the cluster even at {lo * profiled_rate:.3g} source tuples/s; "
-                            f"an operator or colocated group alone needs more than MaxFrac or a node")
+    # Step down until a plan fits: on a large cluster the bound is one operator's MaxFrac,
+    # many orders of magnitude below the cluster's capacity. Give up only once the whole
+    # app needs less than a millionth of a core, where no load can be the obstacle.
+    lo = hi
+    while True:
+        lo /= 100
+        best = attempt(lo)
+        tries += 1
+        if best is not None:
+            break
+        if lo * oper_load < 1e-6:
+            raise OptimizeError(f"no fusion fits the cluster even at {lo * profiled_rate:.3g} source tuples/s; "
+                                f"an operator or colocated group alone needs more than MaxFrac or a node")
+    hi = min(hi, lo * 100)
     best_k = lo
     for _ in range(SEARCH_STEPS):
         mid = math.sqrt(lo * hi)

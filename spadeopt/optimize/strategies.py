@@ -58,9 +58,23 @@ def fuse_manual(graph: AppGraph, nodes: int = 1, cores: int = 2, instrumented: b
     return make_plan(graph, "manual", groups, placed, nodes, cores, instrumented)
 
 
+def check_hosts(graph: AppGraph, nodes: int) -> None:
+    """Every ``place()`` names a node of the cluster. NONE and FALL do not follow the
+    annotations, but an app placed for a larger cluster than the one given is a mistake
+    under any strategy, so it is refused rather than silently ignored."""
+    outside = sorted((node, op) for op, node in graph.annotations.host if node >= nodes)
+    if outside:
+        where = ", ".join(f"'{op}' on node {node}" for node, op in outside[:5])
+        msg = (f"app '{graph.name}' places {where}, but only {nodes} node(s) were given (nodes are "
+               f"numbered from 0); pass --nodes {outside[-1][0] + 1} or more, or change its place() calls")
+        raise UsageError(msg)
+
+
 def plan_for(graph: AppGraph, strategy: str, nodes: int = 1, cores: int = 2, instrumented: bool = False) -> Plan:
     table = {"none": fuse_none, "all": fuse_all, "manual": fuse_manual}
     if strategy not in table:
         msg = f"unknown fusion strategy '{strategy}'; use one of {', '.join(table)}"
         raise UsageError(msg)
+    _check(nodes, cores)
+    check_hosts(graph, nodes)
     return table[strategy](graph, nodes, cores, instrumented)

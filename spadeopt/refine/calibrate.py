@@ -128,9 +128,12 @@ class Point:
 
 
 def calibrate(out: str | os.PathLike[str], quick: bool = False,
-              progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+              progress: Callable[[str], None] | None = None, force: bool = False) -> dict[str, Any]:
     """Measure the grid and write the calibration file; returns its content."""
+    from spadeopt.outputs import claim_file
+
     say = progress or (lambda msg: None)
+    claim_file(out, "calibration", "-o", force, say)
     rates = QUICK_RATES if quick else FULL_RATES
     sizes = QUICK_SIZES if quick else FULL_SIZES
     seconds = 0.4 if quick else 0.8

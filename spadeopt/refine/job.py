@@ -53,11 +53,15 @@ class _Run:
 
 def refine(run_dirs: Sequence[str | os.PathLike[str]], out: str | os.PathLike[str] | None = None,
            master: str | None = None, cores: int = DEFAULT_CORES,
-           progress: Callable[[str], None] | None = None) -> Profile:
+           progress: Callable[[str], None] | None = None, force: bool = False) -> Profile:
     """Refine one or more profiling runs of the same app into a profile (written to ``out``)."""
     say = progress or (lambda msg: None)
     if not run_dirs:
         raise UsageError("refine needs at least one RUN_DIR (written by `spadeopt profile`)")
+    if out is not None:
+        from spadeopt.outputs import claim_file
+
+        claim_file(out, "profile", "-o", force)
     runs = [_check_run(Path(d)) for d in run_dirs]
     _check_same_graph(runs)
     say(f"reading the raw samples of {len(runs)} run(s) with Spark ({master or DEFAULT_MASTER})")

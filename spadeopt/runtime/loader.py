@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from spadeopt.errors import UsageError
+from spadeopt.errors import UsageError, user_failure
 
 APP_ENV = "SPADEOPT_APP"
 _app_module: Any = None
@@ -47,15 +47,23 @@ def load_module(target: str) -> Any:
         sys.modules[name] = module
         if str(path.parent.parent) not in sys.path:
             sys.path.insert(0, str(path.parent.parent))
-        spec.loader.exec_module(module)
+        try:
+            spec.loader.exec_module(module)
+        except Exception as exc:  # noqa: BLE001 - anything the user's module raises
+            del sys.modules[name]
+            raise user_failure(exc, f"cannot import app file '{target}'") from None
         return module
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     try:
         return importlib.import_module(target)
     except ModuleNotFoundError as exc:
-        msg = f"cannot import app module '{target}': {exc}; give a path like apps/bargain.py"
-        raise UsageError(msg) from None
+        if exc.name and (exc.name == target or target.startswith(exc.name + ".")):
+            msg = f"cannot import app module '{target}': {exc}; give a path like apps/bargain.py"
+            raise UsageError(msg) from None
+        raise user_failure(exc, f"cannot import app module '{target}'") from None
+    except Exception as exc:  # noqa: BLE001 - anything the user's module raises
+        raise user_failure(exc, f"cannot import app module '{target}'") from None
 
 
 def load_app(ref: str) -> Any:
@@ -65,6 +73,15 @@ def load_app(ref: str) -> Any:
     target, attr = _split(ref)
     module = load_module(target)
     obj = getattr(module, attr, None)
+    if not isinstance(obj, AppSpec | App) and attr == "app":
+        # No `app = ...` export: an app file that defines exactly one app is unambiguous.
+        found = sorted(k for k, v in vars(module).items() if isinstance(v, AppSpec | App) and not k.startswith("_"))
+        if len(found) == 1:
+            return getattr(module, found[0])
+        if found:
+            msg = (f"'{target}' defines several apps ({', '.join(found)}) and exports none as 'app'; "
+                   f"name one, e.g. {target}:{found[0]}")
+            raise UsageError(msg)
     if not isinstance(obj, AppSpec | App):
         msg = (f"'{ref}' has no app: expected a module attribute '{attr}' made with @spadeopt.app "
                f"(found {type(obj).__name__})")

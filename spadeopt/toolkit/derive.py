@@ -11,7 +11,7 @@ import ast
 from collections.abc import Callable
 from typing import Any
 
-from spadeopt.model.expr import ExprProblem, compile_expr, infer_type
+from spadeopt.model.expr import ExprProblem, compile_expr, infer_type, static_type
 from spadeopt.model.schema import TYPES, Schema
 from spadeopt.toolkit.params import (
     AGG_FUNCS,
@@ -89,7 +89,7 @@ def derive_functor(where: str, raw: dict, ins: dict[str, Schema], problems: Prob
         return FunctorParams(None, raw["filter"], fns), {"out": schema}
     outs, attrs = [], []
     for key, text in raw["output"].items():
-        ok = _expr(where, text, problems, schema=schema, functions=_fnames(fns))
+        ok = _expr(f"{where} output '{_split_name(key)[0]}'", text, problems, schema=schema, functions=_fnames(fns))
         typed = _typed_output(where, key, text, schema, problems) if ok else None
         if typed:
             outs.append((typed[0], text))
@@ -171,9 +171,13 @@ def derive_aggregate(where: str, raw: dict, ins: dict[str, Schema], problems: Pr
             problems.append(f"{where}: output '{name}' = '{text}': unknown aggregate; use one of {', '.join(AGG_FUNCS)}")
             continue
         inner = ast.unparse(args[0])
-        if not _expr(where, inner, problems, schema=schema, functions=_fnames(fns)):
+        if not _expr(f"{where} output '{name}'", inner, problems, schema=schema, functions=_fnames(fns)):
             continue
         inferred = infer_type(inner, schema)
+        if func in ("sum", "avg") and static_type(inner, schema) in ("str", "bytes"):
+            problems.append(f"{where}: output '{name}' = '{text}': {func} of a {static_type(inner, schema)} "
+                            f"expression is not defined; use count(), first() or last(), or convert it")
+            continue
         if func == "avg":
             default = "float"
         elif func in ("sum",) and inferred == "bool":
@@ -226,7 +230,8 @@ def derive_join(where: str, raw: dict, ins: dict[str, Schema], problems: Problem
         _expr(where + " where", raw["where"], problems, qualified=qualified, functions=_fnames(fns))
     outs, attrs = [], []
     for key, text in raw["output"].items():
-        if _expr(where, text, problems, qualified=qualified, functions=_fnames(fns)):
+        if _expr(f"{where} output '{_split_name(key)[0]}'", text, problems, qualified=qualified,
+                 functions=_fnames(fns)):
             typed = _typed_output(where, key, text, None, problems, qualified=qualified)
             if typed:
                 outs.append((typed[0], text))

@@ -123,3 +123,20 @@ def test_optimize_refuses_foreign_profile_and_bad_calibration(chain_profile, tmp
     missing = _cli("optimize", "apps/chain.py", "--profile", str(d / "profile.json"), "--calibration",
                    str(tmp_path / "nope.json"), "-o", str(tmp_path / "b"))
     assert missing.returncode == 2 and "nope.json" in missing.stderr
+
+
+def test_a_profile_of_another_app_names_both_apps(chain_profile, tmp_path):
+    d, _ = chain_profile
+    proc = _cli("optimize", "apps/outlier.py", "--profile", str(d / "profile.json"),
+                "--calibration", str(_calibration(tmp_path / "c.json")), "-o", str(tmp_path / "b"))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert "profile of app 'chain'" in proc.stderr and "not of app 'outlier'" in proc.stderr, proc.stderr
+    assert "unknown parameter" not in proc.stderr and not (tmp_path / "b").exists()
+
+
+def test_a_very_large_cluster_still_plans(chain_profile, tmp_path):
+    """The rate search has no arbitrary floor: on 100,000 nodes the bound is one operator's MaxFrac."""
+    d, _ = chain_profile
+    build, explain = api.optimize("apps/chain.py", d / "profile.json", tmp_path / "big",
+                                  _calibration(tmp_path / "c.json"), nodes=100_000, cores=2)
+    assert explain["rate"]["planned"] > 0 and build.plan.nodes == 100_000

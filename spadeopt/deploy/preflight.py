@@ -1,0 +1,121 @@
+"""Checks made on the driver before anything is written or Spark starts.
+
+Each check raises a ``SpadeoptError`` whose message names the flag or file involved and
+what to do; none writes anything. ``preflight`` runs them all for a build about to run:
+the Spark master URL and whether its task slots fit the plan's nodes x cores, Java, and
+the input files of file sources (where the driver can see them).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from spadeopt.errors import UsageError
+
+_LOCAL = re.compile(r"local(?:\[\s*(\*|\d+)\s*(?:,\s*\d+\s*)?\])?")
+_LOCAL_CLUSTER = re.compile(r"local-cluster\[\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*\]")
+_REMOTE = re.compile(r"(spark://[^\s/]+(?::\d+)?(?:,[^\s/,]+:\d+)*|yarn|k8s://\S+)")
+
+
+@dataclass(frozen=True)
+class Master:
+    """A parsed Spark master URL: how many executors and CPUs each, where the URL says."""
+
+    url: str
+    kind: str  # "local" (one JVM), "local-cluster" (executors on this machine), "cluster"
+    executors: int | None  # known number of executors (local-cluster), else None
+    cores: int | None  # CPUs per executor, when the URL says
+
+
+def parse_master(url: str, flag: str = "--master") -> Master:
+    """Parse a master URL or refuse it, naming the flag.
+
+    >>> parse_master("local[4]")
+    Master(url='local[4]', kind='local', executors=1, cores=4)
+    >>> parse_master("local-cluster[2,1,1024]").executors
+    2
+    """
+    u = url.strip()
+    m = _LOCAL.fullmatch(u)
+    if m:
+        n = m.group(1)
+        cores = 1 if n is None else (os.cpu_count() or 1) if n == "*" else int(n)
+        return Master(u, "local", 1, cores)
+    m = _LOCAL_CLUSTER.fullmatch(u)
+    if m:
+        return Master(u, "local-cluster", int(m.group(1)), int(m.group(2)))
+    if _REMOTE.fullmatch(u):
+        return Master(u, "cluster", None, None)
+    raise UsageError(f"{flag} '{url}' is not a Spark master URL; use local[N], local-cluster[nodes,cores,MB], "
+                     f"spark://HOST:PORT, yarn or k8s://https://HOST:PORT")
+
+
+def check_fit(master: Master, nodes: int, cores: int, flag: str = "--master") -> None:
+    """A barrier stage needs ``nodes`` tasks at once, each with ``cores`` CPUs (``spark.task.cpus``)."""
+    if master.kind == "local" and master.cores is not None:  # local[N]: one executor of N cores
+        need = nodes * cores
+        if master.cores < need:
+            raise UsageError(
+                f"{flag} {master.url} offers {master.cores} core(s), but the plan runs {nodes} node(s) x "
+                f"{cores} core(s) at once (one barrier task per node, spark.task.cpus = {cores}); use "
+                f"--master local[{need}], or plan for fewer --nodes/--cores")
+    elif master.kind == "local-cluster" and master.executors is not None and master.executors < nodes:
+        raise UsageError(
+            f"{flag} {master.url} starts {master.executors} executor(s), but the plan has {nodes} node(s), "
+            f"one barrier task each; use local-cluster[{nodes},{master.cores},1024], or plan for "
+            f"--nodes {master.executors}")
+
+
+def source_files(graph) -> list[tuple[str, str]]:
+    """(source operator, path) for every file-replay source of the graph."""
+    out = []
+    for op in graph.operators:
+        params = getattr(op, "params", None)
+        if op.kind != "source" or params is None:
+            continue
+        gen = getattr(params, "generator", None)
+        if gen is not None and getattr(gen, "module", "") == "spadeopt.toolkit.sources":
+            path = dict(params.args).get("path")
+            if path:
+                out.append((op.name, str(path)))
+    return out
+
+
+def check_inputs(graph, master: Master, say: Callable[[str], None] | None = None) -> None:
+    """Input files of file sources exist and are readable (local masters only: elsewhere PEs
+    read them on the executors, which the driver cannot see)."""
+    files = source_files(graph)
+    if not files:
+        return
+    if master.kind == "cluster":
+        if say:
+            say(f"input files of {', '.join(op for op, _ in files)} not checked: on {master.url} the "
+                f"executors read them, and must see them at the same path")
+        return
+    problems = []
+    for op, path in files:
+        if not os.path.exists(path):
+            problems.append(f"source '{op}': input file {path} does not exist")
+        elif not os.path.isfile(path):
+            problems.append(f"source '{op}': input file {path} is not a regular file")
+        elif not os.access(path, os.R_OK):
+            problems.append(f"source '{op}': input file {path} is not readable (check its permissions)")
+    if problems:
+        lines = "\n".join(f"  - {p}" for p in problems)
+        raise UsageError(f"app '{graph.name}' cannot run:\n{lines}")
+
+
+def preflight(graph, master_url: str | None, nodes: int, cores: int,
+              say: Callable[[str], None] | None = None) -> Master:
+    """Every check that can fail before a build is written or Spark starts."""
+    from spadeopt.deploy.launcher import check_java
+
+    master = parse_master(master_url or f"local[{nodes * cores}]")
+    check_fit(master, nodes, cores)
+    check_java()
+    if graph is not None:
+        check_inputs(graph, master, say)
+    return master
