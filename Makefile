@@ -42,6 +42,7 @@ demo: $(STAMP) check-java ## the whole story on bargain (~4 min): profile, refin
 	$(BIN)/spadeopt show out/demo/profile.json --top 8
 	@echo "== stage 2: GreedyFuse + placement at the highest rate 2 cores sustain"
 	$(BIN)/spadeopt optimize apps/$(APP).py --profile out/demo/profile.json -o out/demo/build-auto
+	$(BIN)/spadeopt explain out/demo/build-auto --png out/demo/plan.png --dot out/demo/plan.dot
 	@echo "== compare NONE / FALL / FMAN / FATM, interleaved, same workload"
 	$(BIN)/spadeopt compare apps/$(APP).py $(SIZE_$(APP)) --profile out/demo/profile.json --repeat 3 --out out/demo/compare
 

@@ -206,7 +206,7 @@ def default_calibration() -> Path:
 def optimize(app_ref: str, profile_path: Path, out: Path, calibration: Path | None = None,
              params: Mapping[str, str] | None = None, max_frac: float = 0.5, min_util: float = 0.95,
              nodes: int = 1, cores: int = 2, exact: bool = False, rate: str | float = "max", absorb: bool = True,
-             force: bool = False):
+             force: bool = False, cpu_score: float | None = None):
     """Stage 2: GreedyFuse + placement from a refined profile; writes a runnable build.
 
     The app is rebuilt with the parameters recorded in the profile (``params`` may
@@ -233,13 +233,22 @@ def optimize(app_ref: str, profile_path: Path, out: Path, calibration: Path | No
     graph, ref = load_graph(app_ref, merged)
     if graph.name != prof.app:
         raise _foreign_profile(profile_path, prof.app, graph.name, app_ref)
-    comm = CommCost.for_this_host(calibration or default_calibration())  # MIPS-scaled if another CPU
+    calibration = Path(calibration or default_calibration())
+    comm = CommCost.for_this_host(calibration, cpu_score)  # MIPS-scaled if another CPU
     auto = fuse_auto(graph, OperatorProfile(prof.app, prof.graph_fingerprint, prof.load, prof.link_tuples(),
                                             prof.source_rate),
                      comm, nodes, cores, max_frac, min_util, exact, rate=rate, absorb=absorb)
     build = generate(graph, auto.plan, Path(out), ref)
     auto.explain["profile"] = str(Path(profile_path).resolve())
     auto.explain["calibration"] = comm.source
+    # Every input that decided the plan, so it can be reproduced (and compared) exactly.
+    auto.explain["inputs"] = {
+        "app": graph.name, "app_ref": ref, "params": dict(graph.params), "fingerprint": graph.fingerprint,
+        "profile": {"path": str(Path(profile_path).resolve()), "sha256": _sha256(Path(profile_path))},
+        "calibration": {"path": str(calibration.resolve()), "sha256": _sha256(calibration)},
+        "comm_scaling": comm.scaling, "nodes": nodes, "cores": cores, "max_frac": max_frac,
+        "min_util": min_util, "rate": rate, "absorb": absorb, "exact": exact,
+    }
     write_json(build.directory / "explain.json", auto.explain)
     return build, auto.explain
 
@@ -259,6 +268,28 @@ def _foreign_profile(profile_path: Path, profiled: str, name: str, app_ref: str)
                       f"spadeopt refine RUN_DIR -o PROFILE.json)")
 
 
+def draw_plan(build_dir: Path, png: Path | None = None, dot: Path | None = None) -> list[Path]:
+    """A picture of a build's plan, as PNG and/or Graphviz DOT; returns what was written."""
+    from spadeopt.atomic import write_atomic
+    from spadeopt.plan.picture import load_picture, to_dot, to_png
+
+    pic = load_picture(Path(build_dir))
+    written = []
+    if png:
+        to_png(pic, Path(png))
+        written.append(Path(png))
+    if dot:
+        write_atomic(Path(dot), to_dot(pic))
+        written.append(Path(dot))
+    return written
+
+
+def _sha256(path: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
 def explain_text(build_dir: Path) -> str:
     """A readable account of an optimized build (``explain.json``)."""
     path = Path(build_dir) / "explain.json"
@@ -272,9 +303,15 @@ def explain_text(build_dir: Path) -> str:
         reason = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
         raise UsageError(f"{path} is not a readable explain.json ({reason}); regenerate the build with "
                          f"`spadeopt optimize`") from None
-    lines = [f"MaxFrac {doc['max_frac']}, MinUtil {doc['min_util']}; objective (total inter-PE rate) "
-             f"{doc['objective']:,.0f} tuples/s (one PE per operator: {doc['objective_none']:,.0f}); "
-             f"{doc['merges']} merges", ""]
+    lines = [f"MaxFrac {doc['max_frac']}, MinUtil {doc['min_util']}; objective sum of Rate(P) "
+             f"{doc['objective']:,.0f} tuples/s (one PE per operator: {doc['objective_none']:,.0f}; each "
+             f"inter-PE link counts at both ends, so inter-PE traffic is {doc['objective'] / 2:,.0f} tuples/s); "
+             f"{doc['merges']} merges"]
+    scaling = doc.get("inputs", {}).get("comm_scaling")
+    if scaling:
+        lines.append(f"comm cost from {doc.get('calibration')}, scaled x{scaling.get('scale', 1.0):.3f} "
+                     f"({scaling.get('host_score_source')})")
+    lines.append("")
     lines.append(f"{'PE':<6}{'node':>5}{'OperLoad':>10}{'CommLoad':>10}{'EffUtil':>9}  operators")
     for pe in doc["pes"]:
         ops = ", ".join(pe["operators"])

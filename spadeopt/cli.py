@@ -95,7 +95,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
 
     build, _ = api.optimize(args.app, args.profile, args.o, args.calibration, _params(args.p), args.max_frac,
                             args.min_util, args.nodes, args.cores, args.exact, args.rate,
-                            not args.no_absorb, force=args.force)
+                            not args.no_absorb, force=args.force, cpu_score=args.cpu_score)
     print(api.explain_text(build.directory))
     print(f"\nwrote {len(build.plan.pes)} PE module(s), plan.json, deploy.json and explain.json to "
           f"{build.directory}; run it with: spadeopt run {build.directory}")
@@ -105,7 +105,16 @@ def cmd_optimize(args: argparse.Namespace) -> int:
 def cmd_explain(args: argparse.Namespace) -> int:
     from spadeopt import api
 
-    print(api.explain_text(args.build))
+    if not (args.png or args.dot) or (Path(args.build) / "explain.json").exists():
+        print(api.explain_text(args.build))
+    if args.png or args.dot:
+        for path, kind in ((args.png, "plan picture (PNG)"), (args.dot, "plan picture (DOT)")):
+            if path:
+                from spadeopt.outputs import claim_file
+
+                claim_file(path, kind, "--png" if kind.endswith("(PNG)") else "--dot", args.force)
+        written = api.draw_plan(args.build, args.png, args.dot)
+        print("\n".join(f"plan picture: {p}" for p in written))
     return 0
 
 
@@ -217,6 +226,8 @@ def parser() -> argparse.ArgumentParser:
     op.add_argument("--no-absorb", action="store_true", help="stop after GreedyFuse: do not merge the "
                     "underutilized PEs it leaves into a neighbour (the paper's algorithm alone)")
     op.add_argument("--exact", action="store_true", help="also solve exactly (small graphs) and report the gap")
+    op.add_argument("--cpu-score", type=float, help="this host's CPU score for rescaling a calibration made "
+                    "on another CPU (default: measured once per host and kept in ~/.cache/spadeopt)")
     op.add_argument("-o", type=Path, required=True, help="build directory to write (new, empty, or a previous build)")
     op.add_argument("--force", action="store_true", help=FORCE_HELP)
     op.set_defaults(func=cmd_optimize)
@@ -241,6 +252,9 @@ def parser() -> argparse.ArgumentParser:
 
     ex = sub.add_parser("explain", help="why an optimized build looks as it does")
     ex.add_argument("build", type=Path)
+    ex.add_argument("--png", type=Path, help="draw the plan (nodes, PEs, operators, planned link rates) to a PNG")
+    ex.add_argument("--dot", type=Path, help="write the same picture as Graphviz DOT text")
+    ex.add_argument("--force", action="store_true", help=FORCE_HELP)
     ex.set_defaults(func=cmd_explain)
 
     b = sub.add_parser("build", help="only generate the PE modules, plan.json and deploy.json")

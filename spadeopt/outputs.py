@@ -171,10 +171,23 @@ def marker_text(kind: str, entries: Iterable[str]) -> str:
 
 # ---- files ---------------------------------------------------------------------------------
 _RESULT_KEYS = {"app", "strategy", "master", "throughput", "per_pe"}
-FILE_KINDS = {
-    "profile": lambda d: d.get("kind") == "spadeopt-profile",
-    "calibration": lambda d: str(d.get("kind", "")).startswith("spadeopt-calibration"),
-    "result": lambda d: d.get("kind") == "spadeopt-run-result" or _RESULT_KEYS <= set(d),
+def _json_kind(test: Callable[[dict], bool]) -> Callable[[bytes], bool]:
+    def recognise(data: bytes) -> bool:
+        try:
+            doc = json.loads(data)
+        except ValueError:
+            return False
+        return isinstance(doc, dict) and test(doc)
+
+    return recognise
+
+
+FILE_KINDS: dict[str, Callable[[bytes], bool]] = {
+    "profile": _json_kind(lambda d: d.get("kind") == "spadeopt-profile"),
+    "calibration": _json_kind(lambda d: str(d.get("kind", "")).startswith("spadeopt-calibration")),
+    "result": _json_kind(lambda d: d.get("kind") == "spadeopt-run-result" or _RESULT_KEYS <= set(d)),
+    "plan picture (PNG)": lambda b: b.startswith(b"\x89PNG") and b"spadeopt plan picture" in b[:4096],
+    "plan picture (DOT)": lambda b: b.startswith(b"// spadeopt plan picture"),
 }
 
 
@@ -184,16 +197,14 @@ def claim_file(path: str | os.PathLike[str], kind: str, flag: str, force: bool =
     path = Path(path)
     if path.is_dir():
         if not force or any(path.iterdir()):
-            raise UsageError(f"{flag} {path} is a directory; give a file path such as {path / (kind + '.json')}")
+            raise UsageError(f"{flag} {path} is a directory; give a file path inside it")
         return path
     if not path.exists():
         _check_creatable(path, flag)
         return path
-    recognise = FILE_KINDS[kind]
     try:
-        doc = json.loads(path.read_text())
-        ours = isinstance(doc, dict) and recognise(doc)
-    except (OSError, ValueError):
+        ours = FILE_KINDS[kind](path.read_bytes())
+    except OSError:
         ours = False
     if ours:
         if not os.access(path, os.W_OK) or not os.access(path.parent, os.W_OK | os.X_OK):

@@ -184,5 +184,17 @@ def _explain(plan: Plan, problem: FusionProblem, result: FusionResult, placement
         "merges": len(result.steps), "warnings": list(result.warnings),
         "pes": pes, "not_merged": refusals,
         "node_load": list(placement.node_load), "inter_node_rate": placement.inter_node_rate,
-        "exact": exact_doc,
+        "exact": exact_doc, "pe_links": _pe_links(plan, problem),
     }
+
+
+def _pe_links(plan: Plan, problem: FusionProblem) -> list[dict[str, Any]]:
+    """Planned tuple rate of every directed PE -> PE connection (for explain's picture)."""
+    owner = plan.pe_of
+    acc: dict[tuple[str, str], float] = {}
+    for lk in problem.links:
+        if lk.src is None or lk.dst is None or owner[lk.src] == owner[lk.dst]:
+            continue
+        key = (owner[lk.src], owner[lk.dst])
+        acc[key] = acc.get(key, 0.0) + lk.rate
+    return [{"src": a, "dst": b, "rate": r} for (a, b), r in sorted(acc.items())]

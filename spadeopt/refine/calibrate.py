@@ -50,7 +50,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import os
 import shutil
 import statistics
@@ -61,10 +60,11 @@ from pathlib import Path
 from typing import Any
 
 from spadeopt.atomic import write_atomic
-from spadeopt.errors import RunError, UsageError
+from spadeopt.errors import RunError
 from spadeopt.profiling import Manifest, host_info, read_run, write_manifest
 from spadeopt.profiling.records import pe_file
 from spadeopt.refine.comm import KIND, SCHEMA_VERSION, CommCost, monotone_grid
+from spadeopt.refine.cpuscore import BENCHMARK, cpu_score, host_cpu_score, peak_cpu_score  # noqa: F401 - re-exported
 from spadeopt.refine.estimate import RunData, aggregate_records, estimate
 
 FULL_RATES = (1_000, 3_000, 10_000, 30_000, 100_000, 300_000, 1_000_000, 3_000_000)
@@ -84,7 +84,6 @@ below 4 messages), so a target beyond the link cannot pile up gigabytes to drain
 SAMPLE_RATE = 0.01
 REPEATS = 3
 """Runs per grid point; the grid takes the median per-tuple cost."""
-BENCHMARK = "spadeopt-cpu-1"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -278,54 +277,6 @@ def measure(rate: float, size: int, seconds: float, work: Path) -> Point:
 
 
 # ---- the CPU score (the paper's MIPS) ------------------------------------------------------
-def _bench_unit() -> int:
-    """One fixed unit of interpreter work: integer arithmetic, containers, strings, msgpack."""
-    import msgpack
-
-    acc = 0
-    for i in range(2000):
-        acc = (acc * 31 + i) & 0xFFFFFFFF
-    d = {}
-    for i in range(300):
-        d[f"k{i}"] = [i, i * 2, str(i)]
-    batch = [(i, f"sym{i % 7}", float(i) * 0.5, b"x" * 24) for i in range(200)]
-    data = msgpack.packb(batch, use_bin_type=True)
-    back = msgpack.unpackb(data, use_list=False, raw=False)
-    return acc + len(d) + len(back) + sum(t[0] for t in back if t[1] == "sym3")
-
-
-def cpu_score(units: int = 40, repeat: int = 5) -> float:
-    """Benchmark units per CPU second of this thread: best of ``repeat`` timings.
-
-    A fixed pure-Python workload shaped like the runtime's (interpreter loops, dicts,
-    msgpack), so that the ratio of two hosts' scores says how much faster one runs the
-    send/receive path. Best-of rather than mean: interference only ever slows it down.
-    """
-    if units < 1 or repeat < 1:
-        raise UsageError("cpu_score needs units >= 1 and repeat >= 1")
-    best = math.inf
-    for _ in range(repeat):
-        t0 = time.thread_time()
-        for _ in range(units):
-            _bench_unit()
-        best = min(best, time.thread_time() - t0)
-    return units / max(best, 1e-9)
-
-
-def peak_cpu_score(samples: int = 3, pause: float = 1.0) -> float:
-    """The highest of ``samples`` :func:`cpu_score` readings ``pause`` seconds apart.
-
-    A VM's speed drifts by 20-40 % over seconds; the peak is what the machine can do,
-    and comparing peaks of two hosts is what scaling ``v`` between them needs.
-    """
-    best = 0.0
-    for i in range(samples):
-        if i:
-            time.sleep(pause)
-        best = max(best, cpu_score())
-    return best
-
-
 def summary(doc: dict[str, Any]) -> str:
     """A few lines on a calibration: score, extent, per-tuple costs."""
     pts = doc["measured"]

@@ -19,7 +19,7 @@ measured it. :class:`CommCost` looks ``v`` up:
   Loading refuses a grid that is not.
 * **Other hardware** (paper footnote 1): ``v_new = v_old × score_old / score_new``, with
   the peak score of the same fixed Python benchmark
-  (:func:`spadeopt.refine.calibrate.peak_cpu_score`) on both hosts: a faster CPU spends a
+  (:func:`spadeopt.refine.cpuscore.peak_cpu_score`) on both hosts: a faster CPU spends a
   smaller fraction on the same traffic.
 
 ``CommCost`` satisfies :class:`spadeopt.optimize.problem.CommModel`.
@@ -68,6 +68,7 @@ class CommCost:
         self.score = float(score)
         self.scale = float(scale)
         self.source = source
+        self.scaling: dict[str, Any] = {"scale": self.scale}
         self._interp = RegularGridInterpolator((self.rates, self.sizes), self.grid, method="linear")
         self._cached = lru_cache(maxsize=65536)(self._cost)
 
@@ -101,17 +102,33 @@ class CommCost:
         return comm.scaled_to(score) if score is not None else comm
 
     @classmethod
-    def for_this_host(cls, path: str | os.PathLike[str]) -> CommCost:
-        """Load a calibration; rescale it by this host's CPU score if another CPU measured it."""
+    def for_this_host(cls, path: str | os.PathLike[str], score: float | None = None) -> CommCost:
+        """Load a calibration; rescale it by this host's CPU score if another CPU measured it.
+
+        The host's score is ``score`` when given, else measured once per host and CPU model
+        and kept (:func:`spadeopt.refine.cpuscore.host_cpu_score`), so the same profile and
+        calibration give the same plan on every call. ``scaling`` records what was used.
+        """
         from spadeopt.profiling import host_info
 
         comm = cls.load(path)
         data = read_json(Path(path), "calibration", _HINT)
-        if data.get("cpu_model") == host_info().cpu_model:
+        here = host_info().cpu_model
+        info: dict[str, Any] = {"calibration_cpu_model": data.get("cpu_model"), "this_cpu_model": here,
+                                "calibration_score": comm.score}
+        if score is None and data.get("cpu_model") == here:
+            comm.scaling = {**info, "host_score": None, "host_score_source": "same CPU model: not rescaled",
+                            "scale": 1.0}
             return comm
-        from spadeopt.refine.calibrate import peak_cpu_score
+        if score is not None:
+            source = "given (--cpu-score)"
+        else:
+            from spadeopt.refine.cpuscore import host_cpu_score
 
-        return comm.scaled_to(peak_cpu_score())
+            score, source = host_cpu_score()
+        scaled = comm.scaled_to(score)
+        scaled.scaling = {**info, "host_score": score, "host_score_source": source, "scale": scaled.scale}
+        return scaled
 
     def scaled_to(self, score: float) -> CommCost:
         """The same mapping on a host whose CPU score is ``score`` (paper footnote 1)."""

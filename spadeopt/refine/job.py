@@ -132,6 +132,12 @@ def _deploy_links(root: Path, manifest: Manifest) -> tuple[frozenset[tuple[str, 
                 and "." in ln["src"] and "." in ln["dst"]):
             raise ProfileError(f"{path}: links[{i}] is not a link 'op.port' -> 'op.port': {ln!r}; {hint}")
         links.add((ln["src"], ln["dst"]))
+    # Builds list every stream of the graph (in-PE ones too): a stream on which no tuple was
+    # sampled is still a link of the profile, with its rate from the port's exact total.
+    for i, st in enumerate(deploy.get("streams", [])):
+        if not (isinstance(st, list) and len(st) == 2 and all(isinstance(x, str) and "." in x for x in st)):
+            raise ProfileError(f"{path}: streams[{i}] is not a stream ['op.port', 'op.port']: {st!r}; {hint}")
+        links.add((st[0], st[1]))
     plan = manifest.plan if isinstance(manifest.plan, dict) else {}
     return frozenset(links), str(plan.get("strategy", deploy.get("strategy", "?")))
 

@@ -140,3 +140,25 @@ def test_a_very_large_cluster_still_plans(chain_profile, tmp_path):
     build, explain = api.optimize("apps/chain.py", d / "profile.json", tmp_path / "big",
                                   _calibration(tmp_path / "c.json"), nodes=100_000, cores=2)
     assert explain["rate"]["planned"] > 0 and build.plan.nodes == 100_000
+
+
+def test_the_same_profile_and_calibration_give_the_same_plan(chain_profile, tmp_path, monkeypatch):
+    """A calibration from another CPU is rescaled by this host's score, measured once and
+    kept; explain.json records it and every other input that decided the plan."""
+    d, _ = chain_profile
+    monkeypatch.setenv("SPADEOPT_CACHE", str(tmp_path / "cache"))
+    cal = _calibration(tmp_path / "cal.json")
+    doc = json.loads(cal.read_text())
+    cal.write_text(json.dumps({**doc, "cpu_model": "another CPU"}))
+    plans, scalings = [], []
+    for i in range(3):
+        build, explain = api.optimize("apps/chain.py", d / "profile.json", tmp_path / f"b{i}", cal)
+        plans.append((build.directory / "plan.json").read_text())
+        scalings.append(explain["inputs"]["comm_scaling"])
+        assert explain["inputs"]["profile"]["sha256"] and explain["inputs"]["calibration"]["sha256"]
+    assert plans[0] == plans[1] == plans[2]
+    assert scalings[0]["host_score"] == scalings[1]["host_score"] == scalings[2]["host_score"] > 0
+    assert "measured now" in scalings[0]["host_score_source"] and "kept in" in scalings[1]["host_score_source"]
+    _, given = api.optimize("apps/chain.py", d / "profile.json", tmp_path / "g", cal, cpu_score=2.0)
+    assert given["inputs"]["comm_scaling"]["host_score"] == 2.0
+    assert given["inputs"]["comm_scaling"]["scale"] == 0.5  # the test calibration's score is 1.0

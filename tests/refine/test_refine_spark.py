@@ -241,3 +241,14 @@ def test_bad_runs_exit_2_naming_the_file(runs, tmp_path):
         for text in expect:
             assert text in proc.stderr, (text, proc.stderr)
         assert not (tmp_path / "p.json").exists()
+
+
+def test_a_stream_no_sample_saw_is_still_a_link_with_its_exact_rate(tmp_path):
+    """Profiled under FALL at s = 0.01, the 10-tuple stream rare -> sink is (almost surely)
+    never sampled; the profile keeps it, with the rate of its exact end-of-stream total."""
+    api.profile("tests/apps/rare.py", tmp_path / "run", "all", {}, sample_rate=0.01)
+    prof = refine([tmp_path / "run"], tmp_path / "p.json")
+    links = {(lk.src, lk.dst): lk for lk in prof.links}
+    assert set(links) == {("src.out", "rare.in"), ("rare.out", "sink.in")}
+    rare, src = links[("rare.out", "sink.in")], links[("src.out", "rare.in")]
+    assert rare.rate > 0 and 0.0002 < rare.rate / src.rate < 0.002  # 10 of 20,000 tuples

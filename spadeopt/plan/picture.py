@@ -1,0 +1,184 @@
+"""A picture of a build's physical plan: nodes, PEs, their operators, and the links between.
+
+The view a user of the Streams console or Flink's web UI expects: each node is a cluster,
+each PE a box listing its operators (channel copies of a parallel region show as
+``op@i``), each PE -> PE connection an arrow labelled with its planned tuple rate (from
+``explain.json`` for optimized builds) or, without a plan rate, with the number of streams
+it carries. ``to_dot`` writes Graphviz text (for users who have ``dot``); ``to_png`` draws
+the same picture with matplotlib, so no system package is needed.
+
+>>> pic = Picture("demo", "auto", [[PEBox("pe0", 0, ("src", "f"), 0.4)], [PEBox("pe1", 1, ("sink",), 0.1)]],
+...               [("pe0", "pe1", "1,000/s")], {})
+>>> print(to_dot(pic).splitlines()[5].strip())
+label="node 0";
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from spadeopt.errors import UsageError
+
+MAX_LINES = 8  # operators listed per PE box before "+N more"
+MAX_LABELS = 12  # only the busiest links carry a rate label (all are drawn)
+DOT_MARK = "// spadeopt plan picture"
+PNG_MARK = "spadeopt plan picture"
+
+
+@dataclass(frozen=True)
+class PEBox:
+    pe: str
+    node: int
+    operators: tuple[str, ...]
+    load: float | None  # planned CPU fraction (cores), when the build was optimized
+
+
+@dataclass(frozen=True)
+class Picture:
+    app: str
+    strategy: str
+    nodes: list[list[PEBox]]  # per node, PEs in plan order
+    links: list[tuple[str, str, str]]  # src PE, dst PE, label
+    regions: dict[str, Any]  # region name -> width (from plan.json, when it has regions)
+
+
+def _rate(r: float) -> str:
+    return f"{r / 1e6:.2f} M/s" if r >= 1e6 else f"{r / 1e3:.1f} k/s" if r >= 1e3 else f"{r:,.0f}/s"
+
+
+def load_picture(build_dir: Path) -> Picture:
+    """Read a build's deploy.json (and plan.json / explain.json when present)."""
+    from spadeopt.deploy.launcher import load_deploy
+
+    build_dir = Path(build_dir)
+    deploy = load_deploy(build_dir)
+    explain: dict[str, Any] = {}
+    if (build_dir / "explain.json").is_file():
+        try:
+            explain = json.loads((build_dir / "explain.json").read_text())
+        except ValueError as exc:
+            raise UsageError(f"{build_dir / 'explain.json'} is not readable JSON ({exc}); regenerate the build") from None
+    plan: dict[str, Any] = {}
+    if (build_dir / "plan.json").is_file():
+        try:
+            plan = json.loads((build_dir / "plan.json").read_text())
+        except ValueError:
+            plan = {}
+    loads = {p["pe"]: p.get("oper_load", 0.0) + p.get("comm_load", 0.0) for p in explain.get("pes", [])}
+    nodes: list[list[PEBox]] = [[] for _ in range(deploy["nodes"])]
+    for p in deploy["pes"]:
+        nodes[p["node"]].append(PEBox(p["pe"], p["node"], tuple(p["operators"]), loads.get(p["pe"])))
+    if explain.get("pe_links"):
+        links = [(lk["src"], lk["dst"], _rate(lk["rate"])) for lk in explain["pe_links"]]
+    else:
+        count: dict[tuple[str, str], int] = {}
+        for ln in deploy["links"]:
+            key = (ln["src_pe"], ln["dst_pe"])
+            count[key] = count.get(key, 0) + 1
+        links = [(a, b, f"{n} stream{'s' if n != 1 else ''}") for (a, b), n in sorted(count.items())]
+    regions = {r.get("name", f"r{i}"): r.get("width") for i, r in enumerate(plan.get("regions", []) or [])
+               if isinstance(r, dict)}
+    return Picture(deploy["app"], deploy["strategy"], nodes, links, regions)
+
+
+def _weight(label: str) -> float:
+    """Sort key for labels: a rate label's tuples/s, or a stream count."""
+    num = label.split()[0].replace(",", "").removesuffix("/s")
+    try:
+        value = float(num)
+    except ValueError:
+        return 0.0
+    return value * (1e6 if " M/s" in label else 1e3 if " k/s" in label else 1.0)
+
+
+def _ops_text(ops: tuple[str, ...]) -> list[str]:
+    shown = list(ops[:MAX_LINES])
+    if len(ops) > MAX_LINES:
+        shown.append(f"+{len(ops) - MAX_LINES} more")
+    return shown
+
+
+def to_dot(pic: Picture) -> str:
+    """Graphviz text: one cluster per node, one box per PE, labelled edges."""
+    lines = [DOT_MARK, f'digraph "{pic.app}" {{', "  rankdir=LR;", '  node [shape=box, fontname="Helvetica", fontsize=10];']
+    for n, pes in enumerate(pic.nodes):
+        lines += [f"  subgraph cluster_node{n} {{", f'    label="node {n}";']
+        for pe in pes:
+            load = f" ({pe.load:.2f} cores)" if pe.load is not None else ""
+            body = "\\l".join(_ops_text(pe.operators)) + "\\l"
+            lines.append(f'    "{pe.pe}" [label="{pe.pe}{load}\\n{body}"];')
+        lines.append("  }")
+    for a, b, label in pic.links:
+        lines.append(f'  "{a}" -> "{b}" [label="{label}", fontsize=9];')
+    if pic.regions:
+        text = ", ".join(f"{k} x{v}" for k, v in sorted(pic.regions.items()))
+        lines.append(f'  labelloc="t"; label="{pic.app} ({pic.strategy}); parallel regions: {text}";')
+    else:
+        lines.append(f'  labelloc="t"; label="{pic.app} ({pic.strategy})";')
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def to_png(pic: Picture, path: Path) -> None:
+    """Draw the picture with matplotlib: nodes as columns, PEs stacked, arrows between PEs."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
+
+    col_w, box_w, line_h, gap = 4.0, 3.2, 0.28, 0.5
+    heights = {pe.pe: (len(_ops_text(pe.operators)) + 1) * line_h + 0.2 for pes in pic.nodes for pe in pes}
+    total_h = max((sum(heights[p.pe] + gap for p in pes) for pes in pic.nodes), default=1.0) + 1.0
+    fig_w = max(6.0, col_w * len(pic.nodes) + 1.5)
+    fig, ax = plt.subplots(figsize=(fig_w, max(4.0, total_h * 0.9)))
+    centre: dict[str, tuple[float, float, float]] = {}
+    for n, pes in enumerate(pic.nodes):
+        x0 = 0.5 + n * col_w
+        ax.add_patch(FancyBboxPatch((x0 - 0.2, 0.2), box_w + 0.4, total_h - 0.6, boxstyle="round,pad=0.05",
+                                    fc="#f3f6fa", ec="#8aa0b8", lw=1.2))
+        ax.text(x0 + box_w / 2, total_h - 0.1, f"node {n}", ha="center", va="top", fontsize=11, weight="bold")
+        y = total_h - 0.8
+        for pe in pes:
+            h = heights[pe.pe]
+            ax.add_patch(FancyBboxPatch((x0, y - h), box_w, h, boxstyle="round,pad=0.03",
+                                        fc="#ffffff", ec="#2f5d8a", lw=1.0))
+            load = f"  {pe.load:.2f} cores" if pe.load is not None else ""
+            ax.text(x0 + 0.1, y - 0.08, f"{pe.pe}{load}", va="top", fontsize=9, weight="bold")
+            for i, op in enumerate(_ops_text(pe.operators)):
+                colour = "#a0522d" if "@" in op else "#333333"
+                ax.text(x0 + 0.2, y - 0.08 - (i + 1) * line_h, op, va="top", fontsize=8, color=colour)
+            centre[pe.pe] = (x0, y - h / 2, h)
+            y -= h + gap
+    labelled = set(sorted(range(len(pic.links)), key=lambda i: -_weight(pic.links[i][2]))[:MAX_LABELS])
+    for i, (a, b, label) in enumerate(pic.links):
+        if a not in centre or b not in centre:
+            continue
+        (xa, ya, _), (xb, yb, _) = centre[a], centre[b]
+        if xb > xa + 1e-9:  # left to right: right edge -> left edge
+            start, end, style = (xa + box_w, ya), (xb, yb), "arc3,rad=0.05"
+        elif xb < xa - 1e-9:  # right to left: left edge -> right edge
+            start, end, style = (xa, ya), (xb + box_w, yb), "arc3,rad=0.05"
+        else:  # same node: loop out on the right
+            start, end, style = (xa + box_w, ya), (xb + box_w, yb), "arc3,rad=-0.5"
+        ax.add_patch(FancyArrowPatch(start, end, arrowstyle="-|>", mutation_scale=9, lw=0.7,
+                                     color="#2f5d8a", alpha=0.8, connectionstyle=style))
+        if i in labelled:
+            ax.text((start[0] + end[0]) / 2, (start[1] + end[1]) / 2, label, fontsize=7, ha="center",
+                    va="bottom", color="#1d3c5a", bbox={"fc": "white", "ec": "none", "pad": 0.5, "alpha": 0.8})
+    title = f"{pic.app} ({pic.strategy}): {sum(len(p) for p in pic.nodes)} PEs on {len(pic.nodes)} node(s)"
+    if pic.regions:
+        title += "; regions " + ", ".join(f"{k} x{v}" for k, v in sorted(pic.regions.items()))
+    ax.set_title(title, fontsize=11)
+    ax.set_xlim(0, fig_w)
+    ax.set_ylim(0, total_h + 0.2)
+    ax.axis("off")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp.png")
+    fig.savefig(tmp, dpi=110, bbox_inches="tight", metadata={"Software": PNG_MARK})
+    plt.close(fig)
+    tmp.replace(path)
