@@ -103,7 +103,8 @@ def render_build(graph: AppGraph, plan: Plan, app_ref: str) -> dict[str, str]:
         "cores": plan.cores,
         "instrumented": plan.instrumented,
         "pes": pes,
-        "links": [ln.to_json() for ln in links],
+        "links": [{**ln.to_json(), "schema": graph.op(ln.src.op).out_port(ln.src.port).schema.to_json()}
+                  for ln in links],
         "spark": {**spark, "submit": f"spark-submit --master '{spark['master']}' {conf_args} "
                                       f"\"$(python -m spadeopt.deploy.submit --path)\" BUILD_DIR"},
     }
