@@ -46,16 +46,35 @@ def build(app_ref: str, fusion: str = "none", params: Mapping[str, str] | None =
     return generate(graph, plan, out, ref)
 
 
+def link_overrides(insecure_links: bool = False, stall_timeout: float | None = None) -> dict[str, Any]:
+    """deploy.json overrides for the link options of run / profile / compare."""
+    if stall_timeout is not None and not stall_timeout > 0:
+        raise UsageError(f"--stall-timeout must be a positive number of seconds, got {stall_timeout!r}")
+    doc: dict[str, Any] = {}
+    if insecure_links:
+        doc["insecure_links"] = True
+    if stall_timeout is not None:
+        doc["stall_timeout"] = float(stall_timeout)
+    return doc
+
+
 def run(target: str, fusion: str = "none", params: Mapping[str, str] | None = None, nodes: int = 1,
         cores: int = 2, master: str | None = None, out: Path | None = None, build_dir: Path | None = None,
-        progress: Callable[[str], None] | None = None) -> RunResult:
-    """Build (unless ``target`` is already a build directory) and run on Spark."""
+        progress: Callable[[str], None] | None = None, insecure_links: bool = False,
+        stall_timeout: float | None = None) -> RunResult:
+    """Build (unless ``target`` is already a build directory) and run on Spark.
+
+    Links are authenticated and encrypted (CURVE) unless ``insecure_links`` (for
+    measurements only); a run whose PEs make no progress for ``stall_timeout``
+    seconds (default ``agent.DEFAULT_STALL_TIMEOUT_S``) fails naming them.
+    """
+    overrides = link_overrides(insecure_links, stall_timeout)
     if Path(target).is_dir() and (Path(target) / "deploy.json").exists():
         if params:
             raise UsageError("-p parameters cannot change an existing build; rebuild it with `spadeopt build`")
-        return run_build(Path(target), master, out, progress)
+        return run_build(Path(target), master, out, progress, overrides)
     b = build(target, fusion, params, nodes, cores, build_dir)
-    return run_build(b.directory, master, out, progress)
+    return run_build(b.directory, master, out, progress, overrides)
 
 
 def write_json(path: Path, doc: Any) -> None:
@@ -67,7 +86,8 @@ def write_json(path: Path, doc: Any) -> None:
 def profile(app_ref: str, run_dir: Path, fusion: str = "none", params: Mapping[str, str] | None = None,
             sample_rate: float = 0.001, reservoir: int = 5000, duration: float | None = None,
             seed: int = 0, nodes: int = 1, cores: int = 2, master: str | None = None,
-            progress: Callable[[str], None] | None = None) -> tuple[RunResult, Path]:
+            progress: Callable[[str], None] | None = None, insecure_links: bool = False,
+            stall_timeout: float | None = None) -> tuple[RunResult, Path]:
     """Stage 1: run an instrumented build of the app and write its raw samples.
 
     Everything is checked before anything is written: the sampling parameters, the
@@ -81,6 +101,7 @@ def profile(app_ref: str, run_dir: Path, fusion: str = "none", params: Mapping[s
     from spadeopt.profiling.records import pe_file
 
     stride_of(sample_rate)
+    links = link_overrides(insecure_links, stall_timeout)
     if isinstance(reservoir, bool) or not isinstance(reservoir, int) or reservoir < 1:
         raise UsageError(f"--reservoir must be an integer >= 1, got {reservoir!r}")
     if duration is not None and not duration > 0:
@@ -93,7 +114,7 @@ def profile(app_ref: str, run_dir: Path, fusion: str = "none", params: Mapping[s
     started = time.time()
     overrides = {"profile": {"sample_rate": sample_rate, "reservoir_size": reservoir, "seed": seed,
                              "run_dir": str(Path(run_dir).resolve())},
-                 "duration": duration}
+                 "duration": duration, **links}
     result = run_build(build_dir, master, None, progress, overrides)
     finished = time.time()
     host = host_info()

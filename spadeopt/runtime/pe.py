@@ -72,7 +72,7 @@ class LinkError(Exception):
         if link is None:
             src = "an unidentified sender (--insecure-links: links are not authenticated)"
         else:
-            src = f"link {link} from {port.upstream.get(link, 'an unknown PE')}"
+            src = f"link {link} of {port.upstream.get(link, 'an unknown PE')}"
         super().__init__(f"malformed frame on input port '{port.ref}' of PE {pe}, from {src}: {problem}")
         self.op, self.port = port.ref.split(".", 1)
 

@@ -81,7 +81,7 @@ def decode_batch(data, types: tuple[frozenset[type], ...] | None, max_frame: int
         raise WireError(f"wrong arity: a tuple of {len(bad)} attributes ({bad!r:.80}) where the port "
                         f"has {arity}")
     for t in (batch[0], batch[-1]):
-        for i, (v, ok) in enumerate(zip(t, types)):
+        for i, (v, ok) in enumerate(zip(t, types, strict=True)):
             if type(v) not in ok:
                 want = "/".join(sorted(x.__name__ for x in ok))
                 raise WireError(f"wrong type: attribute {i} is a {type(v).__name__} ({v!r:.40}), "
@@ -121,7 +121,7 @@ class Sender:
             self.batches += 1
 
     def final(self) -> None:
-        for s, link in zip(self.sockets, self.links):
+        for s, link in zip(self.sockets, self.links, strict=True):
             s.send(final_frame(link))
 
 
