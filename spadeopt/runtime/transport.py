@@ -29,10 +29,13 @@ LINGER_MS = 60_000
 DEFAULT_MAX_FRAME = 64 * 1024 * 1024  # bytes; a larger frame is an error at the receiver
 SAMPLE_ALL, SAMPLE_STRIDE = 64, 16  # batches up to 64 tuples: every element checked; else every 16th
 
-# Which Python types a msgpack-decoded attribute may have, per schema type.
+# Which Python types a msgpack-decoded attribute may have, per schema type. None (nil)
+# is allowed everywhere: operators emit it for missing values (e.g. an aggregate of
+# nothing), and the toolkit treats it as such.
+_NONE = type(None)
 WIRE_TYPES: dict[str, frozenset[type]] = {
-    "int": frozenset({int}), "float": frozenset({float, int}), "str": frozenset({str}),
-    "bytes": frozenset({bytes}), "bool": frozenset({bool}),
+    "int": frozenset({int, _NONE}), "float": frozenset({float, int, _NONE}), "str": frozenset({str, _NONE}),
+    "bytes": frozenset({bytes, _NONE}), "bool": frozenset({bool, _NONE}),
 }
 
 
