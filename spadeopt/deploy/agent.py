@@ -132,6 +132,8 @@ def run_node(node: int, deploy: dict[str, Any], build_dir: str, out_dir: str | N
         stall = deploy.get("stall_timeout") or DEFAULT_STALL_TIMEOUT_S
         beat_file = Path(progress_dir, f"agent-{node}.beat") if progress_dir else None
         done = _collect(events, procs, "done", node, timeout=None, stall=stall, beat_file=beat_file)
+        if beat_file is not None:  # waiting for the other nodes below is not a silent agent
+            beat_file.unlink(missing_ok=True)
         barrier()  # every node's PEs are done, so every tuple has been received
         for p in procs.values():
             p.send({"cmd": "exit"})

@@ -73,6 +73,9 @@ def test_strangers_get_no_tuple_and_no_final_into_any_pe_over_tcp_or_ipc(tmp_pat
         eps = _listening(build / "logs", want=2)
         assert {ep.split(":")[0] for _, _, ep, _ in eps} == {"ipc", "tcp"}
         assert all(ep.startswith(("ipc://", "tcp://127.0.0.1:")) for _, _, ep, _ in eps), eps
+        for _, _, ep, _ in eps:
+            if ep.startswith("ipc://"):
+                assert os.stat(os.path.dirname(ep[len("ipc://"):])).st_mode & 0o777 == 0o700
         for _, _, ep, server_key in eps:
             plain = ctx.socket(zmq.PUSH)
             keyed = ctx.socket(zmq.PUSH)
@@ -136,6 +139,32 @@ def test_a_stopped_pe_ends_the_run_after_the_stall_timeout_naming_it(tmp_path):
     assert isinstance(err, RunError), box
     assert "PE pe1 stopped reporting" in str(err) and "--stall-timeout 3" in str(err), str(err)
     time.sleep(0.5)
+    assert not _pe_pids(tmp_path)
+
+
+def test_the_driver_notices_a_node_agent_that_stopped_reporting(tmp_path):
+    build = tmp_path / "b"
+    t, box = _in_background(lambda: api.run("apps/chain.py", "none", {"n": "1", "tuples": "5000000"},
+                                            build_dir=build, stall_timeout=3))
+    _listening(build / "logs", want=2)
+    deadline = time.time() + 60
+    while not (build / "progress" / "agent-0.beat").exists() and time.time() < deadline:
+        time.sleep(0.1)
+    agent = int(Path(f"/proc/{_pe_pids(build, 'pe1.py')[0]}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    os.kill(agent, signal.SIGSTOP)
+    try:
+        t.join(120)
+    finally:
+        try:
+            os.kill(agent, signal.SIGCONT)
+        except ProcessLookupError:
+            pass
+    err = box.get("error")
+    assert isinstance(err, RunError), box
+    assert "node agent of node 0 stopped reporting" in str(err), str(err)
+    deadline = time.time() + 30
+    while _pe_pids(tmp_path) and time.time() < deadline:
+        time.sleep(0.2)
     assert not _pe_pids(tmp_path)
 
 
