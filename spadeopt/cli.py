@@ -49,6 +49,10 @@ def _table(result) -> str:
             ("source tuples", f"{result.tuples:,}"), ("throughput", f"{result.throughput:,.0f} tuples/s"),
             ("wall time", f"{result.wall_s:.2f} s")]
     rows += [(f"sink {k}", f"{v:,} tuples") for k, v in result.sinks.items()]
+    refused = {p["pe"]: sum(p.get("refused", {}).values()) for p in result.per_pe}
+    if any(refused.values()):
+        rows.append(("refused connections", ", ".join(f"{pe} {n}" for pe, n in refused.items() if n)
+                     + " (not of this run; see the PE logs)"))
     width = max(len(k) for k, _ in rows)
     lines = [f"{k.ljust(width)}  {v}" for k, v in rows]
     lines.append("")
