@@ -59,15 +59,32 @@ def is_build(target: str | Path) -> bool:
     return Path(target).is_dir() and (Path(target) / "deploy.json").exists()
 
 
+def link_overrides(insecure_links: bool = False, stall_timeout: float | None = None) -> dict[str, Any]:
+    """deploy.json overrides for the link options of run / profile / compare."""
+    if stall_timeout is not None and not stall_timeout > 0:
+        raise UsageError(f"--stall-timeout must be a positive number of seconds, got {stall_timeout!r}")
+    doc: dict[str, Any] = {}
+    if insecure_links:
+        doc["insecure_links"] = True
+    if stall_timeout is not None:
+        doc["stall_timeout"] = float(stall_timeout)
+    return doc
+
+
 def run(target: str, fusion: str = "none", params: Mapping[str, str] | None = None, nodes: int = 1,
         cores: int = 2, master: str | None = None, out: Path | None = None, build_dir: Path | None = None,
-        progress: Callable[[str], None] | None = None, force: bool = False) -> RunResult:
+        progress: Callable[[str], None] | None = None, force: bool = False, insecure_links: bool = False,
+        stall_timeout: float | None = None) -> RunResult:
     """Build (unless ``target`` is already a build directory) and run on Spark.
 
     Everything that can be checked is checked before anything is written or Spark
     starts: the output paths, the app, the master URL against the plan's nodes x cores,
-    Java, and the input files of file sources.
+    Java, and the input files of file sources. Links are authenticated and encrypted
+    (CURVE) unless ``insecure_links`` (for measurements only); a run whose PEs make no
+    progress for ``stall_timeout`` seconds (default ``agent.DEFAULT_STALL_TIMEOUT_S``)
+    fails naming them.
     """
+    overrides = link_overrides(insecure_links, stall_timeout)
     from spadeopt.deploy.launcher import load_deploy
     from spadeopt.deploy.preflight import preflight
     from spadeopt.outputs import claim_dir, mark_dir
@@ -80,7 +97,7 @@ def run(target: str, fusion: str = "none", params: Mapping[str, str] | None = No
         deploy = load_deploy(Path(target))
         check_build_consistent(Path(target), deploy)
         preflight(None, master or deploy["spark"]["master"], deploy["nodes"], deploy["cores"], progress)
-        result = run_build(Path(target), master, out, progress)
+        result = run_build(Path(target), master, out, progress, overrides)
     else:
         if build_dir is not None:
             claim_dir(build_dir, "build", "--build-dir", force)
@@ -91,7 +108,7 @@ def run(target: str, fusion: str = "none", params: Mapping[str, str] | None = No
             build_dir = Path("build") / graph.name / plan.strategy
             claim_dir(build_dir, "build", "--build-dir (default)", force)
         b = generate(graph, plan, Path(build_dir), ref)
-        result = run_build(b.directory, master, out, progress)
+        result = run_build(b.directory, master, out, progress, overrides)
     if out is not None:
         mark_dir(out, "sinks", (f"{name}.jsonl" for name in result.sinks if (Path(out) / f"{name}.jsonl").exists()))
     return result
@@ -140,7 +157,8 @@ def write_json(path: Path, doc: Any) -> None:
 def profile(app_ref: str, run_dir: Path, fusion: str = "none", params: Mapping[str, str] | None = None,
             sample_rate: float = 0.001, reservoir: int = 5000, duration: float | None = None,
             seed: int = 0, nodes: int = 1, cores: int = 2, master: str | None = None,
-            progress: Callable[[str], None] | None = None) -> tuple[RunResult, Path]:
+            progress: Callable[[str], None] | None = None, insecure_links: bool = False,
+            stall_timeout: float | None = None) -> tuple[RunResult, Path]:
     """Stage 1: run an instrumented build of the app and write its raw samples.
 
     Everything is checked before anything is written: the sampling parameters, the
@@ -158,6 +176,7 @@ def profile(app_ref: str, run_dir: Path, fusion: str = "none", params: Mapping[s
         stride_of(sample_rate)
     except UsageError as exc:
         raise UsageError(f"--sample-rate: {exc}") from None
+    links = link_overrides(insecure_links, stall_timeout)
     if isinstance(reservoir, bool) or not isinstance(reservoir, int) or reservoir < 1:
         raise UsageError(f"--reservoir must be an integer >= 1, got {reservoir!r}")
     if duration is not None and not duration > 0:
@@ -171,7 +190,7 @@ def profile(app_ref: str, run_dir: Path, fusion: str = "none", params: Mapping[s
     started = time.time()
     overrides = {"profile": {"sample_rate": sample_rate, "reservoir_size": reservoir, "seed": seed,
                              "run_dir": str(Path(run_dir).resolve())},
-                 "duration": duration}
+                 "duration": duration, **links}
     result = run_build(build_dir, master, None, progress, overrides)
     finished = time.time()
     host = host_info()

@@ -49,6 +49,10 @@ def _table(result) -> str:
             ("source tuples", f"{result.tuples:,}"), ("throughput", f"{result.throughput:,.0f} tuples/s"),
             ("wall time", f"{result.wall_s:.2f} s")]
     rows += [(f"sink {k}", f"{v:,} tuples") for k, v in result.sinks.items()]
+    refused = {p["pe"]: sum(p.get("refused", {}).values()) for p in result.per_pe}
+    if any(refused.values()):
+        rows.append(("refused connections", ", ".join(f"{pe} {n}" for pe, n in refused.items() if n)
+                     + " (not of this run; see the PE logs)"))
     width = max(len(k) for k, _ in rows)
     lines = [f"{k.ljust(width)}  {v}" for k, v in rows]
     lines.append("")
@@ -65,7 +69,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.json:
         claim_file(args.json, "result", "--json", args.force)
     result = api.run(args.app, args.fusion, _params(args.p), args.nodes, args.cores, args.master,
-                     args.out, args.build_dir, _progress, force=args.force)
+                     args.out, args.build_dir, _progress, force=args.force,
+                     insecure_links=args.insecure_links, stall_timeout=args.stall_timeout)
     _end_status()
     print(_table(result))
     if args.json:
@@ -78,7 +83,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
 
     result, run_dir = api.profile(args.app, args.o, args.fusion, _params(args.p), args.sample_rate,
                                   args.reservoir, args.duration, args.seed, args.nodes, args.cores,
-                                  args.master, _progress)
+                                  args.master, _progress, args.insecure_links, args.stall_timeout)
     _end_status()
     print(_table(result))
     print(f"\nraw samples of {result.pes} PE(s) and manifest.json written to {run_dir}")
@@ -189,6 +194,12 @@ def parser() -> argparse.ArgumentParser:
         p.add_argument("--nodes", type=int, default=1, help="nodes to place PEs on (default 1)")
         p.add_argument("--cores", type=int, default=2, help="cores per node (default 2)")
 
+    def link_args(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--stall-timeout", type=float, metavar="S", help="fail a run whose PEs make no progress "
+                       "for S seconds, naming them (default 300)")
+        p.add_argument("--insecure-links", action="store_true", help="links between PEs WITHOUT CURVE "
+                       "authentication and encryption: for measurements only, never on a shared cluster")
+
     r = sub.add_parser("run", help="build an app (or take a build directory) and run it on Spark")
     r.add_argument("app", help="apps/bargain.py, apps.bargain:app, or a build directory")
     app_args(r)
@@ -197,6 +208,7 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--json", type=Path, help="write the result as JSON to this file")
     r.add_argument("--build-dir", type=Path, help="where to generate the PEs (default build/<app>/<fusion>)")
     r.add_argument("--force", action="store_true", help=FORCE_HELP)
+    link_args(r)
     r.set_defaults(func=cmd_run)
 
     pr = sub.add_parser("profile", help="stage 1: run an instrumented build and collect port metrics")
@@ -208,6 +220,7 @@ def parser() -> argparse.ArgumentParser:
     pr.add_argument("--seed", type=int, default=0, help="seed of the reservoir samplers (recorded; default 0)")
     pr.add_argument("--master", help="Spark master (default local[nodes*cores])")
     pr.add_argument("-o", type=Path, required=True, help="run directory (new or empty)")
+    link_args(pr)
     pr.set_defaults(func=cmd_profile)
 
     op = sub.add_parser("optimize", help="stage 2: GreedyFuse + placement from a refined profile")
@@ -290,8 +303,16 @@ def parser() -> argparse.ArgumentParser:
     return ap
 
 
+def _terminate(_signum, _frame) -> None:
+    raise KeyboardInterrupt  # SIGTERM ends the run the way Ctrl-C does: Spark stops, PEs end
+
+
 def main(argv: list[str] | None = None) -> int:
+    import signal
+
     args = parser().parse_args(argv)
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _terminate)
     try:
         return args.func(args)
     except SpadeoptError as exc:

@@ -38,10 +38,13 @@ def hand_loop(n_ops: int, tuples: int, size: int, work: int) -> float:
     return count / (time.perf_counter() - t0)
 
 
-def _receiver(endpoint: str, q) -> None:
+def _receiver(endpoint: str, q, server_keys: tuple[bytes, bytes] | None = None) -> None:
     ctx = zmq.Context()
     s = ctx.socket(zmq.PULL)
     s.setsockopt(zmq.RCVHWM, 32)
+    if server_keys is not None:
+        s.curve_server = True
+        s.curve_publickey, s.curve_secretkey = server_keys
     s.bind(endpoint)
     q.put("bound")
     n = 0
@@ -56,16 +59,23 @@ def _receiver(endpoint: str, q) -> None:
     q.put((n, time.perf_counter() - t0))
 
 
-def bare_zmq(tuples: int, size: int, batch: int, endpoint: str) -> float:
-    """A bare sender/receiver pair over pyzmq PUSH/PULL with msgpack batches. Tuples/s."""
+def bare_zmq(tuples: int, size: int, batch: int, endpoint: str, curve: bool = False) -> float:
+    """A bare sender/receiver pair over pyzmq PUSH/PULL with msgpack batches. Tuples/s.
+
+    ``curve``: the pair speaks CURVE (fresh keys, no ZAP handler): libzmq's own cost of
+    encryption, the floor for any authenticated link."""
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
-    p = ctx.Process(target=_receiver, args=(endpoint, q))
+    server = zmq.curve_keypair() if curve else None
+    p = ctx.Process(target=_receiver, args=(endpoint, q, server))
     p.start()
     q.get()
     zc = zmq.Context()
     s = zc.socket(zmq.PUSH)
     s.setsockopt(zmq.SNDHWM, 32)
+    if server is not None:
+        s.curve_publickey, s.curve_secretkey = zmq.curve_keypair()
+        s.curve_serverkey = server[0]
     s.connect(endpoint)
     packer = msgpack.Packer()
     t0 = time.perf_counter()

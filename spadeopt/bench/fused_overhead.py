@@ -3,7 +3,11 @@
 1. FALL on a forwarding chain (16 operators) against a plain Python loop calling the
    same operator logic, with no work and with a per-tuple busy loop.
 2. One inter-PE link (source PE -> sink PE, 100-byte tuples) against a bare
-   pyzmq + msgpack sender/receiver at the same batch size.
+   pyzmq + msgpack sender/receiver at the same batch size, the link authenticated and
+   encrypted with CURVE (the default) and with ``insecure_links`` side by side.
+3. The PE boundary check in process: ``decode_batch`` (arity of every tuple, types
+   of the first and last) against a bare ``msgpack.unpackb`` of the same frame, and
+   its extra time per batch as a share of the link's time per batch.
 Every pair is measured side by side, alternating, ``repeat`` times; figures are the
 medians and the ratio of medians. PEs run as real processes with the node agent
 (no Spark in the measured path: throughput is timed by the sources themselves).
@@ -26,9 +30,9 @@ from spadeopt.runtime.pe import DEFAULT_BATCH
 from spadeopt.testing import run_local
 
 
-def _spadeopt_rate(fusion: str, params: dict[str, str]) -> float:
+def _spadeopt_rate(fusion: str, params: dict[str, str], overrides: dict[str, Any] | None = None) -> float:
     graph, ref = load_graph("apps/chain.py", params)
-    res = run_local(graph, plan_for(graph, fusion), app_ref=ref)
+    res = run_local(graph, plan_for(graph, fusion), app_ref=ref, deploy_overrides=overrides)
     pes = res["report"]["pes"]
     (n, first, *_), = [v for pe in pes for v in pe["sources"].values()]
     return n / (max(pe["t_end"] for pe in pes) - first)
@@ -45,14 +49,25 @@ def run(out_dir: Path, quick: bool = False, repeat: int = 5, log=print) -> dict[
             theirs.append(hand_loop(16, tuples // (1 + work // 5), 100, work))
             log(f"  fused chain work={work} [{i + 1}/{repeat}]: spadeopt {ours[-1]:,.0f}/s, hand loop {theirs[-1]:,.0f}/s")
         cases.append(_case(f"FALL 16-operator chain, work={work}", "hand-written Python loop", ours, theirs, 0.7))
-    ours, theirs = [], []
+    ours, insecure, theirs, theirs_curve = [], [], [], []
+    link = {"n": "0", "size": "100", "tuples": str(tuples)}
     with tempfile.TemporaryDirectory(prefix="spo-bench-") as tmp:
         for i in range(repeat):
-            ours.append(_spadeopt_rate("none", {"n": "0", "size": "100", "tuples": str(tuples)}))
+            ours.append(_spadeopt_rate("none", link))
+            insecure.append(_spadeopt_rate("none", link, {"insecure_links": True}))
             theirs.append(bare_zmq(tuples, 100, DEFAULT_BATCH, f"ipc://{tmp}/bare{i}"))
-            log(f"  one link [{i + 1}/{repeat}]: spadeopt {ours[-1]:,.0f}/s, bare pyzmq+msgpack {theirs[-1]:,.0f}/s")
+            theirs_curve.append(bare_zmq(tuples, 100, DEFAULT_BATCH, f"ipc://{tmp}/curve{i}", curve=True))
+            log(f"  one link [{i + 1}/{repeat}]: spadeopt CURVE {ours[-1]:,.0f}/s, insecure {insecure[-1]:,.0f}/s, "
+                f"bare pyzmq+msgpack {theirs[-1]:,.0f}/s, bare with CURVE {theirs_curve[-1]:,.0f}/s")
     cases.append(_case("one inter-PE link, 100-byte tuples", f"bare pyzmq+msgpack, batch {DEFAULT_BATCH}",
                        ours, theirs, 0.6))
+    cases.append(_case("one inter-PE link, 100-byte tuples, insecure", f"bare pyzmq+msgpack, batch {DEFAULT_BATCH}",
+                       insecure, theirs, 0.6))
+    cases.append(_case("one inter-PE link: CURVE against --insecure-links", "the same link with --insecure-links",
+                       ours, insecure, 0.8))
+    cases.append(_case("bare pyzmq+msgpack: CURVE against plain (libzmq's own cost)", "the same pair without CURVE",
+                       theirs_curve, theirs, 0.8))
+    cases.append(_validation_case(statistics.median(ours)))
     doc = {"benchmark": "fused-overhead", "when": time.strftime("%Y-%m-%dT%H:%M:%S"),
            "host": platform.node(), "python": platform.python_version(), "tuples": tuples,
            "repeat": repeat, "cases": cases,
@@ -60,6 +75,35 @@ def run(out_dir: Path, quick: bool = False, repeat: int = 5, log=print) -> dict[
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "fused_overhead.json").write_text(json.dumps(doc, indent=2) + "\n")
     return doc
+
+
+def _validation_case(link_rate: float, frames: int = 2000) -> dict[str, Any]:
+    """Time ``decode_batch`` against bare ``msgpack.unpackb`` on a default-size batch."""
+    from itertools import islice
+
+    import msgpack
+
+    from spadeopt.runtime.transport import decode, decode_batch, wire_types
+    from spadeopt.toolkit.sources import counter
+
+    frame = msgpack.packb(list(islice(counter(DEFAULT_BATCH, 100, seed=1), DEFAULT_BATCH)))
+    types = wire_types([["seq", "int"], ["payload", "bytes"]])
+    bare, checked = [], []
+    for _ in range(5):  # alternate, take the best of each (least disturbed by other load)
+        t0 = time.perf_counter()
+        for _ in range(frames):
+            decode(frame)
+        bare.append((time.perf_counter() - t0) / frames)
+        t0 = time.perf_counter()
+        for _ in range(frames):
+            decode_batch(frame, types)
+        checked.append((time.perf_counter() - t0) / frames)
+    extra = min(checked) - min(bare)
+    per_batch = DEFAULT_BATCH / link_rate
+    return {"case": "PE boundary check (decode_batch) per batch", "baseline": "bare msgpack.unpackb",
+            "batch": DEFAULT_BATCH, "bare_us": min(bare) * 1e6, "checked_us": min(checked) * 1e6,
+            "extra_us": extra * 1e6, "link_us_per_batch": per_batch * 1e6,
+            "share_of_link_time": extra / per_batch, "target_share": 0.05, "meets_target": extra / per_batch <= 0.05}
 
 
 def _case(name: str, baseline: str, ours: list[float], theirs: list[float], target: float) -> dict[str, Any]:

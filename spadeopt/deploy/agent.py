@@ -5,6 +5,13 @@ PE endpoints of all nodes are exchanged with ``BarrierTaskContext.allGather``. I
 PE fails, every PE of the node is killed and the task fails with a message the driver
 turns into a clear error; Spark then kills the other nodes' tasks, whose PEs exit when
 their agent's pipe closes.
+
+Links are authenticated (``spadeopt.runtime.security``): each PE reports the public
+keys it made with its endpoints; the agents exchange them with the endpoints and hand
+each PE the server keys of its downstream ports and the client keys its input ports
+admit. No secret key passes through the agent. While the PEs run, a node whose PEs
+make no progress for ``stall_timeout`` seconds fails, naming the PEs still waiting
+and on which ports (a stopped PE sends no heartbeat at all).
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from typing import Any
 
 ERROR_TAG = "SPADEOPT-PE-FAILURE"
 STARTUP_TIMEOUT_S = 120.0
+DEFAULT_STALL_TIMEOUT_S = 300.0
 
 
 class PEFailed(RuntimeError):
@@ -102,25 +110,30 @@ def run_node(node: int, deploy: dict[str, Any], build_dir: str, out_dir: str | N
                    "host": host if needs_tcp else None,
                    "batch_size": deploy.get("batch_size", 512), "hwm": deploy.get("hwm", 32),
                    "profile": deploy.get("profile"), "duration": deploy.get("duration"),
-                   "progress_file": str(Path(progress_dir, f"{pe['pe']}.json")) if progress_dir else None}
+                   "progress_file": str(Path(progress_dir, f"{pe['pe']}.json")) if progress_dir else None,
+                   "insecure_links": bool(deploy.get("insecure_links")), "max_frame": deploy.get("max_frame"),
+                   "out_links": [ln["id"] for ln in links if ln["src_pe"] == pe["pe"]],
+                   "schemas": {ln["dst"]: ln.get("schema") for ln in links if ln["dst_pe"] == pe["pe"]}}
             procs[pe["pe"]] = _Proc(pe, cfg, Path(log_dir, f"{pe['pe']}.log"), events)
         bound = _collect(events, procs, "bound", node)
         endpoints: dict[str, dict[str, dict[str, str]]] = {}
-        for msg in gather(json.dumps({pe: ev["endpoints"] for pe, ev in bound.items()})):
-            endpoints.update(json.loads(msg))
+        keys: dict[str, dict[str, Any]] = {}  # public keys only
+        for msg in gather(json.dumps({pe: {"endpoints": ev["endpoints"], "keys": ev.get("keys") or {}}
+                                      for pe, ev in bound.items()})):
+            for pe_id, got in json.loads(msg).items():
+                endpoints[pe_id], keys[pe_id] = got["endpoints"], got["keys"]
         for pe in pes:
-            out_links: dict[str, list[str]] = {}
-            for ln in links:
-                if ln["src_pe"] == pe["pe"]:
-                    ep = endpoints[ln["dst_pe"]][ln["dst"]][ln["transport"]]
-                    out_links.setdefault(ln["src"], []).append(ep)
-            procs[pe["pe"]].send({"cmd": "connect", "links": out_links})
+            procs[pe["pe"]].send({"cmd": "connect", **_wiring(pe["pe"], links, endpoints, keys)})
         _collect(events, procs, "ready", node)
         barrier()
         t0 = time.time()
         for p in procs.values():
             p.send({"cmd": "start"})
-        done = _collect(events, procs, "done", node, timeout=None)
+        stall = deploy.get("stall_timeout") or DEFAULT_STALL_TIMEOUT_S
+        beat_file = Path(progress_dir, f"agent-{node}.beat") if progress_dir else None
+        done = _collect(events, procs, "done", node, timeout=None, stall=stall, beat_file=beat_file)
+        if beat_file is not None:  # waiting for the other nodes below is not a silent agent
+            beat_file.unlink(missing_ok=True)
         barrier()  # every node's PEs are done, so every tuple has been received
         for p in procs.values():
             p.send({"cmd": "exit"})
@@ -137,24 +150,59 @@ def run_node(node: int, deploy: dict[str, Any], build_dir: str, out_dir: str | N
         shutil.rmtree(ipc_dir, ignore_errors=True)
 
 
+def _wiring(pe: str, links: list[dict], endpoints: dict, keys: dict) -> dict[str, Any]:
+    """The "connect" command of ``pe``: where each outgoing link goes (with the server
+    key it must see) and which link keys each of its input ports admits."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    upstream: dict[str, dict[str, dict[str, Any]]] = {}
+    for ln in links:
+        if ln["src_pe"] == pe:
+            out.setdefault(ln["src"], []).append({
+                "link": ln["id"], "endpoint": endpoints[ln["dst_pe"]][ln["dst"]][ln["transport"]],
+                "server_key": keys[ln["dst_pe"]].get("server")})
+        if ln["dst_pe"] == pe:
+            upstream.setdefault(ln["dst"], {})[ln["id"]] = {
+                "key": keys[ln["src_pe"]].get("links", {}).get(ln["id"]),
+                "from": f"PE {ln['src_pe']} ({ln['src']})"}
+    return {"links": out, "upstream": upstream}
+
+
 def _collect(events: queue.Queue, procs: dict[str, _Proc], want: str, node: int,
-             timeout: float | None = STARTUP_TIMEOUT_S) -> dict[str, dict]:
+             timeout: float | None = STARTUP_TIMEOUT_S, stall: float | None = None,
+             beat_file: Path | None = None) -> dict[str, dict]:
+    """Wait until every PE reported ``want``; fail on an error, an exit, ``timeout``,
+    or (``stall``) when no PE of the node advanced for that many seconds."""
     got: dict[str, dict] = {}
     deadline = None if timeout is None else time.time() + timeout
+    watch = _StallWatch(procs, stall) if stall else None
+    touched = 0.0
     while len(got) < len(procs):
         try:
             wait = None if deadline is None else max(0.0, deadline - time.time())
+            if watch is not None:
+                wait = 1.0 if wait is None else min(wait, 1.0)
+                if beat_file is not None and time.time() - touched >= 1.0:
+                    _touch(beat_file)
+                    touched = time.time()
+                stalled = watch.stalled(got)
+                if stalled:
+                    _fail({"node": node, "op": None, "port": None, "kind": "stall", **stalled}, procs)
             pe, ev = events.get(timeout=wait)
         except queue.Empty:
+            if deadline is None or time.time() < deadline:
+                continue
             missing = sorted(set(procs) - set(got))
             _fail({"pe": missing[0], "node": node, "op": None, "port": None,
                    "message": f"PE(s) {', '.join(missing)} did not report '{want}' within {timeout:.0f} s",
                    "log": procs[missing[0]].log_tail()}, procs)
         kind = ev.get("event")
-        if kind == want:
+        if kind == "beat":
+            if watch is not None:
+                watch.beat(pe, ev)
+        elif kind == want:
             got[pe] = ev
         elif kind == "error":
-            _fail({"pe": pe, "node": node, "op": ev.get("op"), "port": ev.get("port"),
+            _fail({"pe": pe, "node": node, "op": ev.get("op"), "port": ev.get("port"), "kind": ev.get("kind"),
                    "thread": ev.get("thread"), "message": ev.get("message"),
                    "traceback": ev.get("traceback"), "log": procs[pe].log_tail()}, procs)
         elif kind == "exit" and pe not in got:
@@ -162,6 +210,56 @@ def _collect(events: queue.Queue, procs: dict[str, _Proc], want: str, node: int,
                    "message": f"PE process exited with code {ev.get('code')} before reporting '{want}'",
                    "log": procs[pe].log_tail()}, procs)
     return got
+
+
+class _StallWatch:
+    """Tracks each PE's heartbeat and progress counter; the node is stalled when no PE
+    still running advanced for ``limit`` seconds."""
+
+    def __init__(self, procs: dict[str, _Proc], limit: float) -> None:
+        now = time.time()
+        self.limit = limit
+        self.procs = procs
+        self.last_beat = {pe: now for pe in procs}
+        self.progress: dict[str, int] = {}
+        self.waiting: dict[str, dict[str, list[str]]] = {}
+        self.advanced = now
+
+    def beat(self, pe: str, ev: dict) -> None:
+        now = time.time()
+        self.last_beat[pe] = now
+        n = ev.get("progress", 0)
+        if n != self.progress.get(pe):
+            self.progress[pe] = n
+            self.advanced = now
+        self.waiting[pe] = ev.get("waiting") or {}
+
+    def stalled(self, done: dict) -> dict[str, Any] | None:
+        now = time.time()
+        if now - self.advanced < self.limit:
+            return None
+        silent, parts = [], []
+        for pe in sorted(set(self.procs) - set(done)):
+            if now - self.last_beat[pe] >= min(self.limit, 5.0):
+                silent.append(pe)
+                parts.append(f"PE {pe} stopped reporting ({now - self.last_beat[pe]:.0f} s without a "
+                             f"heartbeat: stopped or hung)")
+            elif self.waiting.get(pe):
+                ports = "; ".join(f"{ref} (links {', '.join(ls)})" for ref, ls in sorted(self.waiting[pe].items()))
+                parts.append(f"PE {pe} waits on {ports}")
+            else:
+                parts.append(f"PE {pe} makes no progress (blocked sending or in an operator)")
+        first = (silent or sorted(set(self.procs) - set(done)) or [None])[0]
+        msg = f"no progress for {now - self.advanced:.0f} s (--stall-timeout {self.limit:g} s): " + "; ".join(parts)
+        return {"pe": first, "message": msg, "log": self.procs[first].log_tail() if first else ""}
+
+
+def _touch(path: Path) -> None:
+    """The agent's own heartbeat, for a driver that can see the progress directory."""
+    try:
+        path.write_text(f"{time.time()}\n")
+    except OSError:
+        pass
 
 
 def _fail(report: dict, procs: dict[str, _Proc]) -> None:
@@ -179,8 +277,8 @@ def barrier_task(deploy: dict[str, Any], build_dir: str, out_dir: str | None, lo
     node = ctx.partitionId()
     infos = ctx.getTaskInfos()
     host = infos[node].address.rsplit(":", 1)[0] if infos else None
-    if host in (None, "", "localhost"):
-        host = "127.0.0.1"
+    if host in (None, "", "localhost") or len({i.address.rsplit(":", 1)[0] for i in infos}) == 1:
+        host = "127.0.0.1"  # every node on this host: tcp links stay on loopback
     result = run_node(node, deploy, build_dir, out_dir, log_dir,
                       gather=lambda msg: ctx.allGather(msg), barrier=ctx.barrier, host=host,
                       progress_dir=progress_dir)

@@ -162,6 +162,9 @@ def run_build(build_dir: Path, master: str | None = None, out_dir: Path | None =
         out_dir = Path(out_dir).resolve()
         out_dir.mkdir(parents=True, exist_ok=True)
     say(f"starting Spark ({master}, {nodes} node(s) x {cores} core(s))")
+    if deploy.get("insecure_links"):
+        say("WARNING: --insecure-links: links between PEs are NOT authenticated or encrypted; any process "
+            "that reaches a PE endpoint can inject tuples. Use it only for measurements.")
     spark = spark_session(master, cores)
     sc = spark.sparkContext
     say(f"running {len(deploy['pes'])} PE(s) of '{deploy['app']}' ({deploy['strategy']}); logs in {log_dir}")
@@ -183,6 +186,12 @@ def run_build(build_dir: Path, master: str | None = None, out_dir: Path | None =
         worker.join(1.0)
         if worker.is_alive():
             say(_progress_line(progress_dir, t0, deploy))
+            silent = _silent_agent(progress_dir, deploy)
+            if silent is not None:
+                sc.cancelAllJobs()
+                worker.join(10.0)
+                raise RunError(f"app '{deploy['app']}' failed: the node agent of node {silent} stopped reporting "
+                               f"for more than {_stall_timeout(deploy):g} s (--stall-timeout); the job was cancelled")
     if "error" in box:
         raise _as_run_error(box["error"], deploy, master) from None
     reports = sorted((json.loads(r) for r in box["raw"]), key=lambda r: r["node"])
@@ -207,6 +216,25 @@ def _progress_line(progress_dir: Path, t0: float, deploy: dict[str, Any]) -> str
     return line
 
 
+def _stall_timeout(deploy: dict[str, Any]) -> float:
+    from spadeopt.deploy.agent import DEFAULT_STALL_TIMEOUT_S
+
+    return deploy.get("stall_timeout") or DEFAULT_STALL_TIMEOUT_S
+
+
+def _silent_agent(progress_dir: Path, deploy: dict[str, Any]) -> int | None:
+    """A node whose agent's heartbeat file (when this driver can see it) is older than
+    the stall timeout: the agent is stopped or hung."""
+    now, limit = time.time(), _stall_timeout(deploy)
+    for f in progress_dir.glob("agent-*.beat"):
+        try:
+            if now - f.stat().st_mtime > limit:
+                return int(f.stem.split("-", 1)[1])
+        except (OSError, ValueError):
+            continue
+    return None
+
+
 def _task_fn(deploy, build_dir, out_dir, log_dir, progress_dir):
     def task(iterator):
         return barrier_task(deploy, build_dir, out_dir, log_dir, progress_dir, iterator)
@@ -228,6 +256,12 @@ def _as_run_error(exc: Exception, deploy: dict, master: str) -> Exception:
         rep = json.loads(m.group(1))
     except json.JSONDecodeError:
         return RunError(f"app '{deploy['app']}' failed: {m.group(1)[:2000]}")
+    if rep.get("kind") in ("link", "stall"):  # the message names PE, port and link itself
+        err = RunError(f"app '{deploy['app']}' failed on node {rep['node']}: {rep['message']}"
+                       + (f"\nPE log (last lines):\n{rep['log']}" if rep.get("kind") == "stall" and rep.get("log")
+                          else ""))
+        err.report = rep  # type: ignore[attr-defined]
+        return err
     where = f"operator '{rep['op']}'" if rep.get("op") else "the PE"
     port = f", input port '{rep['op']}.{rep['port']}'" if rep.get("port") else ""
     lines = [f"app '{deploy['app']}' failed: {where} in PE {rep['pe']} (node {rep['node']}{port}) "
@@ -249,7 +283,7 @@ def _result(deploy: dict, reports: list[dict], master: str, wall: float, build_d
         for st in rep["pes"]:
             per_pe.append({"pe": st["pe"], "node": node_of[st["pe"]], "cpu_s": st["cpu_s"], "wall_s": st["wall_s"],
                            "host": rep["host"], "executor_pid": rep["executor_pid"], "sources": st["sources"],
-                           "where": st.get("where", {})})
+                           "where": st.get("where", {}), "refused": st.get("refused", {})})
             sinks.update(st["sinks"])
             ends.append(st["t_end"])
             for count, first, _last, _timeline in st["sources"].values():

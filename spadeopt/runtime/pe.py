@@ -3,15 +3,23 @@
 One main thread drains the PE's input ports; one thread per source operator drives
 its chain by direct calls (paper 003 §2.5). The first exception in any thread stops
 the PE and is reported with the operator and input port it came from.
+
+Every frame is checked at the boundary, before any operator sees it
+(``transport.decode_batch``): a malformed frame stops the PE with a ``LinkError``
+naming this PE, the input port and the upstream link it came on. Finals are counted
+per upstream link (a link's second final is ignored and logged); with secure links
+(the default) the link of every message is the ZAP User-Id its CURVE key was
+admitted under, so a final can only end the link it really came on.
 """
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 import traceback
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any
 
@@ -19,6 +27,7 @@ import zmq
 
 from spadeopt.runtime import transport
 from spadeopt.runtime.ordered import Ordered
+from spadeopt.runtime.security import Guard, keypair, make_client, make_server
 from spadeopt.runtime.sinks import Sink
 
 DEFAULT_BATCH = 512
@@ -51,6 +60,21 @@ class InputPort:
     finals: int = 0
     point: Any = None  # profiling builds: the PE input port's submit signal
     countdown: int = 0
+    types: tuple | None = None  # wire types of the port's attributes (None: unchecked)
+    upstream: dict[str, str] = field(default_factory=dict)  # link id -> "PE pe1 (op.port)"
+    finaled: set[str] = field(default_factory=set)  # links whose final has arrived
+
+
+class LinkError(Exception):
+    """A frame that must not enter an operator: names the PE, input port and link."""
+
+    def __init__(self, pe: str, port: InputPort, link: str | None, problem: str) -> None:
+        if link is None:
+            src = "an unidentified sender (--insecure-links: links are not authenticated)"
+        else:
+            src = f"link {link} of {port.upstream.get(link, 'an unknown PE')}"
+        super().__init__(f"malformed frame on input port '{port.ref}' of PE {pe}, from {src}: {problem}")
+        self.op, self.port = port.ref.split(".", 1)
 
 
 class OperatorFailure(Exception):
@@ -65,7 +89,8 @@ class PERuntime:
     def __init__(self, pe_id: str, operators: tuple[str, ...], module_file: str,
                  out_dir: str | None = None, batch_size: int = DEFAULT_BATCH,
                  hwm: int = transport.DEFAULT_HWM, profiler: Any = None,
-                 duration: float | None = None, progress_file: str | None = None) -> None:
+                 duration: float | None = None, progress_file: str | None = None,
+                 secure: bool = True, max_frame: int = transport.DEFAULT_MAX_FRAME) -> None:
         self.pe_id = pe_id
         self.operators = operators
         self.module_file = module_file
@@ -86,6 +111,12 @@ class PERuntime:
         self.progress_file = progress_file
         self._failed = threading.Event()
         self._done = threading.Event()
+        self.secure = secure
+        self.max_frame = max_frame
+        self.guard: Guard | None = None
+        self.server_key: tuple[str, str] | None = None  # (public, secret) of this PE's PULL sockets
+        self.link_keys: dict[str, tuple[str, str]] = {}  # out link id -> (public, secret)
+        self.received = 0  # frames taken off the input sockets (progress, for stall detection)
 
     # ---- called by generated build(rt) -----------------------------------------------
     def sender(self, ref: str, locked: bool = False) -> transport.Sender:
@@ -152,11 +183,20 @@ class PERuntime:
             timeline.append((stats[2], stats[0]))
 
     # ---- wiring -----------------------------------------------------------------------
-    def bind(self, ipc_dir: str | None, host: str | None) -> dict[str, dict[str, str]]:
-        """Bind a PULL socket per exposed input port; returns its endpoints."""
+    def bind(self, ipc_dir: str | None, host: str | None,
+             schemas: dict[str, list | None] | None = None) -> dict[str, dict[str, str]]:
+        """Bind a PULL socket per exposed input port (a CURVE server when secure);
+        returns its endpoints. ``schemas``: port ref -> ``[[name, type], ...]``."""
         endpoints = {}
+        if self.secure and self.inputs:
+            self.guard = Guard(self.ctx, self.pe_id)  # before bind: no connection unasked
+            self.server_key = keypair()
         for ref, port in sorted(self.inputs.items()):
+            port.types = transport.wire_types((schemas or {}).get(ref))
             s = transport.pull_socket(self.ctx, self.hwm)
+            if self.guard is not None:
+                make_server(s, *self.server_key, domain=ref)
+                self.guard.watch(s, ref)
             eps = {}
             if ipc_dir:
                 eps["ipc"] = f"ipc://{ipc_dir}/{self.pe_id}-{ref}"
@@ -166,12 +206,37 @@ class PERuntime:
                 eps["tcp"] = f"tcp://{host}:{port_no}"
             port.socket = s
             endpoints[ref] = eps
+        if self.guard is not None:
+            self.guard.start_monitor()
         return endpoints
 
-    def connect(self, links: dict[str, list[str]]) -> None:
-        """``links``: exposed output port -> endpoints of its downstream input ports."""
-        for ref, eps in links.items():
-            self.senders[ref].sockets = [transport.push_socket(self.ctx, ep, self.hwm) for ep in eps]
+    def public_keys(self, out_links: list[str]) -> dict[str, Any]:
+        """Make a client keypair per outgoing link; return every public key of this PE."""
+        if not self.secure:
+            return {}
+        self.link_keys = {link: keypair() for link in sorted(out_links)}
+        return {"server": self.server_key[0] if self.server_key else None,
+                "links": {link: pub for link, (pub, _) in self.link_keys.items()}}
+
+    def connect(self, links: dict[str, list[dict[str, str]]],
+                upstream: dict[str, dict[str, dict[str, str]]] | None = None) -> None:
+        """``links``: exposed output port -> ``[{link, endpoint, server_key}]`` of its
+        downstream input ports; ``upstream``: input port -> link id -> ``{key, from}``,
+        the only peers this PE's input ports admit."""
+        upstream = upstream or {}
+        for ref, port in self.inputs.items():
+            port.upstream = {link: v["from"] for link, v in upstream.get(ref, {}).items()}
+        if self.guard is not None:
+            self.guard.allow({ref: {v["key"]: link for link, v in ups.items()} for ref, ups in upstream.items()})
+        for ref, outs in links.items():
+            sender = self.senders[ref]
+            for out in outs:
+                s = transport.push_socket(self.ctx, self.hwm)
+                if self.secure:
+                    make_client(s, *self.link_keys[out["link"]], server_public=out["server_key"])
+                s.connect(out["endpoint"])
+                sender.sockets.append(s)
+                sender.links.append(out["link"])
 
     # ---- running ----------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
@@ -207,7 +272,18 @@ class PERuntime:
             "t_end": t_end,
             "sources": {n: v for n, v in self.source_stats.items()},
             "sinks": {n: s.count for n, s in self.sinks.items()},
+            "refused": self.guard.refusals() if self.guard is not None else {},
+            "secure_links": self.secure,
         }
+
+    def progress(self) -> tuple[int, dict[str, list[str]]]:
+        """A counter that advances while this PE does work, and the input ports still
+        open with the upstream links whose final has not arrived (for stall reports)."""
+        n = self.received + sum(s.batches for s in self.senders.values())
+        n += sum(v[0] for v in list(self.source_stats.values()))
+        waiting = {ref: sorted(set(p.upstream) - p.finaled) or [f"{p.links - p.finals} link(s)"]
+                   for ref, p in self.inputs.items() if p.finals < p.links}
+        return n, waiting
 
     profile_dir: str | None = None
 
@@ -233,7 +309,7 @@ class PERuntime:
             fn()
         except BaseException as exc:  # noqa: BLE001 - every escape is reported
             if self.failure is None:
-                op, port = self._locate(exc)
+                op, port = (exc.op, exc.port) if isinstance(exc, LinkError) else self._locate(exc)
                 self.failure = OperatorFailure(op, port, thread, traceback.format_exc(), exc)
             self.stop = True
             self._failed.set()
@@ -266,29 +342,51 @@ class PERuntime:
             poller.register(port.socket, zmq.POLLIN)
             by_socket[port.socket] = port
         open_ports = len(by_socket)
-        decode, final_marker = transport.decode, transport.FINAL
+        decode, tag, secure, max_frame = transport.decode_batch, transport.FINAL_TAG, self.secure, self.max_frame
         while open_ports and not self.stop:
             for sock, _ in poller.poll(100):
                 port = by_socket[sock]
-                op_port = port.ref.split(".", 1)[1]
                 for _ in range(64):
                     try:
-                        msg = sock.recv(zmq.NOBLOCK)
+                        frame = sock.recv(zmq.NOBLOCK, copy=False)
                     except zmq.Again:
                         break
-                    if msg == final_marker:
-                        port.finals += 1
-                        if port.point is not None and port.finals == port.links:
-                            port.point.close(port.countdown)
-                        port.final(op_port)
-                        if port.finals == port.links:
+                    self.received += 1
+                    data = frame.buffer
+                    if data[:1] == tag:
+                        if self._final(port, frame, secure):
                             poller.unregister(sock)
                             open_ports -= 1
                             break
-                    elif port.point is None:
-                        port.fn(decode(msg))
+                        continue
+                    try:
+                        batch = decode(data, port.types, max_frame)
+                    except transport.WireError as exc:
+                        raise LinkError(self.pe_id, port, frame.get("User-Id") if secure else None,
+                                        str(exc)) from None
+                    if port.point is None:
+                        port.fn(batch)
                     else:
-                        self._sampled_dispatch(port, decode(msg))
+                        self._sampled_dispatch(port, batch)
+
+    def _final(self, port: InputPort, frame: zmq.Frame, secure: bool) -> bool:
+        """Count a final marker once per upstream link; True when the port is final."""
+        claimed = bytes(frame.buffer[1:]).decode(errors="replace")
+        link = frame.get("User-Id") if secure else claimed
+        if claimed != link:
+            raise LinkError(self.pe_id, port, link, f"final marker names link {claimed!r}")
+        if port.upstream and link not in port.upstream:
+            raise LinkError(self.pe_id, port, None, f"final marker of {link!r}, not an upstream link of this port")
+        if link in port.finaled:
+            print(f"spadeopt: PE {self.pe_id} ignored a second final marker on link {link} into "
+                  f"{port.ref}", file=sys.stderr, flush=True)
+            return False
+        port.finaled.add(link)
+        port.finals += 1
+        if port.point is not None and port.finals == port.links:
+            port.point.close(port.countdown)
+        port.final(port.ref.split(".", 1)[1])
+        return port.finals == port.links
 
     @staticmethod
     def _sampled_dispatch(port: InputPort, batch) -> None:
@@ -303,6 +401,8 @@ class PERuntime:
         port.countdown = port.point.sample_process(cd, batch, time.thread_time_ns() - t0)
 
     def close(self) -> None:
+        if self.guard is not None:
+            self.guard.close()
         for s in self.senders.values():
             for sock in s.sockets:
                 sock.close(linger=0)  # everything was delivered: all PEs are done

@@ -1,8 +1,12 @@
 """Entry point of one PE process: ``python -m spadeopt.runtime.pe_main CONFIG_JSON``.
 
-Talks to its node agent with JSON lines: stdout carries events (bound, ready, done,
-error), stdin carries commands (connect, start). The process exits when stdin closes,
-so a PE never outlives its agent. User ``print`` output goes to stderr (the PE log).
+Talks to its node agent with JSON lines: stdout carries events (bound, ready, beat,
+done, error), stdin carries commands (connect, start, exit). The process exits when
+stdin closes, so a PE never outlives its agent. User ``print`` output goes to stderr
+(the PE log). The config in argv holds nothing secret: CURVE secret keys are made
+inside this process and never leave it (``spadeopt.runtime.security``); only public
+keys go out in the "bound" event. While running, a "beat" event every second carries
+a progress counter and the ports still waiting, so the agent can tell a stalled PE.
 """
 
 from __future__ import annotations
@@ -30,14 +34,18 @@ def main() -> None:
     ctl = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # anything the operators print goes to the log, not the control channel
 
+    say_lock = threading.Lock()
+
     def say(event: str, **kw) -> None:
-        ctl.write(json.dumps({"event": event, **kw}) + "\n")
-        ctl.flush()
+        with say_lock:
+            ctl.write(json.dumps({"event": event, **kw}) + "\n")
+            ctl.flush()
 
     commands = _commands()
     try:
         from spadeopt.runtime.loader import APP_ENV
-        from spadeopt.runtime.pe import OperatorFailure, PERuntime
+        from spadeopt.runtime.pe import LinkError, OperatorFailure, PERuntime
+        from spadeopt.runtime.transport import DEFAULT_MAX_FRAME
 
         os.environ[APP_ENV] = cfg["app_ref"]
         spec = importlib.util.spec_from_file_location(f"spadeopt_pe_{cfg['pe']}", cfg["module"])
@@ -52,14 +60,26 @@ def main() -> None:
                                 reservoir_size=prof["reservoir_size"], seed=prof["seed"])
         rt = PERuntime(cfg["pe"], module.OPERATORS, cfg["module"], cfg.get("out_dir"),
                        cfg.get("batch_size", 512), cfg.get("hwm", 32), profiler=profiler,
-                       duration=cfg.get("duration"), progress_file=cfg.get("progress_file"))
+                       duration=cfg.get("duration"), progress_file=cfg.get("progress_file"),
+                       secure=not cfg.get("insecure_links", False),
+                       max_frame=cfg.get("max_frame") or DEFAULT_MAX_FRAME)
         rt.profile_dir = prof["run_dir"] if prof else None
         module.build(rt)
-        say("bound", endpoints=rt.bind(cfg.get("ipc_dir"), cfg.get("host")))
+        if not rt.secure:
+            print(f"spadeopt: WARNING: PE {cfg['pe']} runs with --insecure-links: its links are NOT "
+                  f"authenticated or encrypted (for measurements only)", file=sys.stderr, flush=True)
+        endpoints = rt.bind(cfg.get("ipc_dir"), cfg.get("host"), cfg.get("schemas"))
+        keys = rt.public_keys(cfg.get("out_links", []))
+        for ref, eps in endpoints.items():
+            print(f"spadeopt: PE {cfg['pe']} input port {ref} listens on {', '.join(eps.values())}"
+                  + (f" (CURVE server key {keys['server']})" if keys else " (insecure)"),
+                  file=sys.stderr, flush=True)
+        say("bound", endpoints=endpoints, keys=keys)
         cmd = next(commands)
-        rt.connect(cmd["links"])
+        rt.connect(cmd["links"], cmd.get("upstream"))
         say("ready")
         next(commands)  # start
+        _heartbeat(rt, say)
         stats = rt.run()
         stats["where"] = _where()
         say("done", stats=stats)
@@ -71,7 +91,10 @@ def main() -> None:
         ctl.close()
         os._exit(0)
     except OperatorFailure as f:
-        say("error", op=f.op, port=f.port, thread=f.thread, message=str(f), traceback=f.tb)
+        if isinstance(f.exc, LinkError):  # the frame, not the operator, was wrong: no traceback
+            say("error", op=f.op, port=f.port, thread=f.thread, message=str(f.exc), traceback=None, kind="link")
+        else:
+            say("error", op=f.op, port=f.port, thread=f.thread, message=str(f), traceback=f.tb)
     except StopIteration:
         os._exit(3)
     except BaseException as exc:  # noqa: BLE001
@@ -81,6 +104,17 @@ def main() -> None:
             traceback=traceback.format_exc())
     ctl.flush()
     os._exit(1)
+
+
+def _heartbeat(rt, say) -> None:
+    """Every second, tell the agent how far this PE got and what it still waits for."""
+
+    def beat() -> None:
+        while not rt._done.wait(1.0):
+            n, waiting = rt.progress()
+            say("beat", progress=n, waiting=waiting)
+
+    threading.Thread(target=beat, daemon=True, name="heartbeat").start()
 
 
 def _where() -> dict:
