@@ -29,32 +29,37 @@ def load_graph(app_ref: str, params: Mapping[str, str] | None = None) -> tuple[A
     return obj.build(params or {}), ref
 
 
-def make_plan(graph: AppGraph, fusion: str, nodes: int = 1, cores: int = 2) -> Plan:
-    """A plan for ``fusion``: a strategy name, or a path to a plan.json."""
+def make_plan(graph: AppGraph, fusion: str, nodes: int = 1, cores: int = 2,
+              widths: Mapping[str, int] | None = None) -> Plan:
+    """A plan for ``fusion``: a strategy name, or a path to a plan.json. ``widths`` sets
+    parallel regions' widths (``--width REGION=K``); a plan.json carries its own."""
     if fusion.endswith(".json"):
+        if widths:
+            raise UsageError("--width cannot change a plan.json; it records its regions' widths")
         plan = Plan.load(Path(fusion))
         check_plan(plan, graph)
         return plan
-    return plan_for(graph, fusion, nodes, cores)
+    return plan_for(graph, fusion, nodes, cores, widths=dict(widths or {}))
 
 
 def build(app_ref: str, fusion: str = "none", params: Mapping[str, str] | None = None,
-          nodes: int = 1, cores: int = 2, out: Path | None = None) -> Build:
+          nodes: int = 1, cores: int = 2, out: Path | None = None,
+          widths: Mapping[str, int] | None = None) -> Build:
     graph, ref = load_graph(app_ref, params)
-    plan = make_plan(graph, fusion, nodes, cores)
+    plan = make_plan(graph, fusion, nodes, cores, widths)
     out = Path(out) if out else Path("build") / graph.name / plan.strategy
     return generate(graph, plan, out, ref)
 
 
 def run(target: str, fusion: str = "none", params: Mapping[str, str] | None = None, nodes: int = 1,
         cores: int = 2, master: str | None = None, out: Path | None = None, build_dir: Path | None = None,
-        progress: Callable[[str], None] | None = None) -> RunResult:
+        progress: Callable[[str], None] | None = None, widths: Mapping[str, int] | None = None) -> RunResult:
     """Build (unless ``target`` is already a build directory) and run on Spark."""
     if Path(target).is_dir() and (Path(target) / "deploy.json").exists():
-        if params:
-            raise UsageError("-p parameters cannot change an existing build; rebuild it with `spadeopt build`")
+        if params or widths:
+            raise UsageError("-p and --width cannot change an existing build; rebuild it with `spadeopt build`")
         return run_build(Path(target), master, out, progress)
-    b = build(target, fusion, params, nodes, cores, build_dir)
+    b = build(target, fusion, params, nodes, cores, build_dir, widths)
     return run_build(b.directory, master, out, progress)
 
 

@@ -58,11 +58,17 @@ def _table(result) -> str:
     return "\n".join(lines)
 
 
+def parse_widths(pairs: list[str] | None) -> dict[str, int]:
+    from spadeopt.plan.regions import parse_widths as parse
+
+    return parse(pairs)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from spadeopt import api
 
     result = api.run(args.app, args.fusion, _params(args.p), args.nodes, args.cores, args.master,
-                     args.out, args.build_dir, _progress)
+                     args.out, args.build_dir, _progress, parse_widths(args.width))
     _end_status()
     print(_table(result))
     if args.json:
@@ -122,7 +128,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def cmd_build(args: argparse.Namespace) -> int:
     from spadeopt import api
 
-    b = api.build(args.app, args.fusion, _params(args.p), args.nodes, args.cores, args.o)
+    b = api.build(args.app, args.fusion, _params(args.p), args.nodes, args.cores, args.o,
+                  parse_widths(args.width))
     print(f"wrote {len(b.plan.pes)} PE module(s), plan.json and deploy.json to {b.directory}")
     return 0
 
@@ -173,9 +180,15 @@ def parser() -> argparse.ArgumentParser:
         p.add_argument("--nodes", type=int, default=1, help="nodes to place PEs on (default 1)")
         p.add_argument("--cores", type=int, default=2, help="cores per node (default 2)")
 
+    def width_arg(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--width", action="append", metavar="REGION=K",
+                       help="run the app's parallel region REGION as K channels (repeatable; default: "
+                            "the app's width under --fusion manual, else 1)")
+
     r = sub.add_parser("run", help="build an app (or take a build directory) and run it on Spark")
     r.add_argument("app", help="apps/bargain.py, apps.bargain:app, or a build directory")
     app_args(r)
+    width_arg(r)
     r.add_argument("--master", help="Spark master (default local[nodes*cores]; local-cluster[n,c,mem] works)")
     r.add_argument("--out", type=Path, help="write each sink's output to OUT/<sink>.jsonl")
     r.add_argument("--json", type=Path, help="write the result as JSON to this file")
@@ -236,6 +249,7 @@ def parser() -> argparse.ArgumentParser:
     b = sub.add_parser("build", help="only generate the PE modules, plan.json and deploy.json")
     b.add_argument("app")
     app_args(b)
+    width_arg(b)
     b.add_argument("-o", type=Path, required=True, help="build directory to (re)write")
     b.set_defaults(func=cmd_build)
 

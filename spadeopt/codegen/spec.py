@@ -14,7 +14,7 @@ from typing import Any
 from spadeopt.model.graph import AppGraph, Operator, PortRef
 from spadeopt.plan.plan import PE, Plan
 
-NEEDS_LOCK_KINDS = frozenset({"aggregate", "join", "merge", "custom", "sink"})
+NEEDS_LOCK_KINDS = frozenset({"aggregate", "join", "merge", "custom", "sink", "fission_split", "fission_merge"})
 
 
 @dataclass(frozen=True)
