@@ -26,10 +26,21 @@ and both sinks in one PE: ``width + 2`` PEs (default width 2).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
 from zlib import crc32
 
-from apps.bargain import TAQ_SCHEMA, taq
 from spadeopt import App, app, count_window, time_window
+from spadeopt.runtime.loader import load_module
+
+# apps/bargain.py by path (as spadeopt loads apps), whatever else is called 'apps'
+_bargain = load_module(str(Path(__file__).with_name("bargain.py")))
+TAQ_SCHEMA: str = _bargain.TAQ_SCHEMA
+
+
+def taq(**args) -> Iterator[tuple]:
+    """The TAQ feed of ``apps/bargain.py`` (same records for the same arguments)."""
+    return _bargain.taq(**args)
 
 
 def group_of(sym: str, groups: int) -> int:
