@@ -34,7 +34,7 @@ def deliver(per_channel: list[list[tuple]], merge, rng: random.Random, max_batch
     """Cut each channel's output into random batches and push them in a random
     interleaving (FIFO per channel); finish each channel after its last batch."""
     batches = []
-    for c, items in enumerate(per_channel):
+    for items in per_channel:
         cut, i = [], 0
         while i < len(items):
             n = rng.randint(1, max_batch)
