@@ -14,6 +14,7 @@ from spadeopt.model.dsl import App, AppSpec
 from spadeopt.model.graph import AppGraph
 from spadeopt.optimize.strategies import plan_for
 from spadeopt.plan.plan import Plan, check_plan
+from spadeopt.plan.regions import Region
 from spadeopt.runtime.loader import canonical_ref, load_app
 
 
@@ -165,12 +166,40 @@ def optimize(app_ref: str, profile_path: Path, out: Path, calibration: Path | No
     return build, auto.explain
 
 
+def regions_text(plan: Plan) -> list[str]:
+    """Parallel regions of a plan: width, key, ordering, and each channel's PE and node."""
+    lines = []
+    pe_of = plan.pe_of
+    node = {p.pe_id: p.node for p in plan.pes}
+    for r in plan.regions:
+        how = (f"hash of {', '.join(r.key)}" if r.key else "round robin") + ", " + (
+            "weighted round robin merge" if r.ordering == "static" else "sequence-number merge")
+        lines.append(f"region '{r.name}': width {r.width}, {how}; operators {', '.join(r.operators)}")
+        if r.width > 1:
+            for what, op in (("split", r.split), ("merge", r.merge)):
+                lines.append(f"  {what:<8} {op} in {pe_of[op]} on node {node[pe_of[op]]}")
+            for c in range(r.width):
+                pes = sorted({pe_of[Region.channel_op(o, c)] for o in r.operators})
+                nodes = sorted({node[p] for p in pes})
+                lines.append(f"  channel {c}: {', '.join(f'{o}@{c}' for o in r.operators)} -> "
+                             f"{', '.join(pes)} on node {', '.join(map(str, nodes))}")
+    return lines
+
+
 def explain_text(build_dir: Path) -> str:
-    """A readable account of an optimized build (``explain.json``)."""
+    """A readable account of a build: an optimized build's ``explain.json``, and the
+    parallel regions of any build's ``plan.json``."""
     path = Path(build_dir) / "explain.json"
+    plan_path = Path(build_dir) / "plan.json"
+    plan = Plan.load(plan_path) if plan_path.is_file() else None
     if not path.is_file():
-        raise UsageError(f"{build_dir} has no explain.json: only builds made by `spadeopt optimize` explain "
-                         f"themselves")
+        if plan is None:
+            raise UsageError(f"{build_dir} is not a build directory (no plan.json); make one with "
+                             f"`spadeopt build` or `spadeopt optimize`")
+        lines = [f"app '{plan.app}', strategy {plan.strategy}: {len(plan.pes)} PE(s) on {plan.nodes} node(s)", ""]
+        lines += [f"{p.pe_id:<6} node {p.node}  {', '.join(p.operators)}" for p in plan.pes]
+        extra = regions_text(plan)
+        return "\n".join(lines + ([""] + extra if extra else []))
     doc = json.loads(path.read_text())
     lines = [f"MaxFrac {doc['max_frac']}, MinUtil {doc['min_util']}; objective (total inter-PE rate) "
              f"{doc['objective']:,.0f} tuples/s (one PE per operator: {doc['objective_none']:,.0f}); "
@@ -193,4 +222,6 @@ def explain_text(build_dir: Path) -> str:
         lines.append(f"warning: {w}")
     lines.append(f"\nnode load (cores): {', '.join(f'{x:.2f}' for x in doc['node_load'])}; "
                  f"inter-node rate {doc['inter_node_rate']:,.0f} tuples/s")
+    if plan is not None and plan.regions:
+        lines += ["", *regions_text(plan)]
     return "\n".join(lines)

@@ -119,3 +119,14 @@ def test_plan_json_records_regions_channels_pes_and_nodes(tmp_path):
     assert reg["split"]["pe"] == plan.pe_of["src"] and reg["merge"]["pe"] == plan.pe_of["sink"]
     again = Plan.from_json(json.loads(json.dumps(doc)))
     assert again == plan
+
+
+def test_explain_shows_regions_channels_pes_and_nodes(tmp_path):
+    from spadeopt import api
+
+    b = api.build("apps/peer.py", "manual", {"n": "3"}, nodes=2, cores=1, out=tmp_path / "b", widths={"chain": 2})
+    text = api.explain_text(b.directory)
+    assert "region 'chain': width 2, round robin, weighted round robin merge" in text
+    pe_of = b.plan.pe_of
+    assert f"channel 1: f0@1, f1@1, f2@1 -> {pe_of['f0__1']} on node" in text
+    assert f"merge    chain__merge in {pe_of['chain__merge']}" in text
