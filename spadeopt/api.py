@@ -93,7 +93,9 @@ def profile(app_ref: str, run_dir: Path, fusion: str = "none", params: Mapping[s
         raise UsageError(f"--duration must be a positive number of seconds, got {duration!r}")
     run_dir = check_run_dir(run_dir)
     graph, ref = load_graph(app_ref, params)
-    plan = dataclasses.replace(make_plan(graph, fusion, nodes, cores), instrumented=True)
+    # profiles describe logical operators: parallel regions are profiled at width 1
+    unreplicated = {} if fusion.endswith(".json") else {name: 1 for name, _, _ in graph.annotations.parallel}
+    plan = dataclasses.replace(make_plan(graph, fusion, nodes, cores, unreplicated), instrumented=True)
     build_dir = Path(run_dir) / "build"
     generate(graph, plan, build_dir, ref)
     started = time.time()
