@@ -18,6 +18,7 @@ def _sink_bytes(out: Path) -> dict[str, bytes]:
 CASES = [
     ("apps/peer.py", "chain", {"tuples": "3000", "n": "4", "sink": "file"}, (1, 2, 3, 4)),
     ("apps/bargain_logical.py", "symbols", {"tuples": "3000"}, (1, 2)),
+    ("apps/chain.py", "ops", {"n": "4", "tuples": "3000", "sink": "file", "work": "2"}, (1, 3)),
 ]
 
 
