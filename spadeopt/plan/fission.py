@@ -47,6 +47,8 @@ def _with_seq(schema: Schema | None, where: str) -> Schema | None:
         return None
     if SEQ in schema:
         raise UsageError(f"{where}: attribute name '{SEQ}' is reserved for fission's sequence number")
+    if not len(schema):  # a 1-tuple in a channel is a pulse
+        raise UsageError(f"{where}: a stream without attributes cannot run in a dynamic parallel region")
     return Schema((*schema.attrs, (SEQ, "int")))
 
 

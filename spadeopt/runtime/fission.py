@@ -36,8 +36,12 @@ class SeqMerge:
         self.queues: list[list] = [[] for _ in range(n)]
         self.heads = [0] * n
         self.live = [True] * n
+        self.floor = [-1] * n  # per channel: its last pulse (no later tuple has a smaller number)
 
     def push(self, channel: int, batch) -> list[tuple]:
+        if len(batch[-1]) == 1:  # a pulse travels last in its batch
+            self.floor[channel] = batch[-1][0]
+            batch = batch[:-1]
         self.queues[channel].extend(batch)
         return self._release()
 
@@ -55,13 +59,13 @@ class SeqMerge:
     def _release(self) -> list[tuple]:
         queues, heads = self.queues, self.heads
         mark = None
-        for q, h, live in zip(queues, heads, self.live, strict=True):
+        for q, h, live, floor in zip(queues, heads, self.live, self.floor, strict=True):
             if live:
-                if len(q) == h:
-                    return []
-                last = q[-1][-1]
+                last = q[-1][-1] if len(q) > h and q[-1][-1] > floor else floor
                 if mark is None or last < mark:
                     mark = last
+        if mark is not None and mark < 0:
+            return []
         parts = []
         for i, q in enumerate(queues):
             h = heads[i]

@@ -88,3 +88,40 @@ def test_seq_merge_holds_only_what_a_quiet_channel_may_still_precede():
     assert m.buffered == 1
     assert m.finish(1) == [(2,)]
     assert m.finish(0) == []
+
+
+@given(n=st.integers(1, 300), width=st.integers(2, 4), sel=st.sampled_from([0, 0.3, 1, 2.5]),
+       seed=st.integers(0, 2**32), max_batch=st.integers(1, 30))
+def test_seq_merge_with_pulses_restores_order(n, width, sel, seed, max_batch):
+    """Pulses (1-tuples, last in a batch) promise that the channel sends nothing
+    numbered lower later; with them the merge still gives the width-1 stream."""
+    rng = random.Random(seed)
+    stream = [(i, rng.randrange(9)) for i in range(n)]
+    want = [o for t in stream for o in outputs(t, sel)]
+    merge = SeqMerge(width)
+    got: list = []
+    pending: list[list[tuple]] = [[] for _ in range(width)]
+    for start in range(0, n, max_batch):  # the split: one batch, then a pulse to every channel
+        for seq in range(start, min(n, start + max_batch)):
+            t = stream[seq]
+            pending[t[1] % width].extend(o + (seq,) for o in outputs(t, sel))
+        nxt = min(n, start + max_batch)
+        for c in rng.sample(range(width), width):
+            got.extend(merge.push(c, (*pending[c], (nxt,))))
+            pending[c] = []
+    for c in range(width):
+        got.extend(merge.finish(c))
+    assert got == want
+
+
+def test_pulses_let_a_silent_channel_release_the_others():
+    """A channel that drops everything still advances the merge: without its pulses
+    the merge would hold every other channel's tuple until the end."""
+    m = SeqMerge(2)
+    held = []
+    for b in range(100):
+        seqs = range(b * 10, b * 10 + 10)
+        m.push(0, (*[(s, s) for s in seqs if s % 2 == 0], (b * 10 + 10,)))
+        m.push(1, ((b * 10 + 10,),))  # channel 1 filtered out all its tuples
+        held.append(m.buffered)
+    assert max(held) <= 5, held
