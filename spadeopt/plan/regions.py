@@ -26,8 +26,9 @@ operator emits exactly one tuple per input, 004's case): the split deals fixed b
 of tuples round robin and the merge takes them back in the same blocks, with no
 sequence number. Any other region is *dynamic*: the split stamps each tuple with a
 sequence number (a hidden last attribute), routes it by a stable hash of the key (or in
-blocks round robin when stateless), the channels carry the number through, and the
-merge releases tuples in sequence order and strips the number.
+blocks round robin when stateless) and ends each batch to a channel with a pulse (the
+next number); the channels carry numbers and pulses through, and the merge releases
+tuples in sequence order and strips the number.
 """
 
 from __future__ import annotations
@@ -219,8 +220,8 @@ def check_region(graph: AppGraph, name: str, ops: tuple[str, ...]) -> Shape:
 def resolve_regions(graph: AppGraph, strategy: str, widths: dict[str, int] | None) -> tuple[Region, ...]:
     """The plan's regions: each declared region at its width (``widths`` overrides; the
     declared width counts under FMAN only, every other strategy defaults to 1). Regions
-    of width 1 are recorded but not rewritten. Illegal regions of width > 1 raise
-    ``UsageError`` naming the operator and the reason."""
+    of width 1 are recorded but not rewritten. Every declared region is checked, whatever
+    its width: an illegal one raises ``UsageError`` naming the operator and the reason."""
     declared = {name: (ops, w) for name, ops, w in graph.annotations.parallel}
     widths = dict(widths or {})
     unknown = sorted(set(widths) - set(declared))

@@ -13,11 +13,13 @@ blocks of ``block`` tuples to the channels in turn and every channel emits exact
 one tuple per tuple, so taking ``block`` tuples from each channel in turn restores
 the order with no sequence number at all.
 
-Memory: a merge only buffers what one channel delivers ahead of another. The split
-deals in turn (or by hash) and blocks on a full link, so a channel can only run ahead
-of a slower one by what fits in the slower channel's links (ZeroMQ high-water marks);
-a channel that filters out everything holds the others' tuples until it emits again
-or ends (pulses are not implemented: see docs/decisions.md).
+Pulses (dynamic regions): the split ends every batch to a channel with a pulse, the
+1-tuple ``(n,)`` promising that the channel delivers nothing numbered below ``n`` later;
+channel operators pass it on last in their batch. ``SeqMerge`` keeps a channel's last
+pulse as its floor, so a channel that filters out everything still lets the others'
+tuples go. Memory: a merge only buffers what one channel delivers ahead of another;
+the split blocks on a full link, so a channel runs ahead of a slower one by at most
+what fits in the slower channel's links (ZeroMQ high-water marks).
 """
 
 from __future__ import annotations
