@@ -14,6 +14,7 @@ from spadeopt.model.dsl import App, AppSpec
 from spadeopt.model.graph import AppGraph
 from spadeopt.optimize.strategies import plan_for
 from spadeopt.plan.plan import Plan, check_plan
+from spadeopt.plan.regions import Region
 from spadeopt.runtime.loader import canonical_ref, load_app
 
 
@@ -29,18 +30,22 @@ def load_graph(app_ref: str, params: Mapping[str, str] | None = None) -> tuple[A
     return obj.build(params or {}), ref
 
 
-def make_plan(graph: AppGraph, fusion: str, nodes: int = 1, cores: int = 2) -> Plan:
-    """A plan for ``fusion``: a strategy name, or a path to a plan.json."""
+def make_plan(graph: AppGraph, fusion: str, nodes: int = 1, cores: int = 2,
+              widths: Mapping[str, int] | None = None) -> Plan:
+    """A plan for ``fusion``: a strategy name, or a path to a plan.json. ``widths`` sets
+    parallel regions' widths (``--width REGION=K``); a plan.json carries its own."""
     if fusion.endswith(".json"):
+        if widths:
+            raise UsageError("--width cannot change a plan.json; it records its regions' widths")
         plan = Plan.load(Path(fusion))
         check_plan(plan, graph)
         return plan
-    return plan_for(graph, fusion, nodes, cores)
+    return plan_for(graph, fusion, nodes, cores, widths=dict(widths or {}))
 
 
 def build(app_ref: str, fusion: str = "none", params: Mapping[str, str] | None = None,
           nodes: int = 1, cores: int = 2, out: Path | None = None, force: bool = False,
-          flag: str = "-o") -> Build:
+          flag: str = "-o", widths: Mapping[str, int] | None = None) -> Build:
     """Generate a build. ``out`` (default ``build/<app>/<strategy>``) must be new, empty or a
     previous build holding nothing else (``spadeopt.outputs``); ``force`` moves other content aside."""
     from spadeopt.outputs import claim_dir
@@ -48,7 +53,7 @@ def build(app_ref: str, fusion: str = "none", params: Mapping[str, str] | None =
     if out is not None:
         claim_dir(out, "build", flag, force)
     graph, ref = load_graph(app_ref, params)
-    plan = make_plan(graph, fusion, nodes, cores)
+    plan = make_plan(graph, fusion, nodes, cores, widths)
     if out is None:
         out = Path("build") / graph.name / plan.strategy
         claim_dir(out, "build", f"{flag} (default)", force)
@@ -74,7 +79,7 @@ def link_overrides(insecure_links: bool = False, stall_timeout: float | None = N
 def run(target: str, fusion: str = "none", params: Mapping[str, str] | None = None, nodes: int = 1,
         cores: int = 2, master: str | None = None, out: Path | None = None, build_dir: Path | None = None,
         progress: Callable[[str], None] | None = None, force: bool = False, insecure_links: bool = False,
-        stall_timeout: float | None = None) -> RunResult:
+        stall_timeout: float | None = None, widths: Mapping[str, int] | None = None) -> RunResult:
     """Build (unless ``target`` is already a build directory) and run on Spark.
 
     Everything that can be checked is checked before anything is written or Spark
@@ -84,16 +89,16 @@ def run(target: str, fusion: str = "none", params: Mapping[str, str] | None = No
     progress for ``stall_timeout`` seconds (default ``agent.DEFAULT_STALL_TIMEOUT_S``)
     fails naming them.
     """
-    overrides = link_overrides(insecure_links, stall_timeout)
     from spadeopt.deploy.launcher import load_deploy
     from spadeopt.deploy.preflight import preflight
     from spadeopt.outputs import claim_dir, mark_dir
 
+    overrides = link_overrides(insecure_links, stall_timeout)
     if out is not None:
         claim_dir(out, "sinks", "--out", force)
     if is_build(target):
-        if params:
-            raise UsageError("-p parameters cannot change an existing build; rebuild it with `spadeopt build`")
+        if params or widths:
+            raise UsageError("-p and --width cannot change an existing build; rebuild it with `spadeopt build`")
         deploy = load_deploy(Path(target))
         check_build_consistent(Path(target), deploy)
         preflight(None, master or deploy["spark"]["master"], deploy["nodes"], deploy["cores"], progress)
@@ -102,7 +107,7 @@ def run(target: str, fusion: str = "none", params: Mapping[str, str] | None = No
         if build_dir is not None:
             claim_dir(build_dir, "build", "--build-dir", force)
         graph, ref = load_graph(target, params)
-        plan = make_plan(graph, fusion, nodes, cores)
+        plan = make_plan(graph, fusion, nodes, cores, widths)
         preflight(graph, master, plan.nodes, plan.cores, progress)
         if build_dir is None:
             build_dir = Path("build") / graph.name / plan.strategy
@@ -183,7 +188,9 @@ def profile(app_ref: str, run_dir: Path, fusion: str = "none", params: Mapping[s
         raise UsageError(f"--duration must be a positive number of seconds, got {duration!r}")
     run_dir = check_run_dir(run_dir)
     graph, ref = load_graph(app_ref, params)
-    plan = dataclasses.replace(make_plan(graph, fusion, nodes, cores), instrumented=True)
+    # profiles describe logical operators: parallel regions are profiled at width 1
+    unreplicated = {} if fusion.endswith(".json") else {name: 1 for name, _, _ in graph.annotations.parallel}
+    plan = dataclasses.replace(make_plan(graph, fusion, nodes, cores, unreplicated), instrumented=True)
     preflight(graph, master, plan.nodes, plan.cores, progress)  # before the build is written
     build_dir = Path(run_dir) / "build"
     generate(graph, plan, build_dir, ref)
@@ -309,12 +316,40 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
+def regions_text(plan: Plan) -> list[str]:
+    """Parallel regions of a plan: width, key, ordering, and each channel's PE and node."""
+    lines = []
+    pe_of = plan.pe_of
+    node = {p.pe_id: p.node for p in plan.pes}
+    for r in plan.regions:
+        how = (f"hash of {', '.join(r.key)}" if r.key else "round robin") + ", " + (
+            "weighted round robin merge" if r.ordering == "static" else "sequence-number merge")
+        lines.append(f"region '{r.name}': width {r.width}, {how}; operators {', '.join(r.operators)}")
+        if r.width > 1:
+            for what, op in (("split", r.split), ("merge", r.merge)):
+                lines.append(f"  {what:<8} {op} in {pe_of[op]} on node {node[pe_of[op]]}")
+            for c in range(r.width):
+                pes = sorted({pe_of[Region.channel_op(o, c)] for o in r.operators})
+                nodes = sorted({node[p] for p in pes})
+                lines.append(f"  channel {c}: {', '.join(f'{o}@{c}' for o in r.operators)} -> "
+                             f"{', '.join(pes)} on node {', '.join(map(str, nodes))}")
+    return lines
+
+
 def explain_text(build_dir: Path) -> str:
-    """A readable account of an optimized build (``explain.json``)."""
+    """A readable account of a build: an optimized build's ``explain.json``, and the
+    parallel regions of any build's ``plan.json``."""
     path = Path(build_dir) / "explain.json"
+    plan_path = Path(build_dir) / "plan.json"
+    plan = Plan.load(plan_path) if plan_path.is_file() else None
     if not path.is_file():
-        raise UsageError(f"{build_dir} has no explain.json: only builds made by `spadeopt optimize` explain "
-                         f"themselves")
+        if plan is None:
+            raise UsageError(f"{build_dir} is not a build directory (no plan.json); make one with "
+                             f"`spadeopt build` or `spadeopt optimize`")
+        lines = [f"app '{plan.app}', strategy {plan.strategy}: {len(plan.pes)} PE(s) on {plan.nodes} node(s)", ""]
+        lines += [f"{p.pe_id:<6} node {p.node}  {', '.join(p.operators)}" for p in plan.pes]
+        extra = regions_text(plan)
+        return "\n".join(lines + ([""] + extra if extra else []))
     try:
         doc = json.loads(path.read_text())
         doc["max_frac"], doc["pes"], doc["objective"]  # noqa: B018 - the fields explain needs
@@ -349,4 +384,6 @@ def explain_text(build_dir: Path) -> str:
         lines.append(f"warning: {w}")
     lines.append(f"\nnode load (cores): {', '.join(f'{x:.2f}' for x in doc['node_load'])}; "
                  f"inter-node rate {doc['inter_node_rate']:,.0f} tuples/s")
+    if plan is not None and plan.regions:
+        lines += ["", *regions_text(plan)]
     return "\n".join(lines)

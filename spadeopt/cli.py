@@ -62,6 +62,12 @@ def _table(result) -> str:
     return "\n".join(lines)
 
 
+def parse_widths(pairs: list[str] | None) -> dict[str, int]:
+    from spadeopt.plan.regions import parse_widths as parse
+
+    return parse(pairs)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from spadeopt import api
     from spadeopt.outputs import claim_file
@@ -70,7 +76,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         claim_file(args.json, "result", "--json", args.force)
     result = api.run(args.app, args.fusion, _params(args.p), args.nodes, args.cores, args.master,
                      args.out, args.build_dir, _progress, force=args.force,
-                     insecure_links=args.insecure_links, stall_timeout=args.stall_timeout)
+                     insecure_links=args.insecure_links, stall_timeout=args.stall_timeout,
+                     widths=parse_widths(args.width))
     _end_status()
     print(_table(result))
     if args.json:
@@ -110,8 +117,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
 def cmd_explain(args: argparse.Namespace) -> int:
     from spadeopt import api
 
-    if not (args.png or args.dot) or (Path(args.build) / "explain.json").exists():
-        print(api.explain_text(args.build))
+    print(api.explain_text(args.build))
     if args.png or args.dot:
         for path, kind in ((args.png, "plan picture (PNG)"), (args.dot, "plan picture (DOT)")):
             if path:
@@ -139,7 +145,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def cmd_build(args: argparse.Namespace) -> int:
     from spadeopt import api
 
-    b = api.build(args.app, args.fusion, _params(args.p), args.nodes, args.cores, args.o, force=args.force)
+    b = api.build(args.app, args.fusion, _params(args.p), args.nodes, args.cores, args.o, force=args.force,
+                  widths=parse_widths(args.width))
     print(f"wrote {len(b.plan.pes)} PE module(s), plan.json and deploy.json to {b.directory}")
     return 0
 
@@ -200,9 +207,15 @@ def parser() -> argparse.ArgumentParser:
         p.add_argument("--insecure-links", action="store_true", help="links between PEs WITHOUT CURVE "
                        "authentication and encryption: for measurements only, never on a shared cluster")
 
+    def width_arg(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--width", action="append", metavar="REGION=K",
+                       help="run the app's parallel region REGION as K channels (repeatable; default: "
+                            "the app's width under --fusion manual, else 1)")
+
     r = sub.add_parser("run", help="build an app (or take a build directory) and run it on Spark")
     r.add_argument("app", help="apps/bargain.py, apps.bargain:app, or a build directory")
     app_args(r)
+    width_arg(r)
     r.add_argument("--master", help="Spark master (default local[nodes*cores]; local-cluster[n,c,mem] works)")
     r.add_argument("--out", type=Path, help="write each sink's output to OUT/<sink>.jsonl")
     r.add_argument("--json", type=Path, help="write the result as JSON to this file")
@@ -273,12 +286,13 @@ def parser() -> argparse.ArgumentParser:
     b = sub.add_parser("build", help="only generate the PE modules, plan.json and deploy.json")
     b.add_argument("app")
     app_args(b)
+    width_arg(b)
     b.add_argument("-o", type=Path, required=True, help="build directory to write (new, empty, or a previous build)")
     b.add_argument("--force", action="store_true", help=FORCE_HELP)
     b.set_defaults(func=cmd_build)
 
     be = sub.add_parser("bench", help="run a benchmark and write its figures to files")
-    be.add_argument("name", help="fused-overhead | profiling-overhead | fusion-tradeoff | optimizer")
+    be.add_argument("name", help="fused-overhead | profiling-overhead | fusion-tradeoff | optimizer | fission")
     be.add_argument("--out", type=Path, default=Path("out/bench"), help="directory for the figures")
     be.add_argument("--quick", action="store_true", help="smaller sizes (a smoke run)")
     be.set_defaults(func=cmd_bench)

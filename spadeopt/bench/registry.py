@@ -34,7 +34,13 @@ def _tradeoff(out: Path, args: argparse.Namespace) -> dict:
     return tradeoff.run(out, quick=args.quick, log=lambda m: print(m, file=sys.stderr, flush=True))
 
 
-BENCHMARKS = {"fusion-tradeoff": _tradeoff, "fused-overhead": _fused, "profiling-overhead": _profiling, "optimizer": _optimizer}
+def _fission(out: Path, args: argparse.Namespace) -> dict:
+    from spadeopt.bench import fission
+
+    return fission.run(out, quick=args.quick, log=lambda m: print(m, file=sys.stderr, flush=True))
+
+
+BENCHMARKS = {"fission": _fission, "fusion-tradeoff": _tradeoff, "fused-overhead": _fused, "profiling-overhead": _profiling, "optimizer": _optimizer}
 
 
 def run(name: str, out: Path, args: argparse.Namespace) -> int:

@@ -15,6 +15,8 @@ from spadeopt.errors import CodegenError
 from spadeopt.model.expr import compile_expr
 from spadeopt.model.graph import AppGraph, Operator, SymbolRef
 from spadeopt.model.schema import Schema
+from spadeopt.plan.regions import SEQ
+from spadeopt.runtime.fission import FINAL_BASE
 
 Imports = dict[tuple[str, str], str]
 
@@ -258,8 +260,11 @@ def lower_aggregate(graph: AppGraph, op: Operator, imports: Imports) -> dict[str
     # float bounds need float constants: window bounds are computed as k * slide
     lit = _lit if w.kind == "count" or _bound_type(w, schema) == "int" else (lambda x: repr(float(x)))
     exact = w.kind == "time" and _bound_type(w, schema) == "int"  # int arithmetic: no rounding
+    # a parallel region's channel copy (spadeopt.plan.fission) carries the sequence number
+    # last; rows flushed at end of stream sort after every tuple, in group-creation order
+    final_seq = schema.index(SEQ) if p.output and p.output[-1].name == SEQ else None
     return {"mode": mode, "size": lit(w.size), "slide": lit(w.slide), "attr": attr, "exact": exact,
-            "key": _key(p.by, schema), "row": _row(exprs)}
+            "key": _key(p.by, schema), "row": _row(exprs), "final_seq": final_seq, "final_base": FINAL_BASE}
 
 
 def _bound_type(w, schema: Schema) -> str:
@@ -298,24 +303,43 @@ def lower_join(graph: AppGraph, op: Operator, imports: Imports) -> dict[str, Any
     }
 
 
+def stable_hash(attr: str, schema: Schema) -> str:
+    """A hash of attribute ``attr`` of ``t`` that is the same in every process."""
+    i = schema.index(attr)
+    typ = schema.type_of(attr)
+    if typ == "str":
+        return f"_crc32(t[{i}].encode())"
+    if typ == "bytes":
+        return f"_crc32(t[{i}])"
+    if typ == "float":
+        # hash() of a float is its value's, except NaN's (per object since Python 3.10)
+        return f"(hash(t[{i}]) if t[{i}] == t[{i}] else 0)"
+    return f"t[{i}]"
+
+
 def lower_split(graph: AppGraph, op: Operator, imports: Imports) -> dict[str, Any]:
     p, schema = op.params, op.in_port("in").schema
     if p.by is not None:
-        i = schema.index(p.by)
-        typ = schema.type_of(p.by)
-        if typ == "str":
-            h = f"_crc32(t[{i}].encode())"
-        elif typ == "bytes":
-            h = f"_crc32(t[{i}])"
-        elif typ == "float":
-            # hash() of a float is its value's, except NaN's (per object since Python 3.10)
-            h = f"(hash(t[{i}]) if t[{i}] == t[{i}] else 0)"
-        else:
-            h = f"t[{i}]"
-        return {"hash": h, "preds": None}
+        return {"hash": stable_hash(p.by, schema), "preds": None}
     ren = _rename(p.functions, imports)
     return {"hash": None,
             "preds": [compile_expr(e, schema, functions=frozenset(ren), rename=ren).source for e in p.predicates]}
+
+
+def lower_fission_split(graph: AppGraph, op: Operator, imports: Imports) -> dict[str, Any]:
+    p, schema = op.params, op.in_port("in").schema
+    h = None
+    if p.key:
+        parts = [stable_hash(a, schema) for a in p.key]
+        # hash() of a tuple of ints (and of floats) does not depend on PYTHONHASHSEED
+        h = parts[0] if len(parts) == 1 else f"hash(({', '.join(parts)}))"
+    mode = "static" if p.ordering == "static" else ("hash" if p.key else "round_robin")
+    return {"mode": mode, "hash": h, "width": p.width, "block": p.block}
+
+
+def lower_fission_merge(graph: AppGraph, op: Operator, imports: Imports) -> dict[str, Any]:
+    p = op.params
+    return {"mode": p.ordering, "width": p.width, "block": p.block}
 
 
 def lower_merge(graph: AppGraph, op: Operator, imports: Imports) -> dict[str, Any]:
@@ -340,6 +364,7 @@ LOWER = {
     "source": lower_source, "functor": lower_functor, "aggregate": lower_aggregate,
     "join": lower_join, "split": lower_split, "merge": lower_merge, "union": lower_union,
     "custom": lower_custom, "sink": lower_sink,
+    "fission_split": lower_fission_split, "fission_merge": lower_fission_merge,
 }
 
 

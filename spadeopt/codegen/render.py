@@ -22,6 +22,7 @@ from spadeopt.codegen.lower import lower_op
 from spadeopt.codegen.spec import PESpec, links_of, pe_spec
 from spadeopt.errors import CodegenError
 from spadeopt.model.graph import AppGraph
+from spadeopt.plan.fission import physical_graph
 from spadeopt.plan.plan import Plan, check_plan
 
 DEPLOY_SCHEMA_VERSION = 1
@@ -79,11 +80,12 @@ def spark_settings(plan: Plan) -> dict[str, Any]:
 def render_build(graph: AppGraph, plan: Plan, app_ref: str) -> dict[str, str]:
     """All files of a build, as name -> text (nothing written)."""
     check_plan(plan, graph)
-    links = links_of(plan, graph)
+    physical = physical_graph(graph, plan.regions)  # split, channels and merge are operators too
+    links = links_of(plan, physical)
     files: dict[str, str] = {}
     pes = []
     for pe in plan.pes:
-        spec = pe_spec(graph, plan, pe, links, lower_op)
+        spec = pe_spec(physical, plan, pe, links, lower_op)
         files[f"{pe.pe_id}.py"] = render_pe(spec)
         pes.append({
             "pe": pe.pe_id, "module": f"{pe.pe_id}.py", "node": pe.node, "operators": list(pe.operators),

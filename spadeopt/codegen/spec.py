@@ -13,8 +13,9 @@ from typing import Any
 
 from spadeopt.model.graph import AppGraph, Operator, PortRef
 from spadeopt.plan.plan import PE, Plan
+from spadeopt.plan.regions import SEQ
 
-NEEDS_LOCK_KINDS = frozenset({"aggregate", "join", "merge", "custom", "sink"})
+NEEDS_LOCK_KINDS = frozenset({"aggregate", "join", "merge", "custom", "sink", "fission_split", "fission_merge"})
 
 
 @dataclass(frozen=True)
@@ -169,6 +170,9 @@ def pe_spec(graph: AppGraph, plan: Plan, pe: PE, links: list[Link], lower_op) ->
         for inp in op.inputs:
             spec.pending[inp.name] = len(graph.publishers(PortRef(op.name, inp.name)))
         spec.ctx = lower_op(graph, op, imports)
+        # a dynamic parallel region's channel copy: pass fission pulses on (regions.py)
+        spec.ctx["pulse"] = op.kind != "fission_merge" and any(
+            p.schema is not None and SEQ in p.schema for p in op.inputs)
         specs.append(spec)
     locked_out = []
     for ref in exposed_out_ports:

@@ -119,6 +119,7 @@ class App:
         self._exlocate: list[tuple[str, ...]] = []
         self._host: list[tuple[str, int]] = []
         self._fuse: list[tuple[str, ...]] = []
+        self._parallel: list[tuple[str, tuple[str, ...], int]] = []
 
     # ---- operators -------------------------------------------------------------------
     def _add(self, decl: _Decl) -> None:
@@ -284,6 +285,15 @@ class App:
     def exlocate(self, *ops: str) -> None:
         """These operators must each be in a different PE."""
         self._exlocate.append(tuple(ops))
+
+    def parallel(self, *ops: str, width: int = 2, name: str | None = None) -> str:
+        """Declare a parallel region: ``ops`` run as ``width`` channels (fission), fed by a
+        split and followed by an order-preserving merge, so answers do not change. The
+        width is the developer's choice (used by FMAN; ``--width NAME=K`` overrides it for
+        any strategy). Returns the region's name (default: its first operator's)."""
+        region = name or (ops[0] if ops else "")
+        self._parallel.append((region, tuple(ops), width))
+        return region
 
     def place(self, op: str, node: int) -> None:
         """Put the PE holding ``op`` on node ``node`` (FMAN placement; FATM places by itself)."""

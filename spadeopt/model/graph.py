@@ -89,6 +89,8 @@ class Annotations:
     exlocate: tuple[tuple[str, ...], ...] = ()
     host: tuple[tuple[str, int], ...] = ()  # operator -> node index (FMAN placement)
     fuse: tuple[tuple[str, ...], ...] = ()  # the developer's manual fusion (FMAN only)
+    # parallel regions: (name, operators, width); the width is the developer's choice (FMAN)
+    parallel: tuple[tuple[str, tuple[str, ...], int], ...] = ()
 
 
 @dataclass(frozen=True)

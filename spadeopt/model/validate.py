@@ -129,7 +129,8 @@ def build_graph(app: App, params: Mapping[str, Any], module: str) -> AppGraph:
         problems.append(f"cannot determine the input schema of '{name}': it depends on a feedback loop "
                         f"with no declared schema (declare the custom operator's output schemas)")
 
-    ann = Annotations(tuple(app._colocate), tuple(app._exlocate), tuple(app._host), tuple(app._fuse))
+    ann = Annotations(tuple(app._colocate), tuple(app._exlocate), tuple(app._host), tuple(app._fuse),
+                      tuple(app._parallel))
     problems.extend(_check_annotations(ann, decls))
 
     if problems:
@@ -199,6 +200,25 @@ def _check_annotations(ann: Annotations, decls: Mapping[str, Any]) -> list[str]:
                 if uf[a] == uf[b]:
                     problems.append(f"exlocate({', '.join(g)}) conflicts with colocate/fuse: '{a}' and "
                                     f"'{b}' must share a PE by colocation or manual fusion")
+    seen_region: dict[str, str] = {}
+    names: set[str] = set()
+    for region, ops, width in ann.parallel:
+        if not is_identifier(region):
+            problems.append(f"parallel region name '{region}' must be a Python identifier")
+        if region in names:
+            problems.append(f"parallel region '{region}' is declared twice")
+        names.add(region)
+        if not ops:
+            problems.append(f"parallel region '{region}' has no operators")
+        if isinstance(width, bool) or not isinstance(width, int) or width < 1:
+            problems.append(f"parallel region '{region}': width must be an integer >= 1, got {width!r}")
+        for op in ops:
+            if op not in decls:
+                problems.append(f"parallel region '{region}' names unknown operator '{op}'")
+            elif op in seen_region:
+                problems.append(f"operator '{op}' is in parallel regions '{seen_region[op]}' and '{region}'")
+            else:
+                seen_region[op] = region
     hosts: dict[str, tuple[str, int]] = {}
     for op, node in ann.host:
         if op not in decls:

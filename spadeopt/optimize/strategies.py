@@ -5,6 +5,13 @@ FALL: one PE holding everything, on node 0.
 FMAN: the developer's manual fusion: each group joined by ``fuse()`` or ``colocate()``
 is one PE, every other operator its own PE; ``place()`` pins PEs, the rest go round-robin.
 FATM (the optimizer) lives in its own module and uses the same ``make_plan``.
+
+Parallel regions (``spadeopt.plan.regions``) are resolved first: each declared region
+at its width (``widths`` from ``--width``; the developer's declared width under FMAN;
+else 1), then every strategy partitions the *physical* graph (``fission``), in which
+split, channels and merge are ordinary operators: NONE gives each its own PE, FALL
+fuses them all, FMAN makes each channel one PE, fuses the split with its producer and
+the merge with its consumer (fuse groups added by the rewrite).
 """
 
 from __future__ import annotations
@@ -12,7 +19,9 @@ from __future__ import annotations
 from spadeopt.errors import UsageError
 from spadeopt.model.graph import AppGraph
 from spadeopt.model.validate import colocation_groups
+from spadeopt.plan.fission import physical_graph
 from spadeopt.plan.plan import Plan, make_plan
+from spadeopt.plan.regions import Region, resolve_regions
 
 STRATEGIES = ("none", "all", "manual")
 
@@ -23,19 +32,27 @@ def _check(nodes: int, cores: int) -> None:
         raise UsageError(msg)
 
 
-def fuse_none(graph: AppGraph, nodes: int = 1, cores: int = 2, instrumented: bool = False) -> Plan:
+def fuse_none(graph: AppGraph, nodes: int = 1, cores: int = 2, instrumented: bool = False,
+              regions: tuple[Region, ...] = ()) -> Plan:
     _check(nodes, cores)
+    logical, graph = graph, physical_graph(graph, regions)
     groups = [[op.name] for op in graph.operators]
-    return make_plan(graph, "none", groups, [i % nodes for i in range(len(groups))], nodes, cores, instrumented)
+    return make_plan(logical, "none", groups, [i % nodes for i in range(len(groups))], nodes, cores,
+                     instrumented, regions)
 
 
-def fuse_all(graph: AppGraph, nodes: int = 1, cores: int = 2, instrumented: bool = False) -> Plan:
+def fuse_all(graph: AppGraph, nodes: int = 1, cores: int = 2, instrumented: bool = False,
+             regions: tuple[Region, ...] = ()) -> Plan:
     _check(nodes, cores)
-    return make_plan(graph, "all", [[op.name for op in graph.operators]], [0], nodes, cores, instrumented)
+    logical, graph = graph, physical_graph(graph, regions)
+    return make_plan(logical, "all", [[op.name for op in graph.operators]], [0], nodes, cores, instrumented,
+                     regions)
 
 
-def fuse_manual(graph: AppGraph, nodes: int = 1, cores: int = 2, instrumented: bool = False) -> Plan:
+def fuse_manual(graph: AppGraph, nodes: int = 1, cores: int = 2, instrumented: bool = False,
+                regions: tuple[Region, ...] = ()) -> Plan:
     _check(nodes, cores)
+    logical, graph = graph, physical_graph(graph, regions)
     grouped = colocation_groups(graph, manual=True)
     in_group = {op for g in grouped for op in g}
     order = {op.name: i for i, op in enumerate(graph.operators)}
@@ -55,7 +72,7 @@ def fuse_manual(graph: AppGraph, nodes: int = 1, cores: int = 2, instrumented: b
         else:
             placed.append(rr % nodes)
             rr += 1
-    return make_plan(graph, "manual", groups, placed, nodes, cores, instrumented)
+    return make_plan(logical, "manual", groups, placed, nodes, cores, instrumented, regions)
 
 
 def check_hosts(graph: AppGraph, nodes: int) -> None:
@@ -70,11 +87,13 @@ def check_hosts(graph: AppGraph, nodes: int) -> None:
         raise UsageError(msg)
 
 
-def plan_for(graph: AppGraph, strategy: str, nodes: int = 1, cores: int = 2, instrumented: bool = False) -> Plan:
+def plan_for(graph: AppGraph, strategy: str, nodes: int = 1, cores: int = 2, instrumented: bool = False,
+             widths: dict[str, int] | None = None) -> Plan:
     table = {"none": fuse_none, "all": fuse_all, "manual": fuse_manual}
     if strategy not in table:
         msg = f"unknown fusion strategy '{strategy}'; use one of {', '.join(table)}"
         raise UsageError(msg)
     _check(nodes, cores)
     check_hosts(graph, nodes)
-    return table[strategy](graph, nodes, cores, instrumented)
+    regions = resolve_regions(graph, strategy, widths)
+    return table[strategy](graph, nodes, cores, instrumented, regions)

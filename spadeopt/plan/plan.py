@@ -2,6 +2,12 @@
 
 ``plan.json`` is this object as JSON (schema_version 1). Every fusion strategy
 (NONE, FALL, FMAN, FATM) produces a ``Plan``; codegen and deployment only read it.
+
+A plan may carry parallel regions (``spadeopt.plan.regions``): its PEs then partition
+the *physical* graph (``spadeopt.plan.fission.physical_graph``: each region of width
+k > 1 rewritten into a split, k channels and a merge), while its fingerprint stays the
+logical graph's. ``plan.json`` records each region's operators, width, key and
+ordering, and every channel copy's PE and node.
 """
 
 from __future__ import annotations
@@ -11,9 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from spadeopt.errors import PlanError
+from spadeopt.errors import PlanError, UsageError
 from spadeopt.model.graph import AppGraph
 from spadeopt.model.validate import recursion_cycles
+from spadeopt.plan.fission import physical_graph
+from spadeopt.plan.regions import Region
 
 SCHEMA_VERSION = 1
 # NONE and FALL are reference points defined by their shape (one PE per operator, one
@@ -37,6 +45,7 @@ class Plan:
     cores: int
     pes: tuple[PE, ...]
     instrumented: bool = False
+    regions: tuple[Region, ...] = ()
 
     @property
     def pe_of(self) -> dict[str, str]:
@@ -55,7 +64,23 @@ class Plan:
             "cores": self.cores,
             "instrumented": self.instrumented,
             "pes": [{"pe": p.pe_id, "operators": list(p.operators), "node": p.node} for p in self.pes],
+            "regions": [self._region_json(r) for r in self.regions],
         }
+
+    def _region_json(self, r: Region) -> dict[str, Any]:
+        doc = r.to_json()
+        if r.width > 1:
+            pe_of = self.pe_of
+            node = {p.pe_id: p.node for p in self.pes}
+            doc["split"] = {"operator": r.split, "pe": pe_of.get(r.split), "node": node.get(pe_of.get(r.split))}
+            doc["merge"] = {"operator": r.merge, "pe": pe_of.get(r.merge), "node": node.get(pe_of.get(r.merge))}
+            doc["routing"] = r.routing
+            doc["channels"] = [
+                {f"{o}@{c}": {"operator": Region.channel_op(o, c), "pe": pe_of.get(Region.channel_op(o, c)),
+                              "node": node.get(pe_of.get(Region.channel_op(o, c)))} for o in r.operators}
+                for c in range(r.width)
+            ]
+        return doc
 
     @classmethod
     def from_json(cls, doc: dict[str, Any], source: str = "plan") -> Plan:
@@ -64,8 +89,9 @@ class Plan:
                 msg = f"{source}: unknown plan schema_version {doc.get('schema_version')!r}; expected {SCHEMA_VERSION}"
                 raise PlanError(msg)
             pes = tuple(PE(p["pe"], tuple(p["operators"]), int(p["node"])) for p in doc["pes"])
+            regions = tuple(Region.from_json(r) for r in doc.get("regions", []))
             return cls(doc["app"], doc["fingerprint"], doc["strategy"], int(doc["nodes"]),
-                       int(doc["cores"]), pes, bool(doc.get("instrumented", False)))
+                       int(doc["cores"]), pes, bool(doc.get("instrumented", False)), regions)
         except (KeyError, TypeError, ValueError) as exc:
             msg = f"{source}: malformed plan ({type(exc).__name__}: {exc}); regenerate it with spadeopt build"
             raise PlanError(msg) from None
@@ -81,16 +107,17 @@ class Plan:
 
 
 def make_plan(graph: AppGraph, strategy: str, groups: list[list[str]], nodes: list[int],
-              n_nodes: int, cores: int, instrumented: bool = False) -> Plan:
+              n_nodes: int, cores: int, instrumented: bool = False, regions: tuple[Region, ...] = ()) -> Plan:
     """Name PEs deterministically (``pe0``, ``pe1``, ... in declaration order of their
-    first operator) and keep operators inside a PE in declaration order."""
-    order = {op.name: i for i, op in enumerate(graph.operators)}
+    first operator) and keep operators inside a PE in declaration order. With
+    ``regions``, ``groups`` partition the physical graph."""
+    order = {op.name: i for i, op in enumerate(physical_graph(graph, regions).operators)}
     pairs = sorted(
         ((sorted(g, key=order.__getitem__), n) for g, n in zip(groups, nodes, strict=True)),
         key=lambda gn: order[gn[0][0]],
     )
     pes = tuple(PE(f"pe{i}", tuple(g), n) for i, (g, n) in enumerate(pairs))
-    plan = Plan(graph.name, graph.fingerprint, strategy, n_nodes, cores, pes, instrumented)
+    plan = Plan(graph.name, graph.fingerprint, strategy, n_nodes, cores, pes, instrumented, tuple(regions))
     check_plan(plan, graph)
     return plan
 
@@ -101,6 +128,10 @@ def check_plan(plan: Plan, graph: AppGraph) -> None:
     if plan.app != graph.name or plan.fingerprint != graph.fingerprint:
         problems.append(f"plan is for app '{plan.app}' graph {plan.fingerprint}, but the app is "
                         f"'{graph.name}' graph {graph.fingerprint}; rebuild the plan")
+    try:
+        graph = physical_graph(graph, plan.regions)
+    except UsageError as exc:
+        raise PlanError(f"plan '{plan.strategy}' for app '{graph.name}' is invalid: {exc}") from None
     seen: dict[str, str] = {}
     for pe in plan.pes:
         if not pe.operators:

@@ -29,7 +29,9 @@ from spadeopt.codegen.render import render_build
 from spadeopt.model.dsl import App
 from spadeopt.model.graph import AppGraph
 from spadeopt.optimize.strategies import plan_for
+from spadeopt.plan.fission import physical_graph
 from spadeopt.plan.plan import Plan, make_plan
+from spadeopt.plan.regions import resolve_regions
 from spadeopt.runtime.ordered import Ordered
 from spadeopt.runtime.pe import Pending
 from spadeopt.runtime.sinks import Sink
@@ -41,14 +43,16 @@ BATCH = 7
 Rows = dict[str, list[dict[str, Any]]]
 
 
-def plan(graph: AppGraph, fusion: str) -> Plan:
-    """``none``/``all`` as in the CLI; ``mixed``: operators fused in consecutive pairs
-    (declaration order), so some links are direct calls and some cross PEs."""
+def plan(graph: AppGraph, fusion: str, widths: Mapping[str, int] | None = None) -> Plan:
+    """``none``/``all``/``manual`` as in the CLI; ``mixed``: operators (of the physical
+    graph, with parallel regions at ``widths``) fused in consecutive pairs (declaration
+    order), so some links are direct calls and some cross PEs."""
     if fusion != "mixed":
-        return plan_for(graph, fusion)
-    names = [op.name for op in graph.operators]
+        return plan_for(graph, fusion, widths=dict(widths or {}))
+    regions = resolve_regions(graph, "none", dict(widths or {}))
+    names = [op.name for op in physical_graph(graph, regions).operators]
     groups = [names[i:i + 2] for i in range(0, len(names), 2)]
-    return make_plan(graph, "mixed", groups, [0] * len(groups), 1, 2)
+    return make_plan(graph, "mixed", groups, [0] * len(groups), 1, 2, regions=regions)
 
 
 def as_graph(app: App | AppGraph) -> AppGraph:
@@ -143,11 +147,12 @@ class _FakeRT:
 
 
 def simulate(app: App | AppGraph, fusion: str, out_dir: Path, *, seed: int = 0,
-             chunks: Sequence[int] = (BATCH,)) -> Rows:
+             chunks: Sequence[int] = (BATCH,), widths: Mapping[str, int] | None = None) -> Rows:
     """Run ``app`` under ``fusion`` in this process; ``chunks`` are the source batch
-    sizes (cycled); ``seed`` picks the interleaving of deliveries between PEs."""
+    sizes (cycled); ``seed`` picks the interleaving of deliveries between PEs;
+    ``widths`` are the parallel regions' widths."""
     graph = as_graph(app)
-    p = plan(graph, fusion)
+    p = plan(graph, fusion, widths)
     files = render_build(graph, p, "")
     deploy = json.loads(files["deploy.json"])
     out_dir.mkdir(parents=True, exist_ok=True)

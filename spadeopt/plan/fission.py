@@ -1,0 +1,182 @@
+"""Fission as a graph rewrite: logical ``AppGraph`` + regions -> physical ``AppGraph``.
+
+A region of width k > 1 becomes, in the physical graph:
+
+- a ``fission_split`` operator ``<region>__split`` on the one stream entering the region;
+- k copies of every region operator, ``<op>__<c>`` for channel c (shown as ``op@c``),
+  wired exactly like the originals inside the region;
+- a ``fission_merge`` operator ``<region>__merge`` collecting the k copies of the one
+  output port that leaves the region, and publishing to its original subscribers.
+
+In a dynamic region the channel copies carry the split's sequence number as a hidden
+last attribute (``_fission_seq``): every copy's input and output schemas gain it, and
+its parameters are rewritten to forward it (a functor copies it, a count-window
+aggregate emits the sequence number of the tuple that triggered the row, a join the
+later of its two matched tuples'). The merge strips it, so everything after the
+region sees the width-1 schema. Regions of width 1 are not rewritten at all.
+
+The physical graph is an ordinary ``AppGraph``: fusion, placement, codegen and the
+runtime treat the split, the channels and the merge like any other operators. Its
+annotations are the logical ones carried over: a colocate/exlocate/fuse group inside
+one region is repeated per channel; FMAN's layout for a region is added as fuse groups
+(each channel one PE, the split with its producer, the merge with its first consumer).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from spadeopt.errors import UsageError
+from spadeopt.model.graph import (
+    STATEFUL,
+    Annotations,
+    AppGraph,
+    InPort,
+    Operator,
+    OutPort,
+    PortRef,
+    Stream,
+)
+from spadeopt.model.schema import Schema
+from spadeopt.plan.regions import BLOCK, DYNAMIC, SEQ, Region, check_region
+from spadeopt.toolkit.params import AggOutput, FissionMergeParams, FissionSplitParams
+
+
+def _with_seq(schema: Schema | None, where: str) -> Schema | None:
+    if schema is None:
+        return None
+    if SEQ in schema:
+        raise UsageError(f"{where}: attribute name '{SEQ}' is reserved for fission's sequence number")
+    if not len(schema):  # a 1-tuple in a channel is a pulse
+        raise UsageError(f"{where}: a stream without attributes cannot run in a dynamic parallel region")
+    return Schema((*schema.attrs, (SEQ, "int")))
+
+
+def _channel_copy(op: Operator, c: int, dynamic: bool) -> Operator:
+    name = Region.channel_op(op.name, c)
+    if not dynamic:
+        return dataclasses.replace(op, name=name)
+    where = f"operator '{op.name}'"
+    ins = tuple(dataclasses.replace(p, schema=_with_seq(p.schema, where)) for p in op.inputs)
+    outs = tuple(dataclasses.replace(p, schema=_with_seq(p.schema, where)) for p in op.outputs)
+    p = op.params
+    if op.kind == "functor" and p.output is not None:
+        p = dataclasses.replace(p, output=(*p.output, (SEQ, SEQ)))
+    elif op.kind == "aggregate":
+        p = dataclasses.replace(p, output=(*p.output, AggOutput(SEQ, "last", SEQ)))
+    elif op.kind == "join":
+        p = dataclasses.replace(p, output=(*p.output, (SEQ, f"max(left.{SEQ}, right.{SEQ})")))
+    return dataclasses.replace(op, name=name, inputs=ins, outputs=outs, params=p)
+
+
+def _rewrite_one(graph: AppGraph, region: Region) -> AppGraph:
+    shape = check_region(graph, region.name, region.operators)
+    members = set(region.operators)
+    k = region.width
+    dynamic = region.ordering == DYNAMIC
+    new_names = [region.split, region.merge] + [Region.channel_op(o, c) for o in region.operators for c in range(k)]
+    clash = sorted(n for n in new_names if n in graph.by_name)
+    if clash:
+        raise UsageError(f"parallel region '{region.name}': the physical operator name(s) {', '.join(clash)} "
+                         f"are already taken by operators of the app; rename them")
+    entry_schema = graph.op(shape.entry.dst.op).in_port(shape.entry.dst.port).schema
+    exit_schema = graph.op(shape.exit.op).out_port(shape.exit.port).schema
+    chan_schema = _with_seq(entry_schema, f"region '{region.name}'") if dynamic else entry_schema
+    exit_chan = _with_seq(exit_schema, f"region '{region.name}'") if dynamic else exit_schema
+    split = Operator(region.split, "fission_split", (InPort("in", entry_schema),),
+                     tuple(OutPort(f"out{c}", chan_schema) for c in range(k)),
+                     FissionSplitParams(k, region.key, region.ordering, BLOCK), STATEFUL, (),
+                     f"parallel region '{region.name}'")
+    merge = Operator(region.merge, "fission_merge", tuple(InPort(f"in{c}", exit_chan) for c in range(k)),
+                     (OutPort("out", exit_schema),), FissionMergeParams(k, region.ordering, BLOCK),
+                     STATEFUL, (), f"parallel region '{region.name}'")
+    ops: list[Operator] = []
+    for op in graph.operators:
+        if op.name not in members:
+            ops.append(op)
+        elif op.name == region.operators[0]:
+            ops.append(split)
+            ops.extend(_channel_copy(graph.op(o), c, dynamic) for c in range(k) for o in region.operators)
+            ops.append(merge)
+    streams: list[Stream] = []
+    exit_done = False
+    for s in graph.streams:
+        src_in, dst_in = s.src.op in members, s.dst.op in members
+        if not src_in and not dst_in:
+            streams.append(s)
+        elif s == shape.entry:
+            streams.append(Stream(s.src, PortRef(region.split, "in")))
+            streams.extend(Stream(PortRef(region.split, f"out{c}"), PortRef(Region.channel_op(s.dst.op, c), s.dst.port))
+                           for c in range(k))
+        elif src_in and dst_in:
+            streams.extend(Stream(PortRef(Region.channel_op(s.src.op, c), s.src.port),
+                                  PortRef(Region.channel_op(s.dst.op, c), s.dst.port)) for c in range(k))
+        else:  # leaves the region through its exit port
+            if not exit_done:
+                streams.extend(Stream(PortRef(Region.channel_op(s.src.op, c), s.src.port), PortRef(region.merge, f"in{c}"))
+                               for c in range(k))
+                exit_done = True
+            streams.append(Stream(PortRef(region.merge, "out"), s.dst))
+    order = {op.name: i for i, op in enumerate(graph.operators)}
+    consumers = sorted({s.dst.op for s in graph.streams if s.src == shape.exit}, key=order.__getitem__)
+    ann = _annotations(graph.annotations, region, members, shape.entry.src.op, consumers[0])
+    return AppGraph(graph.name, tuple(ops), tuple(streams), ann, graph.params, graph.module)
+
+
+def _annotations(ann: Annotations, region: Region, members: set[str], producer: str,
+                 consumer: str) -> Annotations:
+    k = region.width
+
+    def per_channel(groups, kind: str, mixed_ok: bool):
+        out = []
+        for g in groups:
+            inside = [o for o in g if o in members]
+            if not inside:
+                out.append(g)
+            elif len(inside) == len(g):
+                out.extend(tuple(Region.channel_op(o, c) for o in g) for c in range(k))
+            elif mixed_ok:
+                rest = tuple(o for o in g if o not in members)
+                if len(rest) > 1:
+                    out.append(rest)
+            else:
+                raise UsageError(f"{kind}({', '.join(g)}) mixes operators of parallel region '{region.name}' "
+                                 f"with operators outside it; a region is replicated whole")
+        return tuple(out)
+
+    fuse = list(per_channel(ann.fuse, "fuse", mixed_ok=True))
+    for c in range(k):
+        chan = tuple(Region.channel_op(o, c) for o in region.operators)
+        if len(chan) > 1:
+            fuse.append(chan)
+    fuse.append((producer, region.split))
+    fuse.append((region.merge, consumer))
+    return Annotations(
+        colocate=per_channel(ann.colocate, "colocate", mixed_ok=False),
+        exlocate=per_channel(ann.exlocate, "exlocate", mixed_ok=False),
+        host=tuple((o, n) for o, n in ann.host if o not in members),
+        fuse=tuple(fuse),
+        parallel=tuple(p for p in ann.parallel if p[0] != region.name),
+    )
+
+
+def physical_graph(graph: AppGraph, regions: tuple[Region, ...]) -> AppGraph:
+    """The graph that fusion, placement and codegen work on: every region of width > 1
+    rewritten into split, channels and merge (regions are rewritten one after another,
+    so a region may follow another's merge)."""
+    out = graph
+    for r in regions:
+        if r.width > 1:
+            out = _rewrite_one(out, r)
+    return out
+
+
+def channel_label(physical: str, regions: tuple[Region, ...]) -> str:
+    """``op__c`` -> ``op@c`` for channel copies; other names unchanged."""
+    for r in regions:
+        if r.width > 1:
+            for o in r.operators:
+                for c in range(r.width):
+                    if physical == Region.channel_op(o, c):
+                        return f"{o}@{c}"
+    return physical

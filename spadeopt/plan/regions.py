@@ -1,0 +1,255 @@
+"""Parallel regions (fission, papers 000 and 002): what may be replicated, apart from policy.
+
+A *region* is a connected set of operators that runs as ``width`` identical *channels*.
+This module decides only whether a region is legal and how its channels must be fed
+and merged; how wide a region is, is policy (the developer's ``parallel(..., width=)``
+under FMAN, ``--width`` on the command line) and lives elsewhere.
+
+Legality (002 §3-4, 000 §A2, with what an order-preserving merge needs):
+
+- every operator exists and is neither a source nor a sink (never replicated);
+- no operator is stateful (``state`` derived from parameters by the DSL: aggregate
+  without ``by``, merge, a custom operator that does not declare otherwise);
+- the partitioned operators' keys intersect, every key attribute is in the stream that
+  enters the region, and every operator upstream of a partitioned one (inside the
+  region) forwards the key attributes unchanged, so a hash of the entering tuple names
+  the channel that holds the key's state;
+- an operator's output must be triggered by a tuple of its own partition, so that the
+  merge can put it back at its trigger's sequence number: event-time windows (which
+  close on any key's tuple) and ``union`` (arrival order) are refused; custom operators
+  are refused (the sequence number cannot travel through user code);
+- the region is connected, is entered by exactly one stream and left by exactly one
+  output port, and no path leaves it and comes back (a feedback loop).
+
+Ordering. A region made only of functors without a filter is *static-rate* (every
+operator emits exactly one tuple per input, 004's case): the split deals fixed blocks
+of tuples round robin and the merge takes them back in the same blocks, with no
+sequence number. Any other region is *dynamic*: the split stamps each tuple with a
+sequence number (a hidden last attribute), routes it by a stable hash of the key (or in
+blocks round robin when stateless) and ends each batch to a channel with a pulse (the
+next number); the channels carry numbers and pulses through, and the merge releases
+tuples in sequence order and strips the number.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import networkx as nx
+
+from spadeopt.errors import UsageError
+from spadeopt.model.graph import PARTITIONED, STATEFUL, AppGraph, Operator, PortRef, Stream
+
+SEQ = "_fission_seq"  # the hidden sequence-number attribute of a dynamic region's channels
+BLOCK = 64  # tuples per round-robin block (split and merge agree on it)
+STATIC, DYNAMIC = "static", "dynamic"
+
+
+def selectivity_kind(op: Operator) -> str:
+    """``static`` when the operator emits exactly one tuple per input tuple (a functor
+    without a filter), else ``dynamic`` (data-dependent)."""
+    if op.kind == "functor" and op.params.filter is None:
+        return STATIC
+    return DYNAMIC
+
+
+@dataclass(frozen=True)
+class Region:
+    """One parallel region of a plan: logical operators, width, key and ordering."""
+
+    name: str
+    operators: tuple[str, ...]  # logical names, in declaration order
+    width: int
+    key: tuple[str, ...] = ()  # partition key (empty: stateless, dealt round robin)
+    ordering: str = DYNAMIC  # STATIC: weighted round robin; DYNAMIC: sequence numbers
+
+    @property
+    def split(self) -> str:
+        return f"{self.name}__split"
+
+    @property
+    def merge(self) -> str:
+        return f"{self.name}__merge"
+
+    @staticmethod
+    def channel_op(op: str, channel: int) -> str:
+        """The physical name of ``op``'s copy in ``channel`` (shown as ``op@channel``)."""
+        return f"{op}__{channel}"
+
+    @property
+    def routing(self) -> str:
+        return "hash" if self.key else "round_robin"
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "operators": list(self.operators), "width": self.width,
+                "key": list(self.key), "ordering": self.ordering}
+
+    @classmethod
+    def from_json(cls, doc: dict) -> Region:
+        return cls(doc["name"], tuple(doc["operators"]), int(doc["width"]), tuple(doc["key"]),
+                   doc["ordering"])
+
+
+@dataclass(frozen=True)
+class Shape:
+    """Where a legal region meets the rest of the graph."""
+
+    entry: Stream  # the one stream entering it
+    exit: PortRef  # the one output port leaving it
+    key: tuple[str, ...]
+    ordering: str
+
+
+def _forwards(op: Operator, attr: str) -> bool:
+    """Does ``op`` copy input attribute ``attr`` unchanged to an output of the same name?"""
+    p = op.params
+    if op.kind == "split":
+        return True
+    if op.kind == "functor":
+        return p.output is None or any(n == attr and e.strip() == attr for n, e in p.output)
+    if op.kind == "aggregate":
+        return any(o.name == attr and o.func == "key" and o.expr == attr for o in p.output)
+    if op.kind == "join":
+        return any(n == attr and e.strip() in (attr, f"left.{attr}", f"right.{attr}") for n, e in p.output)
+    return False
+
+
+def _op_problem(op: Operator) -> str | None:
+    if op.is_source or op.kind == "sink":
+        return f"operator '{op.name}' is a {op.kind}: sources and sinks are never replicated"
+    if op.state == STATEFUL:
+        why = {"aggregate": "an aggregate without by= keeps one state for all tuples",
+               "merge": "a merge orders all its inputs together",
+               "custom": "a custom operator is stateful unless it declares state='stateless' or 'partitioned'"}
+        return f"operator '{op.name}' is stateful ({why.get(op.kind, op.kind)})"
+    if op.kind == "custom":
+        return (f"operator '{op.name}' is a custom operator: the merge's sequence number cannot travel "
+                f"through user code, so it cannot be replicated yet")
+    if op.kind == "union":
+        return (f"operator '{op.name}' is a union: it interleaves in arrival order, which a merge "
+                f"cannot restore")
+    if op.kind == "aggregate" and op.params.window.kind == "time":
+        return (f"operator '{op.name}' has an event-time window: it closes every key's window on any "
+                f"key's tuple, so its output order is not a function of its own partition's tuples")
+    if op.kind == "join" and tuple(op.params.left_key) != tuple(op.params.right_key):
+        return (f"operator '{op.name}' joins on differently named keys {op.params.left_key} and "
+                f"{op.params.right_key}; one hash of the entering stream cannot partition both")
+    return None
+
+
+def check_region(graph: AppGraph, name: str, ops: tuple[str, ...]) -> Shape:
+    """The region's shape, or ``UsageError`` naming every offending operator and why."""
+    problems: list[str] = []
+    unknown = [o for o in ops if o not in graph.by_name]
+    if unknown:
+        raise UsageError(f"parallel region '{name}' names unknown operator(s) {', '.join(unknown)}")
+    if not ops:
+        raise UsageError(f"parallel region '{name}' has no operators")
+    members = set(ops)
+    for o in ops:
+        why = _op_problem(graph.op(o))
+        if why:
+            problems.append(why)
+    inner = nx.Graph()
+    inner.add_nodes_from(members)
+    entries = [s for s in graph.streams if s.dst.op in members and s.src.op not in members]
+    exits = sorted({s.src for s in graph.streams if s.src.op in members and s.dst.op not in members})
+    for s in graph.streams:
+        if s.src.op in members and s.dst.op in members:
+            inner.add_edge(s.src.op, s.dst.op)
+    if not nx.is_connected(inner):
+        parts = sorted(sorted(c) for c in nx.connected_components(inner))
+        problems.append(f"the region is not connected: {' | '.join(', '.join(p) for p in parts)}")
+    if len(entries) != 1:
+        problems.append(f"the region must be entered by exactly one stream; it is entered by "
+                        f"{len(entries)}: {', '.join(f'{s.src} -> {s.dst}' for s in entries) or 'none'}")
+    if len(exits) != 1:
+        problems.append(f"the region must be left by exactly one output port; it is left by "
+                        f"{len(exits)}: {', '.join(map(str, exits)) or 'none'}")
+    # a feedback loop: a path from the region back into it through outside operators,
+    # or a cycle inside it
+    full = nx.DiGraph()
+    full.add_nodes_from(graph.by_name)
+    full.add_edges_from((s.src.op, s.dst.op) for s in graph.streams)
+    outside = full.subgraph(set(graph.by_name) - members)
+    for s in graph.streams:
+        if s.src.op in members and s.dst.op not in members:
+            back = {d.op for e in graph.streams if e.dst.op in members and e.src.op not in members
+                    for d in [e.src]}
+            reach = nx.descendants(outside, s.dst.op) | {s.dst.op}
+            if reach & back:
+                problems.append(f"the region crosses a feedback loop: '{s.src.op}' feeds '{s.dst.op}', "
+                                f"which leads back into the region")
+                break
+    if any(len(c) > 1 for c in nx.strongly_connected_components(full.subgraph(members))):
+        problems.append("the region contains a feedback loop")
+    if problems:
+        raise UsageError(f"parallel region '{name}' cannot be replicated:\n"
+                         + "\n".join(f"  - {p}" for p in problems))
+    entry, exit_port = entries[0], exits[0]
+    # partition keys: intersect, present on entry, forwarded up to every partitioned operator
+    part = [graph.op(o) for o in ops if graph.op(o).state == PARTITIONED]
+    key: tuple[str, ...] = ()
+    if part:
+        common = set(part[0].key)
+        for op in part[1:]:
+            common &= set(op.key)
+        if not common:
+            problems.append("the partition keys do not intersect: "
+                            + ", ".join(f"'{op.name}' on {list(op.key)}" for op in part))
+        entry_schema = graph.op(entry.dst.op).in_port(entry.dst.port).schema
+        key = tuple(k for k in part[0].key if k in common)
+        for k in key:
+            if entry_schema is None or k not in entry_schema:
+                problems.append(f"key '{k}' is not an attribute of the stream entering the region ({entry.src})")
+        sub = full.subgraph(members)
+        for o in ops:
+            later = nx.descendants(sub, o)
+            if any(graph.op(p.name).state == PARTITIONED for p in part if p.name in later):
+                for k in key:
+                    if not _forwards(graph.op(o), k):
+                        problems.append(f"operator '{o}' does not forward key '{k}' unchanged to the "
+                                        f"partitioned operator(s) after it")
+    if problems:
+        raise UsageError(f"parallel region '{name}' cannot be replicated:\n"
+                         + "\n".join(f"  - {p}" for p in problems))
+    ordering = STATIC if all(selectivity_kind(graph.op(o)) == STATIC for o in ops) else DYNAMIC
+    return Shape(entry, exit_port, key, ordering)
+
+
+def resolve_regions(graph: AppGraph, strategy: str, widths: dict[str, int] | None) -> tuple[Region, ...]:
+    """The plan's regions: each declared region at its width (``widths`` overrides; the
+    declared width counts under FMAN only, every other strategy defaults to 1). Regions
+    of width 1 are recorded but not rewritten. Every declared region is checked, whatever
+    its width: an illegal one raises ``UsageError`` naming the operator and the reason."""
+    declared = {name: (ops, w) for name, ops, w in graph.annotations.parallel}
+    widths = dict(widths or {})
+    unknown = sorted(set(widths) - set(declared))
+    if unknown:
+        have = ", ".join(sorted(declared)) or "none (declare one with App.parallel)"
+        raise UsageError(f"--width names unknown region(s) {', '.join(unknown)}; app '{graph.name}' "
+                         f"declares: {have}")
+    order = {op.name: i for i, op in enumerate(graph.operators)}
+    out = []
+    for name, (ops, declared_width) in sorted(declared.items()):
+        width = widths.get(name, declared_width if strategy == "manual" else 1)
+        if isinstance(width, bool) or not isinstance(width, int) or width < 1:
+            raise UsageError(f"region '{name}': width must be an integer >= 1, got {width!r}")
+        ops = tuple(sorted(ops, key=lambda o: order.get(o, -1)))
+        shape = check_region(graph, name, ops)
+        out.append(Region(name, ops, width, shape.key, shape.ordering))
+    return tuple(out)
+
+
+def parse_widths(pairs: list[str] | None) -> dict[str, int]:
+    """``["REGION=K", ...]`` from the command line."""
+    out: dict[str, int] = {}
+    for pair in pairs or []:
+        name, sep, value = pair.partition("=")
+        try:
+            if not sep:
+                raise ValueError
+            out[name.strip()] = int(value)
+        except ValueError:
+            raise UsageError(f"--width expects REGION=K with an integer K, got {pair!r}") from None
+    return out

@@ -1,0 +1,146 @@
+"""The merges that close a parallel region (fission), restoring the width-1 order.
+
+``SeqMerge`` (dynamic regions, 002's sequence numbers): every channel delivers tuples
+whose last attribute is the sequence number the split stamped on the tuple that
+triggered them, in non-decreasing order per channel (channels are FIFO). A tuple may
+leave once no live channel can still deliver a smaller number: with ``w`` the smallest
+*last buffered* number over the live channels (a live channel with nothing buffered
+blocks), everything buffered up to ``w`` is released, sorted by number (stable, so the
+several outputs of one trigger keep their channel order), with the number stripped.
+
+``BlockMerge`` (static-rate regions, 004's weighted round robin): the split dealt
+blocks of ``block`` tuples to the channels in turn and every channel emits exactly
+one tuple per tuple, so taking ``block`` tuples from each channel in turn restores
+the order with no sequence number at all.
+
+Pulses (dynamic regions): the split ends every batch to a channel with a pulse, the
+1-tuple ``(n,)`` promising that the channel delivers nothing numbered below ``n`` later;
+channel operators pass it on last in their batch. ``SeqMerge`` keeps a channel's last
+pulse as its floor, so a channel that filters out everything still lets the others'
+tuples go. Memory: a merge only buffers what one channel delivers ahead of another;
+the split blocks on a full link, so a channel runs ahead of a slower one by at most
+what fits in the slower channel's links (ZeroMQ high-water marks).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from itertools import chain
+from operator import itemgetter
+
+_SEQ = itemgetter(-1)
+FINAL_BASE = 1 << 62  # sequence numbers of rows flushed at end of stream: after every tuple
+_COMPACT = 4096
+
+
+class SeqMerge:
+    def __init__(self, n: int) -> None:
+        self.queues: list[list] = [[] for _ in range(n)]
+        self.heads = [0] * n
+        self.live = [True] * n
+        self.floor = [-1] * n  # per channel: its last pulse (no later tuple has a smaller number)
+
+    def push(self, channel: int, batch) -> list[tuple]:
+        if len(batch[-1]) == 1:  # a pulse travels last in its batch
+            self.floor[channel] = batch[-1][0]
+            batch = batch[:-1]
+        self.queues[channel].extend(batch)
+        return self._release()
+
+    def finish(self, channel: int) -> list[tuple]:
+        self.live[channel] = False
+        out = self._release()
+        if not any(self.live) and self.buffered:  # pragma: no cover - a bug, never data
+            raise RuntimeError(f"fission merge: {self.buffered} tuples left after every channel ended")
+        return out
+
+    @property
+    def buffered(self) -> int:
+        return sum(len(q) - h for q, h in zip(self.queues, self.heads, strict=True))
+
+    def _release(self) -> list[tuple]:
+        queues, heads = self.queues, self.heads
+        mark = None
+        for q, h, live, floor in zip(queues, heads, self.live, self.floor, strict=True):
+            if live:
+                last = q[-1][-1] if len(q) > h and q[-1][-1] > floor else floor
+                if mark is None or last < mark:
+                    mark = last
+        if mark is not None and mark < 0:
+            return []
+        parts = []
+        for i, q in enumerate(queues):
+            h = heads[i]
+            n = len(q)
+            if h == n:
+                continue
+            end = n if mark is None or q[-1][-1] <= mark else bisect_right(q, mark, lo=h, key=_SEQ)
+            if end == h:
+                continue
+            parts.append(q[h:end] if h or end < n else q)
+            if end == n:
+                queues[i] = []
+                heads[i] = 0
+            elif end > _COMPACT:
+                del q[:end]
+                heads[i] = 0
+            else:
+                heads[i] = end
+        if not parts:
+            return []
+        merged = parts[0] if len(parts) == 1 else sorted(chain.from_iterable(parts), key=_SEQ)
+        return [t[:-1] for t in merged]
+
+
+class BlockMerge:
+    def __init__(self, n: int, block: int) -> None:
+        self.n, self.block = n, block
+        self.queues: list[list] = [[] for _ in range(n)]
+        self.heads = [0] * n
+        self.live = [True] * n
+        self.cur = 0
+        self.left = block
+
+    def push(self, channel: int, batch) -> list:
+        self.queues[channel].extend(batch)
+        return self._release()
+
+    def finish(self, channel: int) -> list:
+        self.live[channel] = False
+        out = self._release()
+        if not any(self.live) and self.buffered:  # pragma: no cover - a bug, never data
+            raise RuntimeError(f"fission merge: {self.buffered} tuples left after every channel ended "
+                               f"(a channel did not emit one tuple per tuple)")
+        return out
+
+    @property
+    def buffered(self) -> int:
+        return sum(len(q) - h for q, h in zip(self.queues, self.heads, strict=True))
+
+    def _release(self) -> list:
+        out: list = []
+        queues, heads = self.queues, self.heads
+        cur, left = self.cur, self.left
+        while True:
+            q = queues[cur]
+            h = heads[cur]
+            avail = len(q) - h
+            if not avail:
+                break
+            take = avail if avail < left else left
+            out.extend(q[h:h + take])
+            h += take
+            if h == len(q):
+                queues[cur] = []
+                heads[cur] = 0
+            elif h > _COMPACT:
+                del q[:h]
+                heads[cur] = 0
+            else:
+                heads[cur] = h
+            left -= take
+            if not left:
+                cur = (cur + 1) % self.n
+                left = self.block
+        self.cur, self.left = cur, left
+        return out

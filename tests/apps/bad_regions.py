@@ -1,0 +1,45 @@
+"""Parallel regions that must be refused, one per ``case`` (see tests/plan/test_regions.py)."""
+
+from __future__ import annotations
+
+from spadeopt import App, app, count_window, time_window
+from tests.apps.loop import Tagger
+from tests.toolkit.gens import replay
+
+SCHEMA = "id:int, k:int, j:int, v:float, ts:int"
+ROWS = [(i, i % 5, i % 3, i * 0.5, i) for i in range(50)]
+
+
+@app
+def bad_regions(case: str = "ok") -> App:
+    a = App("bad_regions")
+    s = a.source("src", SCHEMA, generator=replay, args={"rows": ROWS})
+    if case == "loop":
+        t = a.custom("tag", Tagger, inputs={"in": s, "back": "echo.out"},
+                     outputs={"out": SCHEMA})
+        e = a.functor("echo", t["out"], filter="id < 0")
+        a.sink("sink", t["out"], mode="count")
+        a.parallel("echo", width=2, name="reg")
+        del e
+        return a
+    f = a.functor("f", s, output={"id": "id", "k:int": "(k + 1) % 5", "j": "j", "v": "v", "ts": "ts"}
+                  if case == "drops_key" else None)
+    if case in ("ok", "drops_key"):
+        g = a.aggregate("g", f, window=count_window(2), by=["k"], output={"k": "k", "n": "count()"})
+    elif case == "stateful":
+        g = a.aggregate("g", f, window=count_window(2), output={"n": "count()"})
+    elif case == "disjoint":
+        h = a.aggregate("h", f, window=count_window(1), by=["j"],
+                        output={"k": "first(k)", "j": "j", "ts": "last(ts)"})
+        g = a.aggregate("g", h, window=count_window(2), by=["k"], output={"k": "k", "n": "count()"})
+    elif case == "time":
+        g = a.aggregate("g", f, window=time_window("ts", 10), by=["k"], output={"k": "k", "n": "count()"})
+    else:
+        raise ValueError(case)
+    a.sink("sink", g)
+    ops = ("f", "h", "g") if case == "disjoint" else ("f", "g")
+    a.parallel(*ops, width=2, name="reg")
+    return a
+
+
+app = bad_regions
