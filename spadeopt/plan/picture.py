@@ -16,6 +16,7 @@ label="node 0";
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -95,7 +96,8 @@ def _weight(label: str) -> float:
 
 
 def _ops_text(ops: tuple[str, ...]) -> list[str]:
-    shown = list(ops[:MAX_LINES])
+    """Operator names as users know them: a channel copy ``op__2`` of a region is ``op@2``."""
+    shown = [re.sub(r"__(\d+)$", r"@\1", op) for op in ops[:MAX_LINES]]
     if len(ops) > MAX_LINES:
         shown.append(f"+{len(ops) - MAX_LINES} more")
     return shown
