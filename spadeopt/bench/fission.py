@@ -67,7 +67,8 @@ def run(out_dir: Path, quick: bool = False, repeat: int = 3, log=print) -> dict[
     works = (0, 100, 400) if not quick else (0, 200)
     doc: dict[str, Any] = {"benchmark": "fission", "when": time.strftime("%Y-%m-%dT%H:%M:%S"),
                            "host": platform.node(), "cpus": os.cpu_count(), "repeat": repeat,
-                           "note": "shared machine: other jobs ran at the same time, figures are noisy"}
+                           "note": "shared machine: other jobs ran at the same time, figures are noisy",
+                           "load_average_at_start": list(os.getloadavg())}
     scal: dict[str, Any] = {}
     for kind in ("stateless", "keyed"):
         scal[kind] = {}
@@ -116,6 +117,7 @@ def run(out_dir: Path, quick: bool = False, repeat: int = 3, log=print) -> dict[
                     "logical_width2_over_hand_fman": barg["bargain_logical width 2 FMAN"] / barg["bargain FMAN"],
                     "target": ">= 0.9"},
     }
+    doc["load_average_at_end"] = list(os.getloadavg())
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "fission.json").write_text(json.dumps(doc, indent=2) + "\n")
     _plot(doc, out_dir)
