@@ -40,7 +40,6 @@ import networkx as nx
 from spadeopt.errors import UsageError
 from spadeopt.model.graph import PARTITIONED, STATEFUL, AppGraph, Operator, PortRef, Stream
 
-SEQ = "_fission_seq"  # the hidden sequence-number attribute of a dynamic region's channels
 BLOCK = 64  # tuples per round-robin block (split and merge agree on it)
 STATIC, DYNAMIC = "static", "dynamic"
 

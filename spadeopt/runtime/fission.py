@@ -29,6 +29,7 @@ from itertools import chain
 from operator import itemgetter
 
 _SEQ = itemgetter(-1)
+SEQ = "_fission_seq"  # the hidden sequence-number attribute of a dynamic region's channels
 FINAL_BASE = 1 << 62  # sequence numbers of rows flushed at end of stream: after every tuple
 _COMPACT = 4096
 

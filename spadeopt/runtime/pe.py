@@ -26,6 +26,7 @@ from typing import Any
 import zmq
 
 from spadeopt.runtime import transport
+from spadeopt.runtime.fission import SEQ as FISSION_SEQ
 from spadeopt.runtime.ordered import Ordered
 from spadeopt.runtime.security import Guard, keypair, make_client, make_server
 from spadeopt.runtime.sinks import Sink
@@ -61,6 +62,7 @@ class InputPort:
     point: Any = None  # profiling builds: the PE input port's submit signal
     countdown: int = 0
     types: tuple | None = None  # wire types of the port's attributes (None: unchecked)
+    pulsed: bool = False  # inside a parallel region: a batch may end with a fission pulse
     upstream: dict[str, str] = field(default_factory=dict)  # link id -> "PE pe1 (op.port)"
     finaled: set[str] = field(default_factory=set)  # links whose final has arrived
 
@@ -192,7 +194,9 @@ class PERuntime:
             self.guard = Guard(self.ctx, self.pe_id)  # before bind: no connection unasked
             self.server_key = keypair()
         for ref, port in sorted(self.inputs.items()):
-            port.types = transport.wire_types((schemas or {}).get(ref))
+            schema = (schemas or {}).get(ref)
+            port.types = transport.wire_types(schema)
+            port.pulsed = bool(schema) and schema[-1][0] == FISSION_SEQ  # batches may end with a pulse
             s = transport.pull_socket(self.ctx, self.hwm)
             if self.guard is not None:
                 make_server(s, *self.server_key, domain=ref)
@@ -360,7 +364,7 @@ class PERuntime:
                             break
                         continue
                     try:
-                        batch = decode(data, port.types, max_frame)
+                        batch = decode(data, port.types, max_frame, port.pulsed)
                     except transport.WireError as exc:
                         raise LinkError(self.pe_id, port, frame.get("User-Id") if secure else None,
                                         str(exc)) from None

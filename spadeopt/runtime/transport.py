@@ -56,11 +56,14 @@ def _describe(data) -> str:
     return f"{len(data)} bytes starting {head.hex(' ')}" if len(data) else "an empty frame"
 
 
-def decode_batch(data, types: tuple[frozenset[type], ...] | None, max_frame: int = DEFAULT_MAX_FRAME) -> tuple:
+def decode_batch(data, types: tuple[frozenset[type], ...] | None, max_frame: int = DEFAULT_MAX_FRAME,
+                 pulsed: bool = False) -> tuple:
     """Decode one frame into a batch for a port whose attributes have ``types``.
 
-    ``types`` None: the port's schema is unknown (accept any tuples). Raises
-    ``WireError`` naming what was wrong; never returns anything but a tuple of tuples.
+    ``types`` None: the port's schema is unknown (accept any tuples). ``pulsed``: the
+    port is inside a parallel region, so a batch may end with a fission pulse, a 1-tuple
+    holding an int sequence number (``spadeopt.runtime.fission``). Raises ``WireError``
+    naming what was wrong; never returns anything but a tuple of tuples.
     """
     n = len(data)
     if n > max_frame:
@@ -82,16 +85,23 @@ def decode_batch(data, types: tuple[frozenset[type], ...] | None, max_frame: int
     if types is None:
         return batch
     arity = len(types)
+    body = batch
+    if pulsed and len(batch[-1]) == 1 and arity != 1:
+        if type(batch[-1][0]) is not int:
+            raise WireError(f"a fission pulse must hold an int sequence number, got {batch[-1]!r:.60}")
+        body = batch[:-1]
+        if not body:
+            return batch
     try:
-        lengths = set(map(len, batch))  # every tuple: one pass in C
+        lengths = set(map(len, body))  # every tuple: one pass in C
     except TypeError:
         bad = next(t for t in batch if not hasattr(t, "__len__"))
         raise WireError(f"a batch element is a {type(bad).__name__} ({bad!r:.60}), expected a tuple") from None
     if lengths != {arity}:
-        bad = next(t for t in batch if len(t) != arity)
+        bad = next(t for t in body if len(t) != arity)
         raise WireError(f"wrong arity: a {type(bad).__name__} of {len(bad)} attributes ({bad!r:.80}) where the "
                         f"port has {arity}")
-    for t in (batch[0], batch[-1]):
+    for t in (body[0], body[-1]):
         for i, (v, ok) in enumerate(zip(t, types, strict=True)):
             if type(v) not in ok:
                 want = "/".join(sorted(x.__name__ for x in ok))

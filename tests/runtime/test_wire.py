@@ -69,3 +69,18 @@ def test_fuzz_decoder_raises_only_wire_error(raw, mutations):
         i = pos % len(frame)
         _check(frame[:i] + bytes([byte]) + frame[i + 1:])
         _check(frame[:i])
+
+
+def test_a_fission_pulse_may_end_a_batch_on_a_pulsed_port_only():
+    from spadeopt.runtime.transport import WireError, decode_batch, wire_types
+
+    types = wire_types([["k", "str"], ["_fission_seq", "int"]])
+    data = msgpack.packb([("a", 1), ("b", 2), (3,)])
+    assert decode_batch(data, types, pulsed=True)[-1] == (3,)
+    assert decode_batch(msgpack.packb([(7,)]), types, pulsed=True) == ((7,),)
+    with pytest.raises(WireError, match="wrong arity"):
+        decode_batch(data, types)  # not inside a region: a 1-tuple is malformed
+    with pytest.raises(WireError, match="pulse must hold an int"):
+        decode_batch(msgpack.packb([("a", 1), ("x",)]), types, pulsed=True)
+    with pytest.raises(WireError, match="wrong arity"):
+        decode_batch(msgpack.packb([(1,), ("a", 1)]), types, pulsed=True)  # only last
