@@ -48,14 +48,17 @@ def build(app_ref: str, fusion: str = "none", params: Mapping[str, str] | None =
 
 def run(target: str, fusion: str = "none", params: Mapping[str, str] | None = None, nodes: int = 1,
         cores: int = 2, master: str | None = None, out: Path | None = None, build_dir: Path | None = None,
-        progress: Callable[[str], None] | None = None) -> RunResult:
-    """Build (unless ``target`` is already a build directory) and run on Spark."""
+        progress: Callable[[str], None] | None = None, conf: Mapping[str, str] | None = None) -> RunResult:
+    """Build (unless ``target`` is already a build directory) and run on Spark.
+
+    ``conf`` is Spark configuration (``--conf KEY=VALUE``) that overrides spadeopt's.
+    """
     if Path(target).is_dir() and (Path(target) / "deploy.json").exists():
         if params:
             raise UsageError("-p parameters cannot change an existing build; rebuild it with `spadeopt build`")
-        return run_build(Path(target), master, out, progress)
+        return run_build(Path(target), master, out, progress, conf=conf)
     b = build(target, fusion, params, nodes, cores, build_dir)
-    return run_build(b.directory, master, out, progress)
+    return run_build(b.directory, master, out, progress, conf=conf)
 
 
 def write_json(path: Path, doc: Any) -> None:
@@ -67,7 +70,8 @@ def write_json(path: Path, doc: Any) -> None:
 def profile(app_ref: str, run_dir: Path, fusion: str = "none", params: Mapping[str, str] | None = None,
             sample_rate: float = 0.001, reservoir: int = 5000, duration: float | None = None,
             seed: int = 0, nodes: int = 1, cores: int = 2, master: str | None = None,
-            progress: Callable[[str], None] | None = None) -> tuple[RunResult, Path]:
+            progress: Callable[[str], None] | None = None,
+            conf: Mapping[str, str] | None = None) -> tuple[RunResult, Path]:
     """Stage 1: run an instrumented build of the app and write its raw samples.
 
     Everything is checked before anything is written: the sampling parameters, the
@@ -94,7 +98,7 @@ def profile(app_ref: str, run_dir: Path, fusion: str = "none", params: Mapping[s
     overrides = {"profile": {"sample_rate": sample_rate, "reservoir_size": reservoir, "seed": seed,
                              "run_dir": str(Path(run_dir).resolve())},
                  "duration": duration}
-    result = run_build(build_dir, master, None, progress, overrides)
+    result = run_build(build_dir, master, None, progress, overrides, conf=conf)
     finished = time.time()
     host = host_info()
     manifest = Manifest(

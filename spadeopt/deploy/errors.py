@@ -25,6 +25,8 @@ from typing import Any
 from spadeopt.deploy.masters import slots_hint
 
 _LOST_TASK = re.compile(r"Lost task (\d+)\.\d+ in stage [\d.]+ \(TID \d+\) \(([^\s)]+) executor ([^\s)]+)\)")
+_BARRIER_TASK = re.compile(r"barrier task ResultTask\(\d+, (\d+)\)")
+_LOST_EXECUTOR = re.compile(r"ExecutorLostFailure \(executor (\S+) exited")
 _REASON = re.compile(r"ExecutorLostFailure \(([^)]*)\)\s*Reason:\s*([^\n]*)")
 _NO_MODULE = re.compile(r"ModuleNotFoundError: No module named '([^']+)'")
 _PY_EXC = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Failure|Exit)\b:? .*$", re.M)
@@ -35,12 +37,18 @@ def explain(text: str, deploy: dict[str, Any], master: str, python: str | None =
     app = deploy["app"]
     nodes, cores = deploy["nodes"], deploy["cores"]
     task = _LOST_TASK.search(text)
-    where = ""
-    node_pes = ""
+    where, node = "", None
     if task:
         node = int(task.group(1))
-        pes = [p["pe"] for p in deploy["pes"] if p["node"] == node]
         where = f"executor {task.group(3)} on host {task.group(2)}"
+    else:
+        barrier = _BARRIER_TASK.search(text)
+        lost = _LOST_EXECUTOR.search(text)
+        node = int(barrier.group(1)) if barrier else None
+        where = f"executor {lost.group(1)}" if lost else ""
+    node_pes = ""
+    if node is not None:
+        pes = [p["pe"] for p in deploy["pes"] if p["node"] == node]
         node_pes = f"node {node} (PEs {', '.join(pes)})" if pes else f"node {node}"
     if "ExecutorLostFailure" in text:
         reason = _REASON.search(text)

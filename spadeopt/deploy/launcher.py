@@ -236,7 +236,7 @@ def run_build(build_dir: Path, master: str | None = None, out_dir: Path | None =
         while worker.is_alive():
             worker.join(1.0)
             if worker.is_alive():
-                say(_progress_line(progress_dir, t0, deploy))
+                say(_progress_line(progress_dir, t0, deploy) if local else f"\r{time.time() - t0:6.1f} s  running")
         if "error" in box:
             raise _as_run_error(box["error"], deploy, master, log_dir, sc.pythonExec) from None
         reports = sorted((json.loads(r) for r in box["raw"]), key=lambda r: r["node"])

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -53,7 +53,7 @@ class _Run:
 
 def refine(run_dirs: Sequence[str | os.PathLike[str]], out: str | os.PathLike[str] | None = None,
            master: str | None = None, cores: int = DEFAULT_CORES,
-           progress: Callable[[str], None] | None = None) -> Profile:
+           progress: Callable[[str], None] | None = None, conf: Mapping[str, str] | None = None) -> Profile:
     """Refine one or more profiling runs of the same app into a profile (written to ``out``)."""
     say = progress or (lambda msg: None)
     if not run_dirs:
@@ -61,7 +61,7 @@ def refine(run_dirs: Sequence[str | os.PathLike[str]], out: str | os.PathLike[st
     runs = [_check_run(Path(d)) for d in run_dirs]
     _check_same_graph(runs)
     say(f"reading the raw samples of {len(runs)} run(s) with Spark ({master or DEFAULT_MASTER})")
-    aggs, windows = _aggregate(runs, master or DEFAULT_MASTER, cores)
+    aggs, windows = _aggregate(runs, master or DEFAULT_MASTER, cores, conf)
     first = runs[0].manifest
     data = []
     for i, r in enumerate(runs):
@@ -169,14 +169,14 @@ def _pes_of(run: _Run) -> dict[str, tuple[str, ...]]:
 
 
 # ---- 2. the Spark part ---------------------------------------------------------------------
-def _aggregate(runs: list[_Run], master: str, cores: int
+def _aggregate(runs: list[_Run], master: str, cores: int, conf: Mapping[str, str] | None = None
                ) -> tuple[dict[int, dict[tuple, Agg]], dict[int, tuple[float, float]]]:
     from pyspark.sql import functions as F
     from pyspark.sql.types import DoubleType, StringType, StructField, StructType
 
     from spadeopt.deploy.launcher import spark_session
 
-    spark = spark_session(master, cores)
+    spark = spark_session(master, cores, conf=conf)
     schema = StructType([StructField(n, StringType()) for n in ("pe", "op", "port", "dir", "sub", "metric")]
                         + [StructField("ts", DoubleType()), StructField("value", DoubleType()),
                            StructField("_corrupt", StringType())])
