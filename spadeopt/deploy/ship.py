@@ -68,7 +68,7 @@ def _app_files(app_ref: str) -> tuple[dict[str, Path], str]:
         root = path.parent.parent
         shipped = f"app/{path.relative_to(root).as_posix()}:{attr}"
         base = path.parent
-        files = sorted(p for p in base.rglob("*.py") if "__pycache__" not in p.parts)
+        files = _sources(base)
     else:
         if os.getcwd() not in sys.path:  # as the loader does for module references
             sys.path.insert(0, os.getcwd())
@@ -76,7 +76,7 @@ def _app_files(app_ref: str) -> tuple[dict[str, Path], str]:
         if spec is not None and spec.submodule_search_locations:  # a package: ship its directory
             base = Path(next(iter(spec.submodule_search_locations)))
             root = base.parent
-            files = sorted(p for p in base.rglob("*.py") if "__pycache__" not in p.parts)
+            files = _sources(base)
         elif spec is not None and spec.origin and spec.origin.endswith(".py"):
             root, files = Path(spec.origin).parent, [Path(spec.origin)]
         else:
@@ -84,6 +84,12 @@ def _app_files(app_ref: str) -> tuple[dict[str, Path], str]:
                              f"give the app as a file path (apps/bargain.py)")
         shipped = app_ref
     return _checked({f"app/{p.relative_to(root).as_posix()}": p for p in files}, app_ref), shipped
+
+
+def _sources(base: Path) -> list[Path]:
+    """Python files under ``base``, skipping ``__pycache__`` and hidden directories (.venv, .git)."""
+    return sorted(p for p in base.rglob("*.py")
+                  if not any(part == "__pycache__" or part.startswith(".") for part in p.relative_to(base).parts))
 
 
 def _checked(files: dict[str, Path], app_ref: str) -> dict[str, Path]:
@@ -156,8 +162,9 @@ def write_outputs(files: dict[str, dict[str, str]], out_dir: Path | None, profil
     from spadeopt.runtime.sinks import part_name
 
     for name, text in files.get("sinks", {}).items():
-        if out_dir is None:
+        if out_dir is None or "/" in name or name.startswith("."):
             continue
+        Path(out_dir).mkdir(parents=True, exist_ok=True)
         (Path(out_dir) / part_name(name)).write_text(text, encoding="utf-8")
     for rel, text in files.get("profile", {}).items():
         if profile_dir is None or rel.startswith("/") or ".." in Path(rel).parts:

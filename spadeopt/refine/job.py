@@ -175,8 +175,12 @@ def _aggregate(runs: list[_Run], master: str, cores: int, conf: Mapping[str, str
     from pyspark.sql.types import DoubleType, StringType, StructField, StructType
 
     from spadeopt.deploy.launcher import spark_session
+    from spadeopt.deploy.masters import is_local
 
     spark = spark_session(master, cores, conf=conf)
+    # On a real cluster executors cannot read the driver's files: the driver reads the
+    # (small, sampled) lines and hands them to Spark, which parses them as it would the files.
+    shipped = not is_local(spark.sparkContext.master)
     schema = StructType([StructField(n, StringType()) for n in ("pe", "op", "port", "dir", "sub", "metric")]
                         + [StructField("ts", DoubleType()), StructField("value", DoubleType()),
                            StructField("_corrupt", StringType())])
@@ -185,9 +189,16 @@ def _aggregate(runs: list[_Run], master: str, cores: int, conf: Mapping[str, str
         files = [str(f) for f in r.files if f.stat().st_size > 0]
         if not files:
             continue
-        df = (spark.read.schema(schema).option("mode", "PERMISSIVE")
-              .option("columnNameOfCorruptRecord", "_corrupt").json(files)
-              .withColumn("file", F.input_file_name()).withColumn("run", F.lit(i)))
+        if shipped:
+            lines = [(ln, f) for f in files for ln in Path(f).read_text(encoding="utf-8").splitlines() if ln.strip()]
+            raw = spark.createDataFrame(lines, "line string, file string")
+            df = (raw.select(F.from_json("line", schema, {"mode": "PERMISSIVE",
+                                                         "columnNameOfCorruptRecord": "_corrupt"}).alias("j"),
+                             "file").select("j.*", "file").withColumn("run", F.lit(i)))
+        else:
+            df = (spark.read.schema(schema).option("mode", "PERMISSIVE")
+                  .option("columnNameOfCorruptRecord", "_corrupt").json(files)
+                  .withColumn("file", F.input_file_name()).withColumn("run", F.lit(i)))
         frames.append(df)
     if not frames:
         return {}, {}
