@@ -124,3 +124,26 @@ def test_conf_pairs():
     assert _conf(["spark.a=1", "spark.b=x=y"]) == {"spark.a": "1", "spark.b": "x=y"}
     with pytest.raises(UsageError, match="--conf expects KEY=VALUE"):
         _conf(["spark.a"])
+
+
+def test_cluster_stop_kills_only_what_it_recorded(tmp_path):
+    """A recorded pid now running another program (pid reuse) is left alone; the state goes."""
+    import json
+    import subprocess
+
+    from spadeopt.deploy import cluster
+
+    other = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    try:
+        state = {"master_url": "spark://127.0.0.1:1", "state_dir": str(tmp_path),
+                 "procs": [{"role": "master", "pid": other.pid, "log": str(tmp_path / "m.log"),
+                            "cmdline": ["spark-class", "org.apache.spark.deploy.master.Master"]}]}
+        (tmp_path / "cluster.json").write_text(json.dumps(state))
+        assert cluster.stop(tmp_path) == []
+        assert other.poll() is None, "a process spadeopt did not start was killed"
+        assert not (tmp_path / "cluster.json").exists()
+        with pytest.raises(UsageError, match="no cluster recorded"):
+            cluster.stop(tmp_path)
+    finally:
+        other.kill()
+        other.wait()

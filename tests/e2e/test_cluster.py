@@ -76,7 +76,7 @@ def spark_cluster(tmp_path_factory):
 
 
 def _env(**extra: str) -> dict[str, str]:
-    env = dict(os.environ, PYSPARK_PYTHON=PY, **extra)
+    env = {**os.environ, "PYSPARK_PYTHON": PY, **extra}
     env["PATH"] = f"{Path(PY).parent}{os.pathsep}{env.get('PATH', '')}"
     return env
 
