@@ -79,7 +79,8 @@ def link_overrides(insecure_links: bool = False, stall_timeout: float | None = N
 def run(target: str, fusion: str = "none", params: Mapping[str, str] | None = None, nodes: int = 1,
         cores: int = 2, master: str | None = None, out: Path | None = None, build_dir: Path | None = None,
         progress: Callable[[str], None] | None = None, force: bool = False, insecure_links: bool = False,
-        stall_timeout: float | None = None, widths: Mapping[str, int] | None = None) -> RunResult:
+        stall_timeout: float | None = None, widths: Mapping[str, int] | None = None,
+        conf: Mapping[str, str] | None = None) -> RunResult:
     """Build (unless ``target`` is already a build directory) and run on Spark.
 
     Everything that can be checked is checked before anything is written or Spark
@@ -87,7 +88,8 @@ def run(target: str, fusion: str = "none", params: Mapping[str, str] | None = No
     Java, and the input files of file sources. Links are authenticated and encrypted
     (CURVE) unless ``insecure_links`` (for measurements only); a run whose PEs make no
     progress for ``stall_timeout`` seconds (default ``agent.DEFAULT_STALL_TIMEOUT_S``)
-    fails naming them.
+    fails naming them. ``conf`` is Spark configuration (``--conf KEY=VALUE``) that
+    overrides spadeopt's.
     """
     from spadeopt.deploy.launcher import load_deploy
     from spadeopt.deploy.preflight import preflight
@@ -102,7 +104,7 @@ def run(target: str, fusion: str = "none", params: Mapping[str, str] | None = No
         deploy = load_deploy(Path(target))
         check_build_consistent(Path(target), deploy)
         preflight(None, master or deploy["spark"]["master"], deploy["nodes"], deploy["cores"], progress)
-        result = run_build(Path(target), master, out, progress, overrides)
+        result = run_build(Path(target), master, out, progress, overrides, conf=conf)
     else:
         if build_dir is not None:
             claim_dir(build_dir, "build", "--build-dir", force)
@@ -113,7 +115,7 @@ def run(target: str, fusion: str = "none", params: Mapping[str, str] | None = No
             build_dir = Path("build") / graph.name / plan.strategy
             claim_dir(build_dir, "build", "--build-dir (default)", force)
         b = generate(graph, plan, Path(build_dir), ref)
-        result = run_build(b.directory, master, out, progress, overrides)
+        result = run_build(b.directory, master, out, progress, overrides, conf=conf)
     if out is not None:
         mark_dir(out, "sinks", (f"{name}.jsonl" for name in result.sinks if (Path(out) / f"{name}.jsonl").exists()))
     return result
@@ -163,7 +165,7 @@ def profile(app_ref: str, run_dir: Path, fusion: str = "none", params: Mapping[s
             sample_rate: float = 0.001, reservoir: int = 5000, duration: float | None = None,
             seed: int = 0, nodes: int = 1, cores: int = 2, master: str | None = None,
             progress: Callable[[str], None] | None = None, insecure_links: bool = False,
-            stall_timeout: float | None = None) -> tuple[RunResult, Path]:
+            stall_timeout: float | None = None, conf: Mapping[str, str] | None = None) -> tuple[RunResult, Path]:
     """Stage 1: run an instrumented build of the app and write its raw samples.
 
     Everything is checked before anything is written: the sampling parameters, the
@@ -198,7 +200,7 @@ def profile(app_ref: str, run_dir: Path, fusion: str = "none", params: Mapping[s
     overrides = {"profile": {"sample_rate": sample_rate, "reservoir_size": reservoir, "seed": seed,
                              "run_dir": str(Path(run_dir).resolve())},
                  "duration": duration, **links}
-    result = run_build(build_dir, master, None, progress, overrides)
+    result = run_build(build_dir, master, None, progress, overrides, conf=conf)
     finished = time.time()
     host = host_info()
     manifest = Manifest(

@@ -24,6 +24,17 @@ def _params(pairs: list[str] | None) -> dict[str, str]:
     return out
 
 
+def _conf(pairs: list[str] | None) -> dict[str, str]:
+    """``--conf KEY=VALUE`` pairs for Spark (as spark-submit takes them)."""
+    out = {}
+    for p in pairs or []:
+        key, sep, value = p.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--conf expects KEY=VALUE (a Spark setting), got '{p}'")
+        out[key.strip()] = value
+    return out
+
+
 _last_status = [0.0]
 
 
@@ -45,7 +56,7 @@ def _progress(msg: str) -> None:
 
 def _table(result) -> str:
     rows = [("app", result.app), ("strategy", result.strategy), ("master", result.master),
-            ("PEs", str(result.pes)), ("nodes used", f"{result.nodes_used} of {result.nodes}"),
+            ("PEs", str(result.pes)), ("nodes used", f"{result.nodes_used} of {result.nodes} (executors that ran PEs)"),
             ("source tuples", f"{result.tuples:,}"), ("throughput", f"{result.throughput:,.0f} tuples/s"),
             ("wall time", f"{result.wall_s:.2f} s")]
     rows += [(f"sink {k}", f"{v:,} tuples") for k, v in result.sinks.items()]
@@ -56,9 +67,10 @@ def _table(result) -> str:
     width = max(len(k) for k, _ in rows)
     lines = [f"{k.ljust(width)}  {v}" for k, v in rows]
     lines.append("")
-    lines.append(f"{'PE'.ljust(6)} {'node':>4} {'CPU s':>8} {'wall s':>8}")
+    lines.append(f"{'PE'.ljust(6)} {'node':>4} {'CPU s':>8} {'wall s':>8}  host / executor (where it ran)")
     for p in result.per_pe:
-        lines.append(f"{p['pe'].ljust(6)} {p['node']:>4} {p['cpu_s']:>8.2f} {p['wall_s']:>8.2f}")
+        lines.append(f"{p['pe'].ljust(6)} {p['node']:>4} {p['cpu_s']:>8.2f} {p['wall_s']:>8.2f}  "
+                     f"{p.get('host', '?')} / {p.get('executor', '?')}")
     return "\n".join(lines)
 
 
@@ -77,7 +89,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     result = api.run(args.app, args.fusion, _params(args.p), args.nodes, args.cores, args.master,
                      args.out, args.build_dir, _progress, force=args.force,
                      insecure_links=args.insecure_links, stall_timeout=args.stall_timeout,
-                     widths=parse_widths(args.width))
+                     widths=parse_widths(args.width), conf=_conf(args.conf))
     _end_status()
     print(_table(result))
     if args.json:
@@ -90,7 +102,8 @@ def cmd_profile(args: argparse.Namespace) -> int:
 
     result, run_dir = api.profile(args.app, args.o, args.fusion, _params(args.p), args.sample_rate,
                                   args.reservoir, args.duration, args.seed, args.nodes, args.cores,
-                                  args.master, _progress, args.insecure_links, args.stall_timeout)
+                                  args.master, _progress, args.insecure_links, args.stall_timeout,
+                                  _conf(args.conf))
     _end_status()
     print(_table(result))
     print(f"\nraw samples of {result.pes} PE(s) and manifest.json written to {run_dir}")
@@ -135,7 +148,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     doc = compare(args.app, args.out, [s.strip() for s in args.strategies.split(",") if s.strip()],
                   _params(args.p), args.nodes, args.cores, args.master, args.repeat, args.profile,
                   args.calibration, args.sample_rate, args.profile_fusion, progress=_progress,
-                  command=shlex.join(["spadeopt", *sys.argv[1:]]), force=args.force)
+                  command=shlex.join(["spadeopt", *sys.argv[1:]]), force=args.force, conf=_conf(args.conf))
     _end_status()
     print(table(doc))
     print(f"\nfigures: {args.out / 'compare.json'}, plot: {args.out / 'compare.png'}")
@@ -161,7 +174,8 @@ def cmd_refine(args: argparse.Namespace) -> int:
     from spadeopt.refine.job import refine
     from spadeopt.refine.show import format_profile
 
-    profile = refine(args.run_dirs, args.o, args.master, progress=_progress, force=args.force)
+    profile = refine(args.run_dirs, args.o, args.master, progress=_progress, force=args.force,
+                     conf=_conf(args.conf))
     print(format_profile(profile))
     print(f"\nprofile of {len(args.run_dirs)} run(s) written to {args.o}")
     return 0
@@ -184,6 +198,22 @@ def cmd_show(args: argparse.Namespace) -> int:
     if args.top is not None and args.top < 1:
         raise UsageError(f"--top must be a positive number of rows, got {args.top}")
     print(format_profile(Profile.load_file(args.profile), args.top))
+    return 0
+
+
+def cmd_cluster(args: argparse.Namespace) -> int:
+    from spadeopt.deploy import cluster
+
+    if args.action == "start":
+        c = cluster.start(args.state_dir, args.workers, args.cores, args.memory, args.port)
+        print(f"Spark standalone master {c.master_url} with {args.workers} worker(s) x {args.cores} core(s) "
+              f"on 127.0.0.1; logs and pids in {c.state_dir}")
+        print(f"run an app on it: spadeopt run apps/chain.py --nodes {args.workers} --cores {args.cores} "
+              f"--master {c.master_url}")
+        print(f"stop it: spadeopt cluster stop --state-dir {args.state_dir}")
+    else:
+        stopped = cluster.stop(args.state_dir)
+        print(f"stopped {', '.join(stopped) or 'nothing (no recorded process was still running)'}")
     return 0
 
 
@@ -212,6 +242,10 @@ def parser() -> argparse.ArgumentParser:
                        help="run the app's parallel region REGION as K channels (repeatable; default: "
                             "the app's width under --fusion manual, else 1)")
 
+    def conf_arg(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--conf", action="append", metavar="KEY=VALUE",
+                       help="Spark setting, as spark-submit takes it (repeatable; overrides spadeopt's)")
+
     r = sub.add_parser("run", help="build an app (or take a build directory) and run it on Spark")
     r.add_argument("app", help="apps/bargain.py, apps.bargain:app, or a build directory")
     app_args(r)
@@ -222,6 +256,7 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--build-dir", type=Path, help="where to generate the PEs (default build/<app>/<fusion>)")
     r.add_argument("--force", action="store_true", help=FORCE_HELP)
     link_args(r)
+    conf_arg(r)
     r.set_defaults(func=cmd_run)
 
     pr = sub.add_parser("profile", help="stage 1: run an instrumented build and collect port metrics")
@@ -234,6 +269,7 @@ def parser() -> argparse.ArgumentParser:
     pr.add_argument("--master", help="Spark master (default local[nodes*cores])")
     pr.add_argument("-o", type=Path, required=True, help="run directory (new or empty)")
     link_args(pr)
+    conf_arg(pr)
     pr.set_defaults(func=cmd_profile)
 
     op = sub.add_parser("optimize", help="stage 2: GreedyFuse + placement from a refined profile")
@@ -274,6 +310,7 @@ def parser() -> argparse.ArgumentParser:
     cp.add_argument("--sample-rate", type=float, default=0.01, help="stride sampling s when profiling (default 0.01)")
     cp.add_argument("--out", type=Path, required=True, help="directory for compare.json and compare.png")
     cp.add_argument("--force", action="store_true", help=FORCE_HELP)
+    conf_arg(cp)
     cp.set_defaults(func=cmd_compare)
 
     ex = sub.add_parser("explain", help="why an optimized build looks as it does")
@@ -302,6 +339,7 @@ def parser() -> argparse.ArgumentParser:
     rf.add_argument("--master", help="Spark master (default local[2])")
     rf.add_argument("-o", type=Path, required=True, help="profile to write (JSON)")
     rf.add_argument("--force", action="store_true", help=FORCE_HELP)
+    conf_arg(rf)
     rf.set_defaults(func=cmd_refine)
 
     ca = sub.add_parser("calibrate", help="measure the comm-cost mapping v(rate, size) of this machine")
@@ -314,6 +352,16 @@ def parser() -> argparse.ArgumentParser:
     sh.add_argument("profile", type=Path)
     sh.add_argument("--top", type=int, help="only the N heaviest operators and busiest links")
     sh.set_defaults(func=cmd_show)
+    cl = sub.add_parser("cluster", help="start or stop a local Spark standalone cluster (master + workers "
+                        "on 127.0.0.1, from the pip PySpark)")
+    cl.add_argument("action", choices=("start", "stop"))
+    cl.add_argument("--workers", type=int, default=2, help="workers to start (default 2)")
+    cl.add_argument("--cores", type=int, default=1, help="cores per worker (default 1)")
+    cl.add_argument("--memory", default="1g", help="memory per worker (default 1g)")
+    cl.add_argument("--port", type=int, help="master port (default: a free one)")
+    cl.add_argument("--state-dir", type=Path, default=Path(".spadeopt-cluster"),
+                    help="where pids, ports and logs are kept (default .spadeopt-cluster)")
+    cl.set_defaults(func=cmd_cluster)
     return ap
 
 

@@ -19,6 +19,7 @@ from spadeopt.model.dsl import App
 from spadeopt.model.graph import AppGraph
 from spadeopt.optimize.strategies import plan_for
 from spadeopt.plan.plan import Plan
+from spadeopt.runtime.sinks import commit
 
 
 def read_sinks(out_dir: Path) -> dict[str, list[dict[str, Any]]]:
@@ -41,4 +42,5 @@ def run_local(graph: AppGraph | App, fusion: str | Plan = "none", *, app_ref: st
     deploy = dict(build.deploy, **(deploy_overrides or {}))
     out = work / "out"
     report = run_node(0, deploy, str(build.directory), str(out), str(work / "logs"))
+    commit(out)  # as the driver does once every node succeeded
     return {"sinks": read_sinks(out), "report": report, "plan": plan, "dir": work}

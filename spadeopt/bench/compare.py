@@ -35,7 +35,7 @@ def compare(app_ref: str, out_dir: Path, strategies: Sequence[str] = ("none", "a
             master: str | None = None, repeat: int = 3, profile: Path | None = None,
             calibration: Path | None = None, sample_rate: float = 0.01, profile_fusion: str = "all",
             progress: Callable[[str], None] | None = None, command: str | None = None,
-            force: bool = False) -> dict[str, Any]:
+            force: bool = False, conf: Mapping[str, str] | None = None) -> dict[str, Any]:
     from spadeopt import api
     from spadeopt.deploy.launcher import run_build
     from spadeopt.deploy.preflight import preflight
@@ -65,7 +65,7 @@ def compare(app_ref: str, out_dir: Path, strategies: Sequence[str] = ("none", "a
             say(f"building {LABELS[st]}")
             if st == "auto":
                 profile = profile or _profile_for_auto(app_ref, out_dir, params, nodes, cores, master,
-                                                       sample_rate, profile_fusion, say)
+                                                       sample_rate, profile_fusion, say, conf)
                 builds[st], explain = api.optimize(app_ref, profile, out_dir / "build-auto", calibration, params,
                                                    nodes=nodes, cores=cores)
             else:
@@ -85,7 +85,7 @@ def compare(app_ref: str, out_dir: Path, strategies: Sequence[str] = ("none", "a
             try:
                 sinks_dir = out_dir / "sinks" / st
                 shutil.rmtree(sinks_dir, ignore_errors=True)
-                res = run_build(builds[st].directory, master, sinks_dir, say)
+                res = run_build(builds[st].directory, master, sinks_dir, say, conf=conf)
             except SpadeoptError as exc:
                 errors[st] = str(exc)
                 say(f"{LABELS[st]} failed: {str(exc).splitlines()[0]}")
@@ -120,7 +120,7 @@ def _answers(answers: Mapping[str, set[str]]) -> dict[str, Any]:
     return {"identical": len(distinct) <= 1, "sha256": digests}
 
 
-def _profile_for_auto(app_ref, out_dir, params, nodes, cores, master, sample_rate, fusion, say) -> Path:
+def _profile_for_auto(app_ref, out_dir, params, nodes, cores, master, sample_rate, fusion, say, conf=None) -> Path:
     from spadeopt import api
     from spadeopt.refine.job import refine
 
@@ -128,9 +128,9 @@ def _profile_for_auto(app_ref, out_dir, params, nodes, cores, master, sample_rat
     shutil.rmtree(run_dir, ignore_errors=True)
     say(f"profiling ({LABELS.get(fusion, fusion)}, s = {sample_rate}) for FATM")
     api.profile(app_ref, run_dir, fusion, params, sample_rate=sample_rate, nodes=nodes, cores=cores,
-                master=master, progress=say)
+                master=master, progress=say, conf=conf)
     say("refining the profile")
-    refine([run_dir], out_dir / "profile.json", master=master, cores=cores)
+    refine([run_dir], out_dir / "profile.json", master=master, cores=cores, conf=conf)
     return out_dir / "profile.json"
 
 

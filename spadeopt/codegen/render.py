@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -73,12 +74,17 @@ class Build:
 def spark_settings(plan: Plan) -> dict[str, Any]:
     master = f"local[{plan.nodes * plan.cores}]"
     conf = {"spark.task.cpus": str(plan.cores), "spark.scheduler.barrier.maxConcurrentTasksCheck.maxFailures": "30",
-            "spark.stage.maxConsecutiveAttempts": "1", "spark.ui.enabled": "false"}
+            "spark.stage.maxConsecutiveAttempts": "1", "spark.ui.enabled": "false",
+            "spark.dynamicAllocation.enabled": "false"}  # barrier stages do not support it (SPARK-24942)
     return {"master": master, "conf": conf}
 
 
-def render_build(graph: AppGraph, plan: Plan, app_ref: str) -> dict[str, str]:
-    """All files of a build, as name -> text (nothing written)."""
+def render_build(graph: AppGraph, plan: Plan, app_ref: str, build_dir: Path | None = None) -> dict[str, str]:
+    """All files of a build, as name -> text (nothing written).
+
+    ``build_dir`` (absolute) completes the spark-submit line; without it the line ends
+    in the placeholder ``BUILD_DIR``.
+    """
     check_plan(plan, graph)
     physical = physical_graph(graph, plan.regions)  # split, channels and merge are operators too
     links = links_of(plan, physical)
@@ -110,7 +116,8 @@ def render_build(graph: AppGraph, plan: Plan, app_ref: str) -> dict[str, str]:
         # every stream of the physical graph, in-PE ones too: refine keeps the links no sample saw
         "streams": sorted([str(s.src), str(s.dst)] for s in physical.streams),
         "spark": {**spark, "submit": f"spark-submit --master '{spark['master']}' {conf_args} "
-                                      f"\"$(python -m spadeopt.deploy.submit --path)\" BUILD_DIR"},
+                                      f"\"$(python3 -m spadeopt.deploy.submit --path)\" "
+                                      f"{shlex.quote(str(build_dir)) if build_dir else 'BUILD_DIR'}"},
     }
     files["plan.json"] = json.dumps(plan.to_json(), indent=2, sort_keys=True) + "\n"
     files["deploy.json"] = json.dumps(deploy, indent=2, sort_keys=True) + "\n"
@@ -152,6 +159,6 @@ def write_dir_atomically(directory: Path, files: dict[str, str], kind: str = "bu
 
 
 def generate(graph: AppGraph, plan: Plan, out_dir: Path, app_ref: str) -> Build:
-    files = render_build(graph, plan, app_ref)
+    files = render_build(graph, plan, app_ref, Path(out_dir).resolve())
     write_dir_atomically(Path(out_dir), files)
     return Build(Path(out_dir), plan, json.loads(files["deploy.json"]))

@@ -45,6 +45,8 @@ class _Proc:
         self.log = log
         env = dict(os.environ)
         env.setdefault("PYTHONHASHSEED", "0")
+        if cfg.get("pythonpath"):  # the shipped app's source (see spadeopt.deploy.ship)
+            env["PYTHONPATH"] = os.pathsep.join(p for p in (cfg["pythonpath"], env.get("PYTHONPATH")) if p)
         self.popen = subprocess.Popen(
             [sys.executable, "-m", "spadeopt.runtime.pe_main", json.dumps(cfg)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=open(log, "wb"),  # noqa: SIM115
@@ -82,7 +84,7 @@ class _Proc:
 
 def run_node(node: int, deploy: dict[str, Any], build_dir: str, out_dir: str | None,
              log_dir: str, gather=None, barrier=None, host: str | None = None,
-             progress_dir: str | None = None) -> dict[str, Any]:
+             progress_dir: str | None = None, pythonpath: str | None = None) -> dict[str, Any]:
     """Run this node's PEs to completion; return their stats.
 
     ``gather(str) -> list[str]`` exchanges endpoint tables between nodes (allGather);
@@ -113,7 +115,8 @@ def run_node(node: int, deploy: dict[str, Any], build_dir: str, out_dir: str | N
                    "progress_file": str(Path(progress_dir, f"{pe['pe']}.json")) if progress_dir else None,
                    "insecure_links": bool(deploy.get("insecure_links")), "max_frame": deploy.get("max_frame"),
                    "out_links": [ln["id"] for ln in links if ln["src_pe"] == pe["pe"]],
-                   "schemas": {ln["dst"]: ln.get("schema") for ln in links if ln["dst_pe"] == pe["pe"]}}
+                   "schemas": {ln["dst"]: ln.get("schema") for ln in links if ln["dst_pe"] == pe["pe"]},
+                   "pythonpath": pythonpath}
             procs[pe["pe"]] = _Proc(pe, cfg, Path(log_dir, f"{pe['pe']}.log"), events)
         bound = _collect(events, procs, "bound", node)
         endpoints: dict[str, dict[str, dict[str, str]]] = {}
@@ -268,10 +271,20 @@ def _fail(report: dict, procs: dict[str, _Proc]) -> None:
     raise PEFailed(f"{ERROR_TAG}{json.dumps(report)}{ERROR_TAG}")
 
 
-def barrier_task(deploy: dict[str, Any], build_dir: str, out_dir: str | None, log_dir: str,
-                 progress_dir: str | None, iterator):
-    """The function each Spark barrier task runs (one task = one node)."""
-    from pyspark import BarrierTaskContext
+def barrier_task(deploy: dict[str, Any], job: dict[str, Any], iterator):
+    """The function each Spark barrier task runs (one task = one node).
+
+    ``job`` (made by the launcher) says where the code is and where outputs go:
+    ``bundle`` names the shipped zip (``SparkFiles``), extracted into a private work
+    directory; with ``return_outputs`` (a non-local master) the PEs write sinks,
+    logs and profile samples under that work directory and the node returns the
+    sink parts and sample files in its result, so nothing is left on the worker's disk
+    and nothing assumes a path shared with the driver. Otherwise (local modes) the
+    driver's ``out_dir``, ``log_dir`` and ``progress_dir`` are used directly.
+    """
+    from pyspark import BarrierTaskContext, SparkFiles
+
+    from spadeopt.deploy import ship
 
     ctx = BarrierTaskContext.get()
     node = ctx.partitionId()
@@ -279,7 +292,22 @@ def barrier_task(deploy: dict[str, Any], build_dir: str, out_dir: str | None, lo
     host = infos[node].address.rsplit(":", 1)[0] if infos else None
     if host in (None, "", "localhost") or len({i.address.rsplit(":", 1)[0] for i in infos}) == 1:
         host = "127.0.0.1"  # every node on this host: tcp links stay on loopback
-    result = run_node(node, deploy, build_dir, out_dir, log_dir,
-                      gather=lambda msg: ctx.allGather(msg), barrier=ctx.barrier, host=host,
-                      progress_dir=progress_dir)
-    yield json.dumps(result)
+    work = tempfile.mkdtemp(prefix=f"spadeopt-node{node}-")
+    try:
+        local = ship.unpack(SparkFiles.get(job["bundle"]), str(Path(work, "job")), job["app_ref"])
+        deploy = {**deploy, "app_ref": local.app_ref}
+        out_dir, log_dir, progress_dir = job["out_dir"], job["log_dir"], job["progress_dir"]
+        if job["return_outputs"]:
+            out_dir = str(Path(work, "out")) if out_dir else None
+            log_dir, progress_dir = str(Path(work, "logs")), None
+            if deploy.get("profile"):
+                deploy["profile"] = {**deploy["profile"], "run_dir": str(Path(work, "profile"))}
+        result = run_node(node, deploy, local.build_dir, out_dir, log_dir,
+                          gather=lambda msg: ctx.allGather(msg), barrier=ctx.barrier, host=host,
+                          progress_dir=progress_dir, pythonpath=local.pythonpath)
+        result["executor"] = ship.executor_id()
+        if job["return_outputs"]:
+            result["files"] = ship.collect_outputs(out_dir, (deploy.get("profile") or {}).get("run_dir"))
+        yield json.dumps(result)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)

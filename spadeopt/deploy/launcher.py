@@ -14,15 +14,17 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from spadeopt.deploy.agent import ERROR_TAG, barrier_task
-from spadeopt.errors import EnvironmentProblem, PlanError, RunError
+from spadeopt.deploy.masters import is_local, local_cluster_cores
+from spadeopt.errors import EnvironmentProblem, PlanError, RunError, UsageError
 
 _SESSION: Any = None
 _SESSION_KEY: tuple | None = None
@@ -54,38 +56,77 @@ def check_java() -> str:
     return java
 
 
-def spark_session(master: str, cores: int, app_name: str = "spadeopt"):
-    """A SparkSession for ``master``, reused while master and cores stay the same."""
-    global _SESSION, _SESSION_KEY
-    m = re.fullmatch(r"local-cluster\[\s*\d+\s*,\s*(\d+)\s*,\s*\d+\s*\]", master.strip())
-    if m:  # a task may not ask for more CPUs than one executor has
-        cores = min(cores, int(m.group(1)))
-    key = (master, cores)
+_OUR_PYTHON: str | None = None  # the PYSPARK_PYTHON we set for a local master (not the user's)
+
+
+def spark_session(master: str | None, cores: int, app_name: str = "spadeopt",
+                  conf: Mapping[str, str] | None = None):
+    """A SparkSession for ``master``, reused while master, cores and conf stay the same.
+
+    ``master=None`` takes the master and conf that ``spark-submit`` gave this process
+    (they win over spadeopt's defaults); otherwise spadeopt's settings apply and the
+    user's ``conf`` (``--conf KEY=VALUE``) overrides them. spadeopt's settings:
+    ``spark.task.cpus`` = cores per node (at most an executor's cores on
+    local-cluster), ``spark.dynamicAllocation.enabled=false`` (barrier stages do not
+    support it, SPARK-24942), one stage attempt, no UI. Executors run the user's
+    PYSPARK_PYTHON / ``spark.pyspark.python``; only in local modes, where executors
+    share the driver's machine, does an unset one default to the driver's interpreter.
+    """
+    global _SESSION, _SESSION_KEY, _OUR_PYTHON
+    user = dict(conf or {})
+    submitted = master is None
+    key = (master, cores, tuple(sorted(user.items())))
     if _SESSION is not None and _SESSION_KEY == key:
         return _SESSION
     if _SESSION is not None:
         _SESSION.stop()
         _SESSION = None
     check_java()
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    log4j = Path(__file__).with_name("log4j2.properties")
+    from pyspark import SparkConf
+    from pyspark.context import SparkContext
     from pyspark.sql import SparkSession
 
-    builder = (SparkSession.builder.master(master).appName(app_name)
-               .config("spark.task.cpus", str(cores))
-               .config("spark.ui.enabled", "false")
-               .config("spark.ui.showConsoleProgress", "false")
-               .config("spark.stage.maxConsecutiveAttempts", "1")
-               .config("spark.scheduler.barrier.maxConcurrentTasksCheck.maxFailures", "30")
-               .config("spark.scheduler.barrier.maxConcurrentTasksCheck.interval", "2s")
-               .config("spark.executorEnv.PYSPARK_PYTHON", sys.executable)
-               .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}")
-               .config("spark.executor.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}"))
+    if submitted:  # spark-submit started our JVM: read the master and conf it was given
+        SparkContext._ensure_initialized()
+    sconf = SparkConf()
+    if master:
+        sconf.setMaster(master)
+    for k, v in user.items():
+        sconf.set(k, v)
+    effective = sconf.get("spark.master", None)
+    if not effective:
+        raise UsageError("no Spark master: pass --master, or start this through spark-submit --master URL")
+    cap = local_cluster_cores(effective)
+    if cap:  # a task may not ask for more CPUs than one executor has
+        cores = min(cores, cap)
+    log4j = Path(__file__).with_name("log4j2.properties")
+    ours = {"spark.app.name": app_name, "spark.task.cpus": str(cores),
+            "spark.dynamicAllocation.enabled": "false",
+            "spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
+            "spark.stage.maxConsecutiveAttempts": "1",
+            "spark.scheduler.barrier.maxConcurrentTasksCheck.maxFailures": "30",
+            "spark.scheduler.barrier.maxConcurrentTasksCheck.interval": "2s",
+            "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{log4j}"}
+    if is_local(effective):  # executors share this machine, so they can read our log4j file
+        ours["spark.executor.extraJavaOptions"] = f"-Dlog4j2.configurationFile=file:{log4j}"
+    for k, v in ours.items():
+        if submitted or k in user:
+            sconf.setIfMissing(k, v)
+        else:
+            sconf.set(k, v)
+    python = sconf.get("spark.pyspark.python", None)
+    if python:  # PySpark reads the executors' interpreter from the environment
+        os.environ["PYSPARK_PYTHON"] = python
+    elif os.environ.get("PYSPARK_PYTHON") in (None, _OUR_PYTHON):
+        if is_local(effective):
+            os.environ["PYSPARK_PYTHON"] = _OUR_PYTHON = sys.executable
+        elif _OUR_PYTHON is not None:
+            os.environ.pop("PYSPARK_PYTHON", None)
+            _OUR_PYTHON = None
     try:
-        _SESSION = builder.getOrCreate()
+        _SESSION = SparkSession.builder.config(conf=sconf).getOrCreate()
     except Exception as exc:  # noqa: BLE001 - Spark/py4j raise many kinds
-        raise EnvironmentProblem(f"Spark did not start with master '{master}': {spark_reason(exc)}") from None
+        raise EnvironmentProblem(f"Spark did not start with master '{effective}': {spark_reason(exc)}") from None
     _SESSION.sparkContext.setLogLevel("ERROR")
     _SESSION_KEY = key
     return _SESSION
@@ -146,31 +187,56 @@ def load_deploy(build_dir: Path) -> dict[str, Any]:
 
 def run_build(build_dir: Path, master: str | None = None, out_dir: Path | None = None,
               progress: Callable[[str], None] | None = None,
-              overrides: dict[str, Any] | None = None) -> RunResult:
+              overrides: dict[str, Any] | None = None, conf: Mapping[str, str] | None = None,
+              submitted: bool = False) -> RunResult:
     """Deploy a build on Spark and wait for it to finish.
 
     ``overrides`` replace deploy.json entries for this run only (profiling settings,
     duration, batch size). ``progress`` receives status lines, about once a second.
+    ``conf`` is passed to Spark (``--conf``). ``submitted``: this process was started
+    by spark-submit, whose master and conf win (deploy.json's master is then unused).
+
+    The build and the app's source are shipped with the job (``spadeopt.deploy.ship``).
+    Sinks are written as hidden part files and committed (renamed) only when every
+    node succeeded; on a non-local master they come back to the driver in the task
+    results and are written under ``out_dir`` here, as are profiling samples.
     """
+    from spadeopt.deploy import ship
+    from spadeopt.runtime import sinks
+
     say = progress or (lambda msg: None)
     build_dir = Path(build_dir).resolve()
     deploy = {**load_deploy(build_dir), **(overrides or {})}
     nodes, cores = deploy["nodes"], deploy["cores"]
-    master = master or deploy["spark"]["master"]
+    if not submitted:
+        master = master or deploy["spark"]["master"]
     log_dir = build_dir / "logs"
     if out_dir is not None:
         out_dir = Path(out_dir).resolve()
         out_dir.mkdir(parents=True, exist_ok=True)
-    say(f"starting Spark ({master}, {nodes} node(s) x {cores} core(s))")
+        sinks.discard(out_dir)  # parts a killed earlier run left behind
+    say(f"starting Spark ({master or 'from spark-submit'}, {nodes} node(s) x {cores} core(s))")
     if deploy.get("insecure_links"):
         say("WARNING: --insecure-links: links between PEs are NOT authenticated or encrypted; any process "
             "that reaches a PE endpoint can inject tuples. Use it only for measurements.")
-    spark = spark_session(master, cores)
+    spark = spark_session(None if submitted else master, cores, conf=conf)
     sc = spark.sparkContext
-    say(f"running {len(deploy['pes'])} PE(s) of '{deploy['app']}' ({deploy['strategy']}); logs in {log_dir}")
+    master = sc.master
+    local = is_local(master)
+    if not local:
+        say(f"executors run Python '{sc.pythonExec}' (set PYSPARK_PYTHON or --conf spark.pyspark.python to "
+            f"an interpreter with spadeopt installed on every worker)")
+    say(f"running {len(deploy['pes'])} PE(s) of '{deploy['app']}' ({deploy['strategy']}); "
+        + (f"logs in {log_dir}" if local else "PE logs stay on the workers (their tails come back on failure)"))
     progress_dir = build_dir / "progress"
     shutil.rmtree(progress_dir, ignore_errors=True)
-    task = _task_fn(deploy, str(build_dir), str(out_dir) if out_dir else None, str(log_dir), str(progress_dir))
+    ship_dir = Path(tempfile.mkdtemp(prefix="spadeopt-ship-"))
+    bundle = ship.pack(build_dir, deploy["app_ref"], ship_dir)
+    sc.addFile(str(bundle.path))
+    job = {"bundle": bundle.path.name, "app_ref": bundle.app_ref, "return_outputs": not local,
+           "out_dir": str(out_dir) if out_dir else None, "log_dir": str(log_dir),
+           "progress_dir": str(progress_dir) if local else None}
+    task = _task_fn(deploy, job)
     t0 = time.time()
     box: dict[str, Any] = {}
 
@@ -182,19 +248,32 @@ def run_build(build_dir: Path, master: str | None = None, out_dir: Path | None =
 
     worker = threading.Thread(target=collect, daemon=True)
     worker.start()
-    while worker.is_alive():
-        worker.join(1.0)
-        if worker.is_alive():
-            say(_progress_line(progress_dir, t0, deploy))
-            silent = _silent_agent(progress_dir, deploy)
-            if silent is not None:
-                sc.cancelAllJobs()
-                worker.join(10.0)
-                raise RunError(f"app '{deploy['app']}' failed: the node agent of node {silent} stopped reporting "
-                               f"for more than {_stall_timeout(deploy):g} s (--stall-timeout); the job was cancelled")
-    if "error" in box:
-        raise _as_run_error(box["error"], deploy, master) from None
-    reports = sorted((json.loads(r) for r in box["raw"]), key=lambda r: r["node"])
+    try:
+        while worker.is_alive():
+            worker.join(1.0)
+            if worker.is_alive():
+                say(_progress_line(progress_dir, t0, deploy) if local else f"\r{time.time() - t0:6.1f} s  running")
+                silent = _silent_agent(progress_dir, deploy) if local else None
+                if silent is not None:
+                    sc.cancelAllJobs()
+                    worker.join(10.0)
+                    raise RunError(f"app '{deploy['app']}' failed: the node agent of node {silent} stopped "
+                                   f"reporting for more than {_stall_timeout(deploy):g} s (--stall-timeout); "
+                                   f"the job was cancelled")
+        if "error" in box:
+            raise _as_run_error(box["error"], deploy, master, log_dir, sc.pythonExec) from None
+        reports = sorted((json.loads(r) for r in box["raw"]), key=lambda r: r["node"])
+        prof = (deploy.get("profile") or {}).get("run_dir")
+        for rep in reports:
+            ship.write_outputs(rep.pop("files", {}), out_dir, Path(prof) if prof else None)
+        if out_dir is not None:
+            sinks.commit(out_dir)
+    except BaseException:
+        if out_dir is not None:
+            sinks.discard(out_dir)
+        raise
+    finally:
+        shutil.rmtree(ship_dir, ignore_errors=True)
     return _result(deploy, reports, master, time.time() - t0, str(build_dir))
 
 
@@ -235,23 +314,29 @@ def _silent_agent(progress_dir: Path, deploy: dict[str, Any]) -> int | None:
     return None
 
 
-def _task_fn(deploy, build_dir, out_dir, log_dir, progress_dir):
+def _task_fn(deploy, job):
     def task(iterator):
-        return barrier_task(deploy, build_dir, out_dir, log_dir, progress_dir, iterator)
+        return barrier_task(deploy, job, iterator)
 
     return task
 
 
-def _as_run_error(exc: Exception, deploy: dict, master: str) -> Exception:
+def _as_run_error(exc: Exception, deploy: dict, master: str, log_dir: Path | None = None,
+                  python: str | None = None) -> Exception:
     text = str(exc)
     m = re.search(re.escape(ERROR_TAG) + r"(.*?)" + re.escape(ERROR_TAG), text, re.S)
     if not m:
-        if "BarrierJobSlotsNumberCheckFailed" in text or "SPARK-24819" in text:
-            return RunError(f"Spark master '{master}' has too few task slots for {deploy['nodes']} node(s) of "
-                            f"{deploy['cores']} core(s); use --master local[{deploy['nodes'] * deploy['cores']}] "
-                            f"or a cluster with enough executors")
-        first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
-        return RunError(f"app '{deploy['app']}' failed on Spark: {first}")
+        from spadeopt.deploy.errors import explain
+
+        line = explain(text, deploy, master, python)
+        if log_dir is not None:
+            try:
+                log_dir.mkdir(parents=True, exist_ok=True)
+                (log_dir / "spark-error.log").write_text(text)
+                line += f" (Spark's full error: {log_dir / 'spark-error.log'})"
+            except OSError:
+                pass
+        return RunError(line)
     try:
         rep = json.loads(m.group(1))
     except json.JSONDecodeError:
@@ -282,7 +367,9 @@ def _result(deploy: dict, reports: list[dict], master: str, wall: float, build_d
     for rep in reports:
         for st in rep["pes"]:
             per_pe.append({"pe": st["pe"], "node": node_of[st["pe"]], "cpu_s": st["cpu_s"], "wall_s": st["wall_s"],
-                           "host": rep["host"], "executor_pid": rep["executor_pid"], "sources": st["sources"],
+                           "host": st.get("where", {}).get("host", rep["host"]),
+                           "executor": rep.get("executor", "?"), "executor_pid": rep["executor_pid"],
+                           "sources": st["sources"],
                            "where": st.get("where", {}), "refused": st.get("refused", {})})
             sinks.update(st["sinks"])
             ends.append(st["t_end"])
@@ -293,7 +380,7 @@ def _result(deploy: dict, reports: list[dict], master: str, wall: float, build_d
     # End to end: from the first source tuple to the moment the last PE finished.
     span = (max(ends) - min(firsts)) if firsts else 0.0
     thr = tuples / span if span > 0 else 0.0
-    used = len({p["node"] for p in deploy["pes"]})
+    used = len({(p["host"], p["executor"]) for p in per_pe})  # measured: where PEs ran, not the plan
     timelines = [tl for st in (s for r in reports for s in r["pes"]) for _, _, _, tl in st["sources"].values() if tl]
     cpu_node: dict[str, float] = {}
     for p in per_pe:

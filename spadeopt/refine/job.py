@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -53,7 +53,8 @@ class _Run:
 
 def refine(run_dirs: Sequence[str | os.PathLike[str]], out: str | os.PathLike[str] | None = None,
            master: str | None = None, cores: int = DEFAULT_CORES,
-           progress: Callable[[str], None] | None = None, force: bool = False) -> Profile:
+           progress: Callable[[str], None] | None = None, force: bool = False,
+           conf: Mapping[str, str] | None = None) -> Profile:
     """Refine one or more profiling runs of the same app into a profile (written to ``out``)."""
     say = progress or (lambda msg: None)
     if not run_dirs:
@@ -65,7 +66,7 @@ def refine(run_dirs: Sequence[str | os.PathLike[str]], out: str | os.PathLike[st
     runs = [_check_run(Path(d)) for d in run_dirs]
     _check_same_graph(runs)
     say(f"reading the raw samples of {len(runs)} run(s) with Spark ({master or DEFAULT_MASTER})")
-    aggs, windows = _aggregate(runs, master or DEFAULT_MASTER, cores)
+    aggs, windows = _aggregate(runs, master or DEFAULT_MASTER, cores, conf)
     first = runs[0].manifest
     data = []
     for i, r in enumerate(runs):
@@ -179,14 +180,18 @@ def _pes_of(run: _Run) -> dict[str, tuple[str, ...]]:
 
 
 # ---- 2. the Spark part ---------------------------------------------------------------------
-def _aggregate(runs: list[_Run], master: str, cores: int
+def _aggregate(runs: list[_Run], master: str, cores: int, conf: Mapping[str, str] | None = None
                ) -> tuple[dict[int, dict[tuple, Agg]], dict[int, tuple[float, float]]]:
     from pyspark.sql import functions as F
     from pyspark.sql.types import DoubleType, StringType, StructField, StructType
 
     from spadeopt.deploy.launcher import spark_session
+    from spadeopt.deploy.masters import is_local
 
-    spark = spark_session(master, cores)
+    spark = spark_session(master, cores, conf=conf)
+    # On a real cluster executors cannot read the driver's files: the driver reads the
+    # (small, sampled) lines and hands them to Spark, which parses them as it would the files.
+    shipped = not is_local(spark.sparkContext.master)
     schema = StructType([StructField(n, StringType()) for n in ("pe", "op", "port", "dir", "sub", "metric")]
                         + [StructField("ts", DoubleType()), StructField("value", DoubleType()),
                            StructField("_corrupt", StringType())])
@@ -195,9 +200,16 @@ def _aggregate(runs: list[_Run], master: str, cores: int
         files = [str(f) for f in r.files if f.stat().st_size > 0]
         if not files:
             continue
-        df = (spark.read.schema(schema).option("mode", "PERMISSIVE")
-              .option("columnNameOfCorruptRecord", "_corrupt").json(files)
-              .withColumn("file", F.input_file_name()).withColumn("run", F.lit(i)))
+        if shipped:
+            lines = [(ln, f) for f in files for ln in Path(f).read_text(encoding="utf-8").splitlines() if ln.strip()]
+            raw = spark.createDataFrame(lines, "line string, file string")
+            df = (raw.select(F.from_json("line", schema, {"mode": "PERMISSIVE",
+                                                         "columnNameOfCorruptRecord": "_corrupt"}).alias("j"),
+                             "file").select("j.*", "file").withColumn("run", F.lit(i)))
+        else:
+            df = (spark.read.schema(schema).option("mode", "PERMISSIVE")
+                  .option("columnNameOfCorruptRecord", "_corrupt").json(files)
+                  .withColumn("file", F.input_file_name()).withColumn("run", F.lit(i)))
         frames.append(df)
     if not frames:
         return {}, {}

@@ -1,9 +1,47 @@
-"""Sink writers: JSON lines under the run's output directory, or a bare count."""
+"""Sink writers: JSON lines under the run's output directory, or a bare count.
+
+A file sink writes ``<out>/.<name>.jsonl.part`` while the job runs; only when the whole
+job has succeeded does the driver ``commit`` it to ``<out>/<name>.jsonl`` (a rename).
+A failed or killed run therefore never leaves a file that looks complete: ``discard``
+removes the parts, and any part left by a node that died is hidden and marked.
+"""
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
+
+PART_SUFFIX = ".jsonl.part"
+
+
+def part_name(name: str) -> str:
+    """The temporary file name of sink ``name`` while the job runs."""
+    return f".{name}{PART_SUFFIX}"
+
+
+def parts(out_dir: str | os.PathLike[str]) -> dict[str, Path]:
+    """Sink name -> part file, for every part in ``out_dir``."""
+    found = {}
+    for p in sorted(Path(out_dir).glob(f".*{PART_SUFFIX}")):
+        found[p.name[1:-len(PART_SUFFIX)]] = p
+    return found
+
+
+def commit(out_dir: str | os.PathLike[str]) -> list[Path]:
+    """Rename every part in ``out_dir`` to its final ``<name>.jsonl``; the final paths."""
+    done = []
+    for name, p in parts(out_dir).items():
+        final = Path(out_dir) / f"{name}.jsonl"
+        os.replace(p, final)
+        done.append(final)
+    return done
+
+
+def discard(out_dir: str | os.PathLike[str]) -> None:
+    """Remove every part in ``out_dir`` (a failed run)."""
+    for p in parts(out_dir).values():
+        p.unlink(missing_ok=True)
 
 
 class Sink:
@@ -14,7 +52,7 @@ class Sink:
         self._hex = [i for i, t in enumerate(types) if t == "bytes"]
         self._file = None
         if mode == "file" and out_dir:
-            self.path = Path(out_dir) / f"{name}.jsonl"
+            self.path = Path(out_dir) / part_name(name)
             self._file = open(self.path, "w", encoding="utf-8")  # noqa: SIM115
         self.write = self._write_file if self._file else self._count
 

@@ -61,12 +61,13 @@ def test_chain_runs_on_spark_at_both_ends(n, tmp_path):
 
 def test_failing_operator_stops_the_job_names_it_and_leaves_no_process(tmp_path):
     with pytest.raises(RunError) as exc:
-        api.run("tests/apps/crash.py", "none", {"at": "3000"}, build_dir=tmp_path / "b")
+        api.run("tests/apps/crash.py", "none", {"at": "3000"}, build_dir=tmp_path / "b", out=tmp_path / "o")
     msg = str(exc.value)
     assert "app 'crash'" in msg and "operator 'boom'" in msg and "PE pe2" in msg and "boom.in" in msg
     assert "ValueError: bad tuple 3000" in msg
     time.sleep(0.5)
     assert _pe_processes(tmp_path) == 0
+    assert list((tmp_path / "o").iterdir()) == [], "a failed run must leave no sink file (not even a part)"
 
 
 def test_cli_run_writes_outputs_and_json_and_exits_1_on_failure(tmp_path):

@@ -34,7 +34,7 @@ from spadeopt.plan.plan import Plan, make_plan
 from spadeopt.plan.regions import resolve_regions
 from spadeopt.runtime.ordered import Ordered
 from spadeopt.runtime.pe import Pending
-from spadeopt.runtime.sinks import Sink
+from spadeopt.runtime.sinks import Sink, commit
 from spadeopt.testing import read_sinks, run_local
 
 FUSIONS = ("none", "all", "mixed")
@@ -181,6 +181,7 @@ def simulate(app: App | AppGraph, fusion: str, out_dir: Path, *, seed: int = 0,
     for rt in rts.values():
         for s in rt.sinks.values():
             s.close()
+    commit(out_dir)  # as the driver does once every node succeeded
     for m in [k for k in sys.modules if k.startswith("_spadeopt_sim_")]:
         del sys.modules[m]
     return read_sinks(out_dir)

@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from spadeopt import App
-from spadeopt.runtime.sinks import Sink
+from spadeopt.runtime.sinks import Sink, commit
 from spadeopt.toolkit import sources
 from tests.toolkit.gens import replay
 from tests.toolkit.harness import run_fusions, same_under_fusions
@@ -102,6 +102,8 @@ def test_sink_class_hex_and_count(tmp_path):
     s = Sink("k", "file", ["a", "b"], ["bytes", "str"], str(tmp_path))
     s.write([(b"\x01", "x"), (b"", "y")])
     s.close()
+    assert not (tmp_path / "k.jsonl").exists(), "a sink is committed by the driver, not on close"
+    assert commit(tmp_path) == [tmp_path / "k.jsonl"]
     assert (tmp_path / "k.jsonl").read_text().splitlines() == ['{"a": "01", "b": "x"}', '{"a": "", "b": "y"}']
     c = Sink("c", "count", ["a"], ["int"], str(tmp_path))
     c.write([(1,), (2,)])

@@ -1,0 +1,237 @@
+"""On a real Spark standalone cluster where nothing but the network is shared.
+
+One cluster for the whole module (``spadeopt cluster``'s library: a master and two
+1-core workers on 127.0.0.1). Worker 1 runs in a private mount namespace
+(``unshare --mount``): tmpfs over the repository (only the virtualenv and the spadeopt
+package are bound back, as "spadeopt installed on the worker") and over /tmp (where
+every build, output and profile of these tests lives). So that worker cannot read the
+driver's build, app module, or output directories: the job has to ship them and bring
+outputs back. Tests skip only if Java/Spark cannot start or the sandbox cannot unshare.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from spadeopt import api
+from spadeopt.deploy import cluster
+
+pytestmark = pytest.mark.spark
+
+ROOT = Path(__file__).resolve().parents[2]
+PY = sys.executable
+CHAIN = ["-p", "n=4", "-p", "tuples=20000", "-p", "sink=file", "-p", "work=2"]
+
+
+def _isolation_script(hide_package: bool = False) -> str:
+    """Shell that hides the repository (except venv + spadeopt) and /tmp, then execs "$@"."""
+    keep = [p for p in (Path(sys.prefix).resolve(), ROOT / "spadeopt") if ROOT in p.parents]
+    if hide_package:
+        keep = [p for p in keep if p != ROOT / "spadeopt"]
+    lines = ["set -e", "mount -t tmpfs spo-keep /mnt"]
+    for i, k in enumerate(keep):
+        lines += [f"mkdir /mnt/k{i}", f"mount --bind {shlex.quote(str(k))} /mnt/k{i}"]
+    lines.append(f"mount -t tmpfs spo-hide {shlex.quote(str(ROOT))}")
+    for i, k in enumerate(keep):
+        lines += [f"mkdir -p {shlex.quote(str(k))}", f"mount --bind /mnt/k{i} {shlex.quote(str(k))}"]
+    lines += ["mount -t tmpfs spo-tmp /tmp", "cd /", 'exec "$@"']
+    return "\n".join(lines)
+
+
+def _can_unshare() -> bool:
+    if not shutil.which("unshare") or not Path("/mnt").is_dir():
+        return False
+    probe = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", _isolation_script(),
+                            "sh", "sh", "-c", f"test ! -e {shlex.quote(str(ROOT / 'apps'))} && "
+                            f"{shlex.quote(PY)} -c 'import spadeopt.deploy.agent'"],
+                           capture_output=True, text=True)
+    return probe.returncode == 0
+
+
+@pytest.fixture(scope="module")
+def spark_cluster(tmp_path_factory):
+    if not _can_unshare():
+        pytest.skip("cannot run a worker in a private mount namespace here (unshare --mount as root)")
+    state = tmp_path_factory.mktemp("cluster")
+    prefix = ["unshare", "--mount", "--propagation", "private", "sh", "-c", _isolation_script(), "sh"]
+    try:
+        c = cluster.start(state, workers=2, cores=1, memory="1g", worker_prefix={1: prefix})
+    except Exception as exc:  # noqa: BLE001 - any failure to start Java/Spark
+        pytest.skip(f"a Spark standalone cluster does not start here: {exc}")
+    try:
+        yield c
+    finally:
+        cluster.stop(state)
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {**os.environ, "PYSPARK_PYTHON": PY, **extra}
+    env["PATH"] = f"{Path(PY).parent}{os.pathsep}{env.get('PATH', '')}"
+    return env
+
+
+def _why(proc) -> str:
+    """A failed command's stderr without Java stack frames."""
+    return "\n".join(ln for ln in proc.stderr.splitlines() if not ln.lstrip().startswith("at "))[-4000:]
+
+
+def _sinks(out: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(out.iterdir())}
+
+
+def _worker_sees(c: cluster.Cluster, path: Path) -> bool:
+    """Can the isolated worker (its mount namespace) see ``path``?"""
+    pid = c.procs[2].pid
+    return subprocess.run(["nsenter", "-t", str(pid), "-m", "test", "-e", str(path)]).returncode == 0
+
+
+def _descendants(pids: list[int]) -> dict[int, str]:
+    """pid -> cmdline of every process below ``pids``."""
+    parent, cmd = {}, {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                parent[int(d.name)] = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                cmd[int(d.name)] = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except (OSError, ValueError, IndexError):
+                continue
+    out, todo = {}, list(pids)
+    while todo:
+        p = todo.pop()
+        for child, par in parent.items():
+            if par == p and child not in out:
+                out[child] = cmd.get(child, "")
+                todo.append(child)
+    return out
+
+
+def _pes_of(c: cluster.Cluster) -> list[int]:
+    return [p for p, cmd in _descendants([w.pid for w in c.procs[1:]]).items() if "spadeopt.runtime.pe_main" in cmd]
+
+
+def test_chain_runs_on_two_isolated_hosts_with_outputs_back_on_the_driver(spark_cluster, tmp_path):
+    ref = api.run("apps/chain.py", "none", dict(p.split("=") for p in CHAIN[1::2]), out=tmp_path / "local",
+                  build_dir=tmp_path / "b-local", master="local[2]")
+    assert ref.tuples == 20000
+    build, out = tmp_path / "b", tmp_path / "out"
+    cmd = [PY, "-m", "spadeopt", "run", "apps/chain.py", "--fusion", "none", *CHAIN, "--nodes", "2", "--cores", "1",
+           "--master", spark_cluster.master_url, "--build-dir", str(build), "--out", str(out),
+           "--json", str(tmp_path / "r.json")]
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=_env(), timeout=300)
+    assert proc.returncode == 0, _why(proc)
+    assert not _worker_sees(spark_cluster, build) and not _worker_sees(spark_cluster, ROOT / "apps")
+    res = json.loads((tmp_path / "r.json").read_text())
+    executors = {p["executor"] for p in res["per_pe"]}
+    assert len(executors) == 2 and "driver" not in executors, res["per_pe"]
+    assert res["nodes_used"] == 2
+    assert _sinks(out) == _sinks(tmp_path / "local") and (out / "sink.jsonl").stat().st_size > 0
+
+
+def test_profile_optimize_and_the_deploy_json_spark_submit_line(spark_cluster, tmp_path):
+    """Profile bargain on the cluster (samples come back), refine there, optimize for 2 nodes,
+    then run the build through deploy.json's spark-submit line with only the master changed."""
+    params = ["-p", "groups=3", "-p", "nodes=2"]
+    run_dir = tmp_path / "run"
+    prof = subprocess.run([PY, "-m", "spadeopt", "profile", "apps/bargain.py", "--fusion", "manual", *params,
+                           "--nodes", "2", "--cores", "1", "--sample-rate", "0.05", "--master",
+                           spark_cluster.master_url, "-o", str(run_dir)],
+                          capture_output=True, text=True, cwd=ROOT, env=_env(), timeout=300)
+    assert prof.returncode == 0, _why(prof)
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["pe_files"] and all((run_dir / f).stat().st_size > 0 for f in manifest["pe_files"])
+    steps = [["refine", str(run_dir), "-o", str(tmp_path / "profile.json"), "--master", spark_cluster.master_url,
+              # both "hosts" are 127.0.0.1 here, and Spark reads a same-host executor's shuffle
+              # files straight from its disk, which worker 1's private /tmp hides
+              "--conf", "spark.task.cpus=1", "--conf", "spark.shuffle.readHostLocalDisk=false"],
+             ["optimize", "apps/bargain.py", "--profile", str(tmp_path / "profile.json"), "--nodes", "2",
+              "--cores", "1", "-o", str(tmp_path / "fatm")]]
+    for step in steps:
+        p = subprocess.run([PY, "-m", "spadeopt", *step], capture_output=True, text=True, cwd=ROOT, env=_env(),
+                           timeout=300)
+        assert p.returncode == 0, _why(p)
+    deploy = json.loads((tmp_path / "fatm" / "deploy.json").read_text())
+    assert {p["node"] for p in deploy["pes"]} == {0, 1}, "the optimized build must use both nodes"
+    api.run(str(tmp_path / "fatm"), master="local[2]", out=tmp_path / "local")
+    line = deploy["spark"]["submit"].replace(f"'{deploy['spark']['master']}'", spark_cluster.master_url)
+    assert spark_cluster.master_url in line and "spark.dynamicAllocation.enabled=false" in line
+    out = tmp_path / "out"
+    sub = subprocess.run(["bash", "-c", f"{line} --out {shlex.quote(str(out))}"], capture_output=True, text=True,
+                         cwd=tempfile.gettempdir(), env=_env(), timeout=300)
+    assert sub.returncode == 0, _why(sub)
+    assert f"master         {spark_cluster.master_url}" in sub.stdout
+    assert "nodes used     2 of 2" in sub.stdout
+    assert _sinks(out) == _sinks(tmp_path / "local") and any(_sinks(out).values())
+
+
+def test_dynamic_allocation_on_is_named(spark_cluster, tmp_path):
+    proc = subprocess.run([PY, "-m", "spadeopt", "run", "apps/chain.py", "-p", "n=1", "-p", "tuples=100",
+                           "--nodes", "1", "--cores", "1", "--master", spark_cluster.master_url,
+                           "--conf", "spark.dynamicAllocation.enabled=true", "--build-dir", str(tmp_path / "b")],
+                          capture_output=True, text=True, cwd=ROOT, env=_env(), timeout=300)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert "dynamic allocation" in proc.stderr and "SPARK-24942" in proc.stderr
+    assert "collectAndServe" not in proc.stderr
+
+
+def test_executor_without_spadeopt_is_named(spark_cluster, tmp_path):
+    """The executors' Python runs where the spadeopt package is hidden (an empty tmpfs)."""
+    wrap_dir = Path(tempfile.mkdtemp(prefix="spo-py-", dir="/var/tmp"))  # /tmp is private on worker 1
+    try:
+        wrapper = wrap_dir / "python"
+        hide = f"mount -t tmpfs spo-nopkg {shlex.quote(str(ROOT / 'spadeopt'))}; exec {shlex.quote(PY)} \"$@\""
+        wrapper.write_text(f"#!/bin/sh\nexec unshare --mount --propagation private sh -c {shlex.quote(hide)} sh "
+                           f"\"$@\"\n")
+        wrapper.chmod(0o755)
+        proc = subprocess.run([PY, "-m", "spadeopt", "run", "apps/chain.py", "-p", "n=1", "-p", "tuples=100",
+                               "--nodes", "1", "--cores", "1", "--master", spark_cluster.master_url,
+                               "--build-dir", str(tmp_path / "b")],
+                              capture_output=True, text=True, cwd=ROOT, env=_env(PYSPARK_PYTHON=str(wrapper)),
+                              timeout=300)
+    finally:
+        shutil.rmtree(wrap_dir, ignore_errors=True)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert "spadeopt is not installed for the Python" in proc.stderr and str(wrapper) in proc.stderr
+    assert "collectAndServe" not in proc.stderr
+
+
+def test_kill_9_of_an_executor_fails_fast_names_it_and_leaves_nothing(spark_cluster, tmp_path):
+    out = tmp_path / "out"
+    cmd = [PY, "-m", "spadeopt", "run", "apps/chain.py", "--fusion", "none", "-p", "n=4", "-p", "tuples=5000000",
+           "-p", "sink=file", "--nodes", "2", "--cores", "1", "--master", spark_cluster.master_url,
+           "--build-dir", str(tmp_path / "b"), "--out", str(out)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=_env())
+    try:
+        deadline = time.time() + 120
+        while len(_pes_of(spark_cluster)) < 6 and time.time() < deadline and proc.poll() is None:
+            time.sleep(0.5)
+        pes = _pes_of(spark_cluster)
+        assert len(pes) == 6, f"the PEs did not start: {proc.poll()}"
+        time.sleep(1.0)
+        worker0 = spark_cluster.procs[1].pid
+        executor = next(p for p, c in _descendants([worker0]).items() if "CoarseGrainedExecutorBackend" in c)
+        os.kill(executor, signal.SIGKILL)
+        killed = time.time()
+        _, err = proc.communicate(timeout=60)
+        took = time.time() - killed
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1, err[-3000:]
+    print(f"kill -9 of executor {executor} -> exit {proc.returncode} after {took:.1f} s")
+    assert took < 10, f"took {took:.1f} s to report the lost executor"
+    assert "lost executor" in err and "running node" in err and "PEs pe" in err, err[-2000:]
+    assert "collectAndServe" not in err
+    time.sleep(1.0)
+    assert not [p for p in pes if Path(f"/proc/{p}").exists()], "PE processes were left running"
+    assert not (out.exists() and any(out.iterdir())), "a failed run left sink files (complete-looking or parts)"
