@@ -105,7 +105,7 @@ def render_build(graph: AppGraph, plan: Plan, app_ref: str) -> dict[str, str]:
         "cores": plan.cores,
         "instrumented": plan.instrumented,
         "pes": pes,
-        "links": [{**ln.to_json(), "schema": graph.op(ln.src.op).out_port(ln.src.port).schema.to_json()}
+        "links": [{**ln.to_json(), "schema": physical.op(ln.src.op).out_port(ln.src.port).schema.to_json()}
                   for ln in links],
         # every stream of the graph, in-PE ones too: refine keeps the links no sample saw
         "streams": sorted([str(s.src), str(s.dst)] for s in graph.streams),
