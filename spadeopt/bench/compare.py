@@ -192,13 +192,15 @@ def table(doc: dict[str, Any]) -> str:
         ratio = f"{row['predicted_over_measured']:.2f}" if row.get("predicted_over_measured") else "-"
         lines.append(f"{row['label']:<9}{row['throughput_median']:>12,.0f}{rel:>9}{row['pes']:>6}"
                      f"{row['nodes_used']:>7}{planned:>11}{ratio:>8}  {cpu}")
+    first = True
     for st in ("auto1", "auto"):
         plan = doc.get("fatm_plan" if st == "auto" else f"fatm_plan_{st}")
         if plan:
             widths = ", ".join(f"{k}={v}" for k, v in plan.get("widths", {}).items()) or "no parallel regions"
-            lines.append(f"\n{LABELS[st]} planned for {plan['planned_rate']:,.0f} source tuples/s "
+            lines.append(f"{chr(10) if first else ''}{LABELS[st]} planned for {plan['planned_rate']:,.0f} source tuples/s "
                          f"(--rate {plan['rate_mode']}; profiled at {plan['profiled_rate']:,.0f}/s), MaxFrac "
                          f"{plan['max_frac']}, MinUtil {plan['min_util']}; region widths: {widths}")
+            first = False
     if doc.get("fatm_over_best_other"):
         lines.append(f"FATM / best of FALL, FMAN, FATM-w1 measured: {doc['fatm_over_best_other']:.2f}x")
     ans = doc.get("answers")

@@ -51,8 +51,8 @@ from spadeopt.plan.regions import DYNAMIC, Region, check_region
 
 # CPU seconds per tuple of the generated split and merge (measured on the 2-core VM by
 # ``python -m spadeopt.bench.fission_cost``; docs/decisions.md records the run).
-SPLIT_S = {"static": 0.2e-6, "dynamic": 1.2e-6}
-MERGE_S = {"static": 0.1e-6, "dynamic": 1.1e-6}
+SPLIT_S = {"static": 0.03e-6, "dynamic": 0.5e-6}
+MERGE_S = {"static": 0.04e-6, "dynamic": 0.6e-6}
 SEQ_BYTES = 9.0  # msgpack of the sequence number a dynamic region's tuples carry
 EXHAUSTIVE_MAX = 64  # width vectors tried exhaustively; above this, coordinate ascent
 ASCENT_PASSES = 4

@@ -122,3 +122,19 @@ def test_the_chosen_plan_runs_on_spark_with_the_answers_of_fall(tmp_path):
     got = {p.name: p.read_bytes() for p in (tmp_path / "auto").glob("*.jsonl")}
     want = {p.name: p.read_bytes() for p in (tmp_path / "all").glob("*.jsonl")}
     assert want and all(want.values()) and got == want
+
+
+def test_explain_text_shows_the_widths_tried(peer, tmp_path):
+    graph, prof = peer
+    auto = fuse_auto(graph, prof, COMM, nodes=1, cores=2, rate="max")
+    (tmp_path / "plan.json").write_text(json.dumps(auto.plan.to_json()))
+    (tmp_path / "explain.json").write_text(json.dumps(auto.explain))
+    text = api.explain_text(tmp_path)
+    tried = auto.explain["fission"]["search"]["regions"]["chain"]["tried"]
+    assert f"region 'chain': FATM chose width {auto.plan.regions[0].width}" in text
+    for t in tried:
+        assert f"{t['width']} -> {t['planned_rate']:,.0f}/s" in text
+    off = fuse_auto(graph, prof, COMM, nodes=1, cores=2, rate="max", fission=False)
+    (tmp_path / "plan.json").write_text(json.dumps(off.plan.to_json()))
+    (tmp_path / "explain.json").write_text(json.dumps(off.explain))
+    assert "fission off (--no-fission)" in api.explain_text(tmp_path)
