@@ -138,3 +138,23 @@ def test_explain_text_shows_the_widths_tried(peer, tmp_path):
     (tmp_path / "plan.json").write_text(json.dumps(off.plan.to_json()))
     (tmp_path / "explain.json").write_text(json.dumps(off.explain))
     assert "fission off (--no-fission)" in api.explain_text(tmp_path)
+
+
+def test_many_regions_are_searched_by_coordinate_ascent_and_ties_go_to_narrower():
+    from spadeopt.optimize.widths import choose_widths
+    from spadeopt.plan.regions import Region
+
+    regions = tuple(Region(n, (f"{n}_op",), 1) for n in ("a", "b", "c"))
+    best = {"a": 3, "b": 1, "c": 5}
+
+    def evaluate(rs):  # separable, peaked at ``best``; b is flat from 1 to 8 (a tie)
+        return 1000.0 - sum(abs(r.width - best[r.name]) * (0 if r.name == "b" else 10) for r in rs)
+
+    chosen, doc = choose_widths(regions, ("a", "b", "c"), 8, evaluate)
+    assert doc["search"] == "coordinate ascent" and doc["vectors_tried"] < 8 ** 3
+    assert {r.name: r.width for r in chosen} == best
+    assert doc["regions"]["b"]["chosen"] == 1
+    chosen2, doc2 = choose_widths(regions, ("a", "b", "c"), 8, evaluate)
+    assert chosen2 == chosen and doc2 == doc
+    small, doc3 = choose_widths(regions[:1], ("a",), 4, lambda rs: 1000.0 + 2 * rs[0].width)
+    assert doc3["search"] == "exhaustive" and small[0].width == 1, "0.8 % more is within the 1 % tie"
