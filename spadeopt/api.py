@@ -234,8 +234,12 @@ def default_calibration() -> Path:
 def optimize(app_ref: str, profile_path: Path, out: Path, calibration: Path | None = None,
              params: Mapping[str, str] | None = None, max_frac: float = 0.5, min_util: float = 0.95,
              nodes: int = 1, cores: int = 2, exact: bool = False, rate: str | float = "max", absorb: bool = True,
-             force: bool = False, cpu_score: float | None = None):
-    """Stage 2: GreedyFuse + placement from a refined profile; writes a runnable build.
+             force: bool = False, cpu_score: float | None = None, widths: Mapping[str, int] | None = None,
+             fission: bool = True):
+    """Stage 2: fission widths + GreedyFuse + placement from a refined profile; writes a runnable build.
+
+    FATM chooses the width of every declared parallel region (``widths``, from
+    ``--width``, pins some; ``fission=False`` keeps all at width 1).
 
     The app is rebuilt with the parameters recorded in the profile (``params`` may
     repeat or override them; the graph fingerprint must still match the profile's).
@@ -265,7 +269,8 @@ def optimize(app_ref: str, profile_path: Path, out: Path, calibration: Path | No
     comm = CommCost.for_this_host(calibration, cpu_score)  # MIPS-scaled if another CPU
     auto = fuse_auto(graph, OperatorProfile(prof.app, prof.graph_fingerprint, prof.load, prof.link_tuples(),
                                             prof.source_rate),
-                     comm, nodes, cores, max_frac, min_util, exact, rate=rate, absorb=absorb)
+                     comm, nodes, cores, max_frac, min_util, exact, rate=rate, absorb=absorb,
+                     widths=dict(widths or {}), fission=fission)
     build = generate(graph, auto.plan, Path(out), ref)
     auto.explain["profile"] = str(Path(profile_path).resolve())
     auto.explain["calibration"] = comm.source
@@ -276,6 +281,7 @@ def optimize(app_ref: str, profile_path: Path, out: Path, calibration: Path | No
         "calibration": {"path": str(calibration.resolve()), "sha256": _sha256(calibration)},
         "comm_scaling": comm.scaling, "nodes": nodes, "cores": cores, "max_frac": max_frac,
         "min_util": min_util, "rate": rate, "absorb": absorb, "exact": exact,
+        "fission": fission, "widths": dict(sorted((widths or {}).items())),
     }
     write_json(build.directory / "explain.json", auto.explain)
     return build, auto.explain
@@ -387,5 +393,23 @@ def explain_text(build_dir: Path) -> str:
     lines.append(f"\nnode load (cores): {', '.join(f'{x:.2f}' for x in doc['node_load'])}; "
                  f"inter-node rate {doc['inter_node_rate']:,.0f} tuples/s")
     if plan is not None and plan.regions:
-        lines += ["", *regions_text(plan)]
+        lines += ["", *regions_text(plan), *fission_text(doc.get("fission"))]
     return "\n".join(lines)
+
+
+def fission_text(doc: Mapping[str, Any] | None) -> list[str]:
+    """How FATM chose the regions' widths (explain.json's ``fission``)."""
+    if not doc:
+        return []
+    if not doc.get("enabled", True):
+        return ["fission off (--no-fission): every region at width 1 unless pinned with --width"]
+    lines = [f"region '{name}': width {w} pinned with --width" for name, w in doc.get("pinned", {}).items()]
+    search = doc.get("search")
+    if search:
+        for name, r in search["regions"].items():
+            tried = ", ".join(f"{t['width']} -> " + (f"{t['planned_rate']:,.0f}/s" if t["planned_rate"] else "no plan")
+                              for t in r["tried"])
+            lines.append(f"region '{name}': FATM chose width {r['chosen']} ({search['search']} search over "
+                         f"widths 1..{search['max_width']}, {search['vectors_tried']} width vector(s) planned; "
+                         f"planned source rate by width: {tried})")
+    return lines

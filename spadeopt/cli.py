@@ -120,7 +120,8 @@ def cmd_optimize(args: argparse.Namespace) -> int:
 
     build, _ = api.optimize(args.app, args.profile, args.o, args.calibration, _params(args.p), args.max_frac,
                             args.min_util, args.nodes, args.cores, args.exact, args.rate,
-                            not args.no_absorb, force=args.force, cpu_score=args.cpu_score)
+                            not args.no_absorb, force=args.force, cpu_score=args.cpu_score,
+                            widths=parse_widths(args.width), fission=not args.no_fission)
     print(api.explain_text(build.directory))
     print(f"\nwrote {len(build.plan.pes)} PE module(s), plan.json, deploy.json and explain.json to "
           f"{build.directory}; run it with: spadeopt run {build.directory}")
@@ -148,7 +149,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     doc = compare(args.app, args.out, [s.strip() for s in args.strategies.split(",") if s.strip()],
                   _params(args.p), args.nodes, args.cores, args.master, args.repeat, args.profile,
                   args.calibration, args.sample_rate, args.profile_fusion, progress=_progress,
-                  command=shlex.join(["spadeopt", *sys.argv[1:]]), force=args.force, conf=_conf(args.conf))
+                  command=shlex.join(["spadeopt", *sys.argv[1:]]), force=args.force, conf=_conf(args.conf),
+                  no_fission=args.no_fission)
     _end_status()
     print(table(doc))
     print(f"\nfigures: {args.out / 'compare.json'}, plot: {args.out / 'compare.png'}")
@@ -288,6 +290,10 @@ def parser() -> argparse.ArgumentParser:
     op.add_argument("--no-absorb", action="store_true", help="stop after GreedyFuse: do not merge the "
                     "underutilized PEs it leaves into a neighbour (the paper's algorithm alone)")
     op.add_argument("--exact", action="store_true", help="also solve exactly (small graphs) and report the gap")
+    op.add_argument("--no-fission", action="store_true", help="keep every parallel region at width 1 "
+                    "(default: FATM chooses each region's width from the profile)")
+    op.add_argument("--width", action="append", metavar="REGION=K",
+                    help="pin a parallel region's width (repeatable); FATM chooses the others")
     op.add_argument("--cpu-score", type=float, help="this host's CPU score for rescaling a calibration made "
                     "on another CPU (default: measured once per host and kept in ~/.cache/spadeopt)")
     op.add_argument("-o", type=Path, required=True, help="build directory to write (new, empty, or a previous build)")
@@ -296,7 +302,10 @@ def parser() -> argparse.ArgumentParser:
 
     cp = sub.add_parser("compare", help="run NONE, FALL, FMAN and FATM side by side; table and plot")
     cp.add_argument("app")
-    cp.add_argument("--strategies", default="none,all,manual,auto", help="comma-separated (default: all four)")
+    cp.add_argument("--strategies", default="none,all,manual,auto", help="comma-separated from none, all, "
+                    "manual, auto, auto1 (FATM without fission) (default: none,all,manual,auto)")
+    cp.add_argument("--no-fission", action="store_true", help="also run the ablation FATM-w1 (auto1): FATM "
+                    "from the same profile with every parallel region at width 1")
     cp.add_argument("-p", action="append", metavar="KEY=VALUE", help="app parameter (repeatable)")
     cp.add_argument("--nodes", type=int, default=1)
     cp.add_argument("--cores", type=int, default=2)

@@ -3,8 +3,12 @@
 Every strategy is built once, then the runs are interleaved round by round (``repeat``
 rounds), so slow drifts of a shared machine hit every strategy alike. Throughput is
 the steady-state aggregate source rate (after a warm-up; see ``steady_rate``). FATM
-needs a profile: unless one is given, the app is profiled unfused and refined first.
-A strategy that fails is reported with its error; the others still run.
+needs a profile: unless one is given, the app is profiled (under FALL by default) and
+refined first. FATM chooses its parallel regions' widths; ``auto1`` (FATM-w1, added by
+``--no-fission``) is the ablation that keeps every region at width 1, planned from the
+same profile. For every FATM strategy the table reports its planned rate (its own
+throughput prediction) beside the measured one. A strategy that fails is reported with
+its error; the others still run.
 """
 
 from __future__ import annotations
@@ -21,7 +25,10 @@ from typing import Any
 from spadeopt.atomic import write_atomic
 from spadeopt.errors import SpadeoptError, UsageError
 
-LABELS = {"none": "NONE", "all": "FALL", "manual": "FMAN", "auto": "FATM"}
+LABELS = {"none": "NONE", "all": "FALL", "manual": "FMAN", "auto": "FATM", "auto1": "FATM-w1"}
+ORDER = ("none", "all", "manual", "auto1", "auto")
+COLORS = {"none": "#999", "all": "#c66", "manual": "#69c", "auto1": "#9c9", "auto": "#4a4"}
+AUTO = {"auto": True, "auto1": False}  # FATM strategies -> fission on?
 
 # The paper's results relative to FATM (digest 003 §6.4-6.5): radio astronomy FATM +70 %
 # over NONE, +100 % over FMAN, +85 % over FALL; bargain 6x NONE, 2x FALL (the FMAN factor
@@ -35,13 +42,17 @@ def compare(app_ref: str, out_dir: Path, strategies: Sequence[str] = ("none", "a
             master: str | None = None, repeat: int = 3, profile: Path | None = None,
             calibration: Path | None = None, sample_rate: float = 0.01, profile_fusion: str = "all",
             progress: Callable[[str], None] | None = None, command: str | None = None,
-            force: bool = False, conf: Mapping[str, str] | None = None) -> dict[str, Any]:
+            force: bool = False, conf: Mapping[str, str] | None = None,
+            no_fission: bool = False) -> dict[str, Any]:
     from spadeopt import api
     from spadeopt.deploy.launcher import run_build
     from spadeopt.deploy.preflight import preflight
     from spadeopt.outputs import claim_dir, mark_dir
 
     say = progress or (lambda m: None)
+    strategies = list(strategies)
+    if no_fission and "auto1" not in strategies:
+        strategies.append("auto1")
     bad = [s for s in strategies if s not in LABELS]
     if bad or not strategies:
         raise UsageError(f"unknown strategy {', '.join(bad) or '(none given)'}; choose from {', '.join(LABELS)}")
@@ -58,16 +69,16 @@ def compare(app_ref: str, out_dir: Path, strategies: Sequence[str] = ("none", "a
     out_dir.mkdir(parents=True, exist_ok=True)
     mark_dir(out_dir, "compare", ["compare.json", "compare.png", "profile-run", "profile.json", "sinks",
                                   *(f"build-{st}" for st in strategies)])
-    builds, errors, explain = {}, {}, None
+    builds, errors, explains = {}, {}, {}
     profiled_here = profile is None
     for st in strategies:
         try:
             say(f"building {LABELS[st]}")
-            if st == "auto":
+            if st in AUTO:
                 profile = profile or _profile_for_auto(app_ref, out_dir, params, nodes, cores, master,
                                                        sample_rate, profile_fusion, say, conf)
-                builds[st], explain = api.optimize(app_ref, profile, out_dir / "build-auto", calibration, params,
-                                                   nodes=nodes, cores=cores)
+                builds[st], explains[st] = api.optimize(app_ref, profile, out_dir / f"build-{st}", calibration,
+                                                        params, nodes=nodes, cores=cores, fission=AUTO[st])
             else:
                 builds[st] = api.build(app_ref, st, params, nodes, cores, out_dir / f"build-{st}")
         except SpadeoptError as exc:
@@ -95,11 +106,18 @@ def compare(app_ref: str, out_dir: Path, strategies: Sequence[str] = ("none", "a
     doc = _summarise(graph.name, app_ref, dict(params or {}), nodes, cores, master, repeat, runs, errors)
     doc["answers"] = _answers(answers)
     doc["command"] = command
-    if explain is not None:
-        doc["fatm_plan"] = {"planned_rate": explain["rate"]["planned"], "rate_mode": explain["rate"]["mode"],
-                            "profiled_rate": explain["rate"]["profiled"], "max_frac": explain["max_frac"],
-                            "min_util": explain["min_util"], "profile": str(profile),
-                            "profiled_under": LABELS.get(profile_fusion, profile_fusion) if profiled_here else None}
+    for st, explain in explains.items():
+        key = "fatm_plan" if st == "auto" else f"fatm_plan_{st}"
+        doc[key] = {"planned_rate": explain["rate"]["planned"], "rate_mode": explain["rate"]["mode"],
+                    "profiled_rate": explain["rate"]["profiled"], "max_frac": explain["max_frac"],
+                    "min_util": explain["min_util"], "profile": str(profile),
+                    "widths": explain.get("fission", {}).get("widths", {}),
+                    "profiled_under": LABELS.get(profile_fusion, profile_fusion) if profiled_here else None}
+        row = doc["strategies"].get(st)
+        if row is not None:
+            row["planned_rate"] = explain["rate"]["planned"]
+            row["predicted_over_measured"] = explain["rate"]["planned"] / row["throughput_median"]
+            row["widths"] = doc[key]["widths"]
     write_atomic(out_dir / "compare.json", json.dumps(doc, indent=2, sort_keys=True) + "\n")
     plot(doc, out_dir / "compare.png")
     return doc
@@ -146,20 +164,24 @@ def _summarise(app, app_ref, params, nodes, cores, master, repeat, runs, errors)
                     "pes": mid["pes"], "nodes_used": mid["nodes_used"], "cpu_per_node": mid["cpu_per_node"],
                     "sinks": mid["sinks"], "wall_s": [r["wall_s"] for r in rs]}
     base = rows.get("auto", {}).get("throughput_median")
+    best_other = max((r["throughput_median"] for st, r in rows.items() if st in ("all", "manual", "auto1")),
+                     default=None)
     for row in rows.values():
         row["relative_to_fatm"] = row["throughput_median"] / base if base else None
     return {"schema_version": 1, "app": app, "app_ref": app_ref, "params": params, "nodes": nodes,
             "cores": cores, "master": master or f"local[{nodes * cores}]", "repeat": repeat,
             "when": time.strftime("%Y-%m-%dT%H:%M:%S"), "strategies": rows,
             "failed": {st: msg for st, msg in errors.items()},
+            "fatm_over_best_other": base / best_other if base and best_other else None,
             "note": "steady-state aggregate source rate, median of the repeats; runs interleaved"}
 
 
 def table(doc: dict[str, Any]) -> str:
     lines = [f"{doc['app']} on {doc['master']} ({doc['nodes']} node(s) x {doc['cores']} core(s)), "
              f"median of {doc['repeat']} run(s)", "",
-             f"{'strategy':<9}{'tuples/s':>12}{'vs FATM':>9}{'PEs':>6}{'nodes':>7}  CPU s per node"]
-    for st in ("none", "all", "manual", "auto"):
+             f"{'strategy':<9}{'tuples/s':>12}{'vs FATM':>9}{'PEs':>6}{'nodes':>7}{'planned':>11}{'pl/meas':>8}"
+             f"  CPU s per node"]
+    for st in ORDER:
         row = doc["strategies"].get(st)
         if row is None:
             if st in doc["failed"]:
@@ -167,13 +189,21 @@ def table(doc: dict[str, Any]) -> str:
             continue
         rel = f"{row['relative_to_fatm']:.2f}x" if row["relative_to_fatm"] else "-"
         cpu = ", ".join(f"{v:.1f}" for _, v in sorted(row["cpu_per_node"].items()))
+        planned = f"{row['planned_rate']:,.0f}" if row.get("planned_rate") else "-"
+        ratio = f"{row['predicted_over_measured']:.2f}" if row.get("predicted_over_measured") else "-"
         lines.append(f"{row['label']:<9}{row['throughput_median']:>12,.0f}{rel:>9}{row['pes']:>6}"
-                     f"{row['nodes_used']:>7}  {cpu}")
-    plan = doc.get("fatm_plan")
-    if plan:
-        lines.append(f"\nFATM planned for {plan['planned_rate']:,.0f} source tuples/s (--rate {plan['rate_mode']}; "
-                     f"profiled at {plan['profiled_rate']:,.0f}/s), MaxFrac {plan['max_frac']}, "
-                     f"MinUtil {plan['min_util']}")
+                     f"{row['nodes_used']:>7}{planned:>11}{ratio:>8}  {cpu}")
+    first = True
+    for st in ("auto1", "auto"):
+        plan = doc.get("fatm_plan" if st == "auto" else f"fatm_plan_{st}")
+        if plan:
+            widths = ", ".join(f"{k}={v}" for k, v in plan.get("widths", {}).items()) or "no parallel regions"
+            lines.append(f"{chr(10) if first else ''}{LABELS[st]} planned for {plan['planned_rate']:,.0f} source tuples/s "
+                         f"(--rate {plan['rate_mode']}; profiled at {plan['profiled_rate']:,.0f}/s), MaxFrac "
+                         f"{plan['max_frac']}, MinUtil {plan['min_util']}; region widths: {widths}")
+            first = False
+    if doc.get("fatm_over_best_other"):
+        lines.append(f"FATM / best of FALL, FMAN, FATM-w1 measured: {doc['fatm_over_best_other']:.2f}x")
     ans = doc.get("answers")
     if ans and ans["sha256"]:
         lines.append("answers: every run of every strategy wrote byte-identical sink files" if ans["identical"]
@@ -189,7 +219,7 @@ def plot(doc: dict[str, Any], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = [(st, doc["strategies"][st]) for st in ("none", "all", "manual", "auto") if st in doc["strategies"]]
+    rows = [(st, doc["strategies"][st]) for st in ORDER if st in doc["strategies"]]
     if not rows:
         return
     base = doc["strategies"].get("auto", {}).get("throughput_median")
@@ -206,7 +236,7 @@ def plot(doc: dict[str, Any], path: Path) -> None:
         lo = [r["throughput_median"] - min(r["throughput"]) for _, r in rows]
         hi = [max(r["throughput"]) - r["throughput_median"] for _, r in rows]
         ax.set_ylabel("throughput (source tuples/s, median)")
-    bars = ax.bar(names, vals, yerr=[lo, hi], capsize=4, color=["#999", "#c66", "#69c", "#4a4"][: len(rows)])
+    bars = ax.bar(names, vals, yerr=[lo, hi], capsize=4, color=[COLORS[st] for st, _ in rows])
     for bar, (_, r), h in zip(bars, rows, hi, strict=True):
         ax.annotate(f"{r['throughput_median']:,.0f}/s\n{r['pes']} PEs, {r['nodes_used']} node(s)",
                     (bar.get_x() + bar.get_width() / 2, bar.get_height() + h), ha="center", va="bottom", fontsize=8,

@@ -1,9 +1,10 @@
-"""FATM: the automatic strategy. Profile + comm-cost model -> GreedyFuse -> placement -> Plan.
+"""FATM: the automatic strategy. Profile + comm-cost model -> fission -> GreedyFuse -> placement -> Plan.
 
 This is the only place where the optimizer's pure algorithms meet the app graph: it
 turns the graph's annotations into legality constraints (colocation, exlocation, and
-feedback loops into tuple-generating ports, which may never be fused), runs
-GreedyFuse (or the exact optimizer), places the PEs and names them through the same
+feedback loops into tuple-generating ports, which may never be fused), chooses the
+widths of the declared parallel regions (:mod:`spadeopt.optimize.widths`), runs
+GreedyFuse on the physical graph (or the exact optimizer), places the PEs and names them through the same
 ``make_plan`` every strategy uses. It also records why the result looks as it does.
 """
 
@@ -23,7 +24,10 @@ from spadeopt.optimize.placement import pe_graph, place
 from spadeopt.optimize.problem import CommModel, FusionProblem
 from spadeopt.optimize.rate import max_rate, parse_rate, scale
 from spadeopt.optimize.result import FusionResult
+from spadeopt.optimize.widths import choose_widths, free_regions, physical_profile
+from spadeopt.plan.fission import physical_graph
 from spadeopt.plan.plan import Plan, make_plan
+from spadeopt.plan.regions import resolve_regions
 
 
 @dataclass(frozen=True)
@@ -107,40 +111,41 @@ class AutoPlan:
 
 def fuse_auto(graph: AppGraph, prof: OperatorProfile, comm: CommModel, nodes: int, cores: int,
               max_frac: float = 0.5, min_util: float = 0.95, exact: bool = False,
-              capacity_frac: float = 1.0, rate: str | float = "profiled", absorb: bool = True) -> AutoPlan:
-    """GreedyFuse + placement at the planning ``rate`` (see :mod:`spadeopt.optimize.rate`)."""
+              capacity_frac: float = 1.0, rate: str | float = "profiled", absorb: bool = True,
+              widths: Mapping[str, int] | None = None, fission: bool = True) -> AutoPlan:
+    """Fission x GreedyFuse x placement at the planning ``rate`` (see :mod:`spadeopt.optimize.rate`).
+
+    Every declared parallel region not pinned by ``widths`` (``--width``) gets the width
+    that gives the highest planned rate (``--rate max`` search on the physical graph;
+    :mod:`spadeopt.optimize.widths`); ``fission=False`` keeps them at width 1. Then the
+    physical graph of the chosen widths is fused and placed at ``rate``.
+    """
     rate = parse_rate(rate)
     check_profile(graph, prof)  # before searching
-    if rate == "max":
-        def attempt(k: float):
+    if nodes < 1 or cores < 1:
+        raise OptimizeError(f"nodes and cores must be >= 1 (got {nodes}, {cores})")
+    regions = resolve_regions(graph, "auto", dict(widths or {}))
+    free = free_regions(graph, widths, fission)
+    fission_doc: dict[str, Any] = {"enabled": fission, "pinned": dict(sorted((widths or {}).items())),
+                                   "search": None}
+    if free:
+        def evaluate(rs):
             try:
-                got = _fuse_and_place(graph, scale(prof, k), comm, nodes, cores, max_frac, min_util, capacity_frac,
-                                      absorb)
-            except PlacementInfeasible:
+                got = _plan_physical(graph, prof, rs, comm, nodes, cores, max_frac, min_util, capacity_frac,
+                                     "max", absorb)
+            except OptimizeError:
                 return None
-            return None if got[1].warnings else got
-        capacity = nodes * cores * capacity_frac
-        (problem, result, placement, tmp_ids), search = max_rate(
-            prof.source_rate, math.fsum(prof.load.values()), capacity, attempt)
-        factor = search.factor
-    else:
-        if rate == "profiled":
-            factor = 1.0
-        elif prof.source_rate > 0:
-            factor = rate / prof.source_rate
-        else:
-            raise OptimizeError("the profile's sources sent no tuples, so it cannot be scaled to --rate; "
-                                "profile a run whose sources emit tuples")
-        search = None
-        problem, result, placement, tmp_ids = _fuse_and_place(
-            graph, scale(prof, factor), comm, nodes, cores, max_frac, min_util, capacity_frac, absorb)
+            return got[-1].rate
+        regions, fission_doc["search"] = choose_widths(regions, free, nodes * cores, evaluate)
+    problem, result, placement, tmp_ids, factor, search = _plan_physical(
+        graph, prof, regions, comm, nodes, cores, max_frac, min_util, capacity_frac, rate, absorb)
     exact_doc = None
     if exact:
         best = exact_fuse(problem)
         exact_doc = {"objective": best.objective, "greedy_objective": result.objective,
                      "gap": gap(result, best), "partitions": [list(p) for p in best.partitions]}
     groups = [list(p) for p in result.partitions]
-    plan = make_plan(graph, "auto", groups, [placement[p] for p in tmp_ids], nodes, cores)
+    plan = make_plan(graph, "auto", groups, [placement[p] for p in tmp_ids], nodes, cores, regions=regions)
     explain = _explain(plan, problem, result, placement, exact_doc, max_frac, min_util)
     explain["rate"] = {"mode": rate if isinstance(rate, str) else "given", "profiled": prof.source_rate,
                        "planned": prof.source_rate * factor, "factor": factor,
@@ -148,7 +153,39 @@ def fuse_auto(graph: AppGraph, prof: OperatorProfile, comm: CommModel, nodes: in
                        "search_tries": search.tries if search else 0,
                        "at_upper_bound": search.at_upper_bound if search else False}
     explain["absorb_leftovers"] = absorb
+    fission_doc["widths"] = {r.name: r.width for r in regions}
+    explain["fission"] = fission_doc
     return AutoPlan(plan, result, explain)
+
+
+def _plan_physical(graph: AppGraph, prof: OperatorProfile, regions, comm: CommModel, nodes: int, cores: int,
+                   max_frac: float, min_util: float, capacity_frac: float, rate: str | float, absorb: bool):
+    """GreedyFuse + placement of the physical graph of ``regions`` at ``rate``; returns
+    (problem, result, placement, tmp_ids, factor, RateSearch or None)."""
+    physical = physical_graph(graph, regions)
+    pprof = physical_profile(graph, prof, regions)
+    if rate == "max":
+        def attempt(k: float):
+            try:
+                got = _fuse_and_place(physical, scale(pprof, k), comm, nodes, cores, max_frac, min_util,
+                                      capacity_frac, absorb)
+            except PlacementInfeasible:
+                return None
+            return None if got[1].warnings else got
+        capacity = nodes * cores * capacity_frac
+        (problem, result, placement, tmp_ids), search = max_rate(
+            prof.source_rate, math.fsum(pprof.load.values()), capacity, attempt)
+        return problem, result, placement, tmp_ids, search.factor, search
+    if rate == "profiled":
+        factor = 1.0
+    elif prof.source_rate > 0:
+        factor = rate / prof.source_rate
+    else:
+        raise OptimizeError("the profile's sources sent no tuples, so it cannot be scaled to --rate; "
+                            "profile a run whose sources emit tuples")
+    problem, result, placement, tmp_ids = _fuse_and_place(
+        physical, scale(pprof, factor), comm, nodes, cores, max_frac, min_util, capacity_frac, absorb)
+    return problem, result, placement, tmp_ids, factor, None
 
 
 def _fuse_and_place(graph: AppGraph, prof: OperatorProfile, comm: CommModel, nodes: int, cores: int,

@@ -160,6 +160,12 @@ def _annotations(ann: Annotations, region: Region, members: set[str], producer: 
     )
 
 
+def rewrite_region(graph: AppGraph, region: Region) -> AppGraph:
+    """``graph`` with one region (of width > 1) rewritten; ``physical_graph`` applies this
+    region by region."""
+    return _rewrite_one(graph, region)
+
+
 def physical_graph(graph: AppGraph, regions: tuple[Region, ...]) -> AppGraph:
     """The graph that fusion, placement and codegen work on: every region of width > 1
     rewritten into split, channels and merge (regions are rewritten one after another,

@@ -20,7 +20,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def compared(tmp_path_factory):
     out = tmp_path_factory.mktemp("compare")
-    proc = _cli("compare", "apps/chain.py", *PARAMS, "--repeat", "1", "--out", str(out))
+    proc = _cli("compare", "apps/chain.py", *PARAMS, "--repeat", "1", "--no-fission", "--out", str(out))
     return out, proc
 
 
@@ -28,20 +28,38 @@ def test_compare_runs_all_four_strategies_and_their_answers_agree(compared):
     out, proc = compared
     assert proc.returncode == 0, proc.stderr[-3000:]
     doc = json.loads((out / "compare.json").read_text())
-    assert set(doc["strategies"]) == {"none", "all", "manual", "auto"} and not doc["failed"]
+    assert set(doc["strategies"]) == {"none", "all", "manual", "auto", "auto1"} and not doc["failed"]
     rows = doc["strategies"]
     assert rows["none"]["pes"] == 6 and rows["all"]["pes"] == 1 and rows["manual"]["pes"] == 4
     for row in rows.values():
         assert row["throughput_median"] > 0 and row["sinks"] == {"sink": 20000}
         assert len(row["throughput"]) == 1
     assert rows["auto"]["relative_to_fatm"] == 1.0
-    assert doc["answers"]["identical"] and len(doc["answers"]["sha256"]) == 4
+    assert doc["answers"]["identical"] and len(doc["answers"]["sha256"]) == 5
     assert doc["fatm_plan"]["rate_mode"] == "max" and doc["fatm_plan"]["planned_rate"] > 0
     assert doc["fatm_plan"]["profiled_under"] == "FALL"
     png = (out / "compare.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000
-    for label in ("NONE", "FALL", "FMAN", "FATM", "vs FATM", "byte-identical"):
+    for label in ("NONE", "FALL", "FMAN", "FATM", "FATM-w1", "vs FATM", "pl/meas", "byte-identical"):
         assert label in proc.stdout, proc.stdout
+
+
+def test_compare_reports_fatm_predictions_with_and_without_fission(compared):
+    """--no-fission adds FATM-w1 (every region at width 1) from the same profile; both
+    FATM rows carry their planned rate and planned / measured."""
+    out, _ = compared
+    doc = json.loads((out / "compare.json").read_text())
+    rows = doc["strategies"]
+    assert doc["fatm_plan_auto1"]["widths"] == {"ops": 1}
+    assert set(doc["fatm_plan"]["widths"]) == {"ops"}
+    for st in ("auto", "auto1"):
+        assert rows[st]["planned_rate"] > 0
+        assert rows[st]["predicted_over_measured"] == rows[st]["planned_rate"] / rows[st]["throughput_median"]
+    assert "planned_rate" not in rows["all"]
+    best = max(rows[st]["throughput_median"] for st in ("all", "manual", "auto1"))
+    assert doc["fatm_over_best_other"] == rows["auto"]["throughput_median"] / best
+    plan1 = json.loads((out / "build-auto1" / "plan.json").read_text())
+    assert [r["width"] for r in plan1["regions"]] == [1]
 
 
 def test_a_strategy_that_fails_is_reported_and_the_others_still_run(compared, tmp_path):

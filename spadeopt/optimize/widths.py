@@ -1,0 +1,210 @@
+"""FATM's fission choice: how wide each declared parallel region runs (papers 000 and 002).
+
+The developer declares *where* a region may be replicated (``App.parallel``); FATM
+chooses *how wide*, together with fusion and placement, from the profile of the
+logical (width-1) graph. For a candidate width vector (one width per region):
+
+1. The logical graph is rewritten into the physical one by ``spadeopt.plan.fission``
+   (split ``<region>__split``, channel copies ``<op>__<c>``, merge ``<region>__merge``),
+   so the operator names are exactly those codegen builds.
+2. The profile is mapped onto the physical operators (:func:`physical_profile`):
+
+   - a channel copy gets ``1/w`` of its operator's load and of every link rate inside
+     the region (the split deals round robin, or hashes the key: we *assume uniform
+     keys*; a skewed key makes one channel hotter than planned);
+   - the split costs ``SPLIT_S`` CPU seconds per tuple entering the region, the merge
+     ``MERGE_S`` per tuple leaving it (static-rate or sequence-number variant; constants
+     measured by ``python -m spadeopt.bench.fission_cost``, see docs/decisions.md);
+   - the stream into the region now ends at the split, which sends ``rate/w`` to each
+     channel (tuples of a dynamic region grow by the 9-byte sequence number); each
+     channel sends ``rate/w`` to the merge, which sends the full rate on to the
+     region's subscribers. Links are mapped with their multiplicity, so every
+     physical stream has one link; the transport cost of each is the calibration's.
+
+3. The existing planner runs on the physical problem: the rate search of
+   :mod:`spadeopt.optimize.rate` with GreedyFuse and placement at each rate. Its
+   planned rate scores the vector.
+
+Search (:func:`choose_widths`): every width in ``1..nodes x cores`` per region. With
+few regions (at most ``EXHAUSTIVE_MAX`` vectors) every vector is tried; otherwise
+coordinate ascent: starting from all 1, each region in turn tries every width with the
+others fixed and keeps the best, until a full pass changes nothing (at most
+``ASCENT_PASSES`` passes). The best vector has the highest planned rate; a vector whose
+rate is within ``TIE`` (relative) of a smaller one does not replace it (ties go to the
+smaller total width, then the lexicographically smaller vector), so a width > 1 is
+chosen only when it buys more than the bisection's resolution. Widths pinned with
+``--width`` are not searched. Every evaluation is deterministic (the profile,
+calibration and constants decide it), so the choice is too.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from spadeopt.errors import OptimizeError
+from spadeopt.model.graph import AppGraph
+from spadeopt.plan.fission import rewrite_region
+from spadeopt.plan.regions import DYNAMIC, Region, check_region
+
+# CPU seconds per tuple of the generated split and merge (measured on the 2-core VM by
+# ``python -m spadeopt.bench.fission_cost``; docs/decisions.md records the run).
+SPLIT_S = {"static": 0.03e-6, "dynamic": 0.5e-6}
+MERGE_S = {"static": 0.04e-6, "dynamic": 0.6e-6}
+SEQ_BYTES = 9.0  # msgpack of the sequence number a dynamic region's tuples carry
+EXHAUSTIVE_MAX = 64  # width vectors tried exhaustively; above this, coordinate ascent
+ASCENT_PASSES = 4
+TIE = 0.01  # a wider vector must plan > 1 % more to win (bisection resolution is 0.02 %)
+
+Link = tuple[str, str, float, float]
+
+
+def physical_profile(graph: AppGraph, prof, regions: tuple[Region, ...]):
+    """``prof`` (an ``OperatorProfile`` of the logical ``graph``) mapped onto the physical
+    graph of ``regions``: channel copies, splits and merges (module docstring)."""
+    load = dict(prof.load)
+    links = list(prof.links)
+    g = graph
+    for r in regions:
+        if r.width <= 1:
+            continue
+        load, links = _map_region(g, r, load, links)
+        g = rewrite_region(g, r)
+    return replace(prof, fingerprint=g.fingerprint, load=load, links=tuple(links))
+
+
+def _map_region(graph: AppGraph, r: Region, load: Mapping[str, float],
+                links: list[Link]) -> tuple[dict[str, float], list[Link]]:
+    shape = check_region(graph, r.name, r.operators)
+    members = set(r.operators)
+    w = r.width
+    extra = SEQ_BYTES if r.ordering == DYNAMIC else 0.0
+    out_load = {n: u for n, u in load.items() if n not in members}
+    for o in r.operators:
+        for c in range(w):
+            out_load[Region.channel_op(o, c)] = load.get(o, 0.0) / w
+    # the entering stream: one profile link (src -> entry op) stands for it
+    entry = (shape.entry.src.op, shape.entry.dst.op)
+    n_entry = sum(1 for s in graph.streams if (s.src.op, s.dst.op) == entry)
+    out: list[Link] = []
+    in_rate = 0.0
+    exit_rate: float | None = None
+    seen_entry = 0
+    for a, b, rate, size in links:
+        a_in, b_in = a in members, b in members
+        if not a_in and not b_in:
+            out.append((a, b, rate, size))
+        elif not a_in and (a, b) == entry and seen_entry < n_entry:
+            seen_entry += 1
+            in_rate += rate
+            out.append((a, r.split, rate, size))
+            out += [(r.split, Region.channel_op(b, c), rate / w, size + extra) for c in range(w)]
+        elif a_in and b_in:
+            out += [(Region.channel_op(a, c), Region.channel_op(b, c), rate / w, size + extra) for c in range(w)]
+        elif a_in and not b_in:  # the one exit port (check_region), to each subscriber
+            if exit_rate is None:
+                exit_rate = rate
+                out += [(Region.channel_op(a, c), r.merge, rate / w, size + extra) for c in range(w)]
+            out.append((r.merge, b, rate, size))
+        else:
+            raise OptimizeError(f"the profile has more links {a} -> {b} into parallel region '{r.name}' "
+                                f"than the graph has streams; refine the profile again")
+    if exit_rate is None:  # the profile saw no tuple leave the region (unseen streams become
+        exit_rate = 0.0    # zero-rate links in problem_for)
+    mode = r.ordering
+    out_load[r.split] = in_rate * SPLIT_S[mode]
+    out_load[r.merge] = exit_rate * MERGE_S[mode]
+    return out_load, out
+
+
+@dataclass(frozen=True)
+class WidthTry:
+    widths: tuple[int, ...]
+    rate: float | None  # planned source rate; None when nothing fits
+
+
+def _better(a: WidthTry, b: WidthTry | None) -> bool:
+    """Is ``a`` a better choice than ``b``? Highest planned rate; a wider vector must beat
+    a narrower one by more than ``TIE``; then smaller total width, then smaller vector."""
+    if a.rate is None:
+        return False
+    if b is None or b.rate is None:
+        return True
+    key_a, key_b = (sum(a.widths), a.widths), (sum(b.widths), b.widths)
+    if key_a < key_b:
+        return a.rate >= b.rate * (1 - TIE)
+    return a.rate > b.rate * (1 + TIE)
+
+
+def choose_widths(regions: tuple[Region, ...], free: tuple[str, ...], max_width: int,
+                  evaluate: Callable[[tuple[Region, ...]], float | None]) -> tuple[tuple[Region, ...], dict[str, Any]]:
+    """The width vector (over the ``free`` regions; the others keep theirs) with the
+    best planned rate, and a record of the search for ``explain.json``."""
+    names = [r.name for r in regions]
+    idx = [names.index(n) for n in free]
+    cache: dict[tuple[int, ...], WidthTry] = {}
+
+    def at(widths: tuple[int, ...]) -> tuple[Region, ...]:
+        rs = list(regions)
+        for i, w in zip(idx, widths, strict=True):
+            rs[i] = replace(rs[i], width=w)
+        return tuple(rs)
+
+    def score(widths: tuple[int, ...]) -> WidthTry:
+        if widths not in cache:
+            cache[widths] = WidthTry(widths, evaluate(at(widths)))
+        return cache[widths]
+
+    choices = range(1, max(1, max_width) + 1)
+    n_vectors = len(choices) ** len(idx)
+    best: WidthTry | None = None
+    if n_vectors <= EXHAUSTIVE_MAX:
+        search = "exhaustive"
+        for widths in itertools.product(choices, repeat=len(idx)):
+            t = score(widths)
+            if _better(t, best):
+                best = t
+    else:
+        search = "coordinate ascent"
+        cur = tuple(1 for _ in idx)
+        best = score(cur)
+        for _ in range(ASCENT_PASSES):
+            changed = False
+            for j in range(len(idx)):
+                for w in choices:
+                    t = score(cur[:j] + (w,) + cur[j + 1:])
+                    if _better(t, best):
+                        best, cur, changed = t, t.widths, True
+            if not changed:
+                break
+    chosen = best.widths if best is not None and best.rate is not None else tuple(1 for _ in idx)
+    record = {
+        "search": search, "max_width": max_width, "vectors_tried": len(cache), "tie": TIE,
+        "split_s_per_tuple": SPLIT_S, "merge_s_per_tuple": MERGE_S,
+        "regions": {
+            n: {"chosen": chosen[j],
+                "tried": _per_region(cache, j, chosen)}
+            for j, n in enumerate(free)
+        },
+        "vectors": [{"widths": dict(zip(free, t.widths, strict=True)), "planned_rate": t.rate}
+                    for t in sorted(cache.values(), key=lambda t: t.widths)],
+    }
+    return at(chosen), record
+
+
+def _per_region(cache: Mapping[tuple[int, ...], WidthTry], j: int, chosen: tuple[int, ...]) -> list[dict[str, Any]]:
+    """Region ``j``'s widths tried with every other region at its chosen width."""
+    rows = []
+    for widths, t in sorted(cache.items()):
+        if all(w == c for k, (w, c) in enumerate(zip(widths, chosen, strict=True)) if k != j):
+            rows.append({"width": widths[j], "planned_rate": t.rate})
+    return rows
+
+
+def free_regions(graph: AppGraph, pinned: Mapping[str, int] | None, fission: bool) -> tuple[str, ...]:
+    """Declared regions FATM may widen: all not pinned by ``--width`` (none without fission)."""
+    if not fission:
+        return ()
+    return tuple(sorted(n for n, _, _ in graph.annotations.parallel if n not in (pinned or {})))

@@ -1,0 +1,160 @@
+"""FATM chooses parallel regions' widths (issue 12): from the profile, pinned by
+--width, off with --no-fission, deterministic, and the chosen plan keeps answers."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import pytest
+
+from spadeopt import api
+from spadeopt.optimize.fatm import OperatorProfile, fuse_auto
+from spadeopt.optimize.problem import LinearCommModel
+from spadeopt.optimize.widths import MERGE_S, SPLIT_S, physical_profile
+from spadeopt.plan.fission import physical_graph
+from spadeopt.plan.plan import check_plan
+from spadeopt.plan.regions import resolve_regions
+
+COMM = LinearCommModel(2e-6, 1e-9)
+
+
+def _profile(graph, region_u: float, other_u: float, rate: float) -> OperatorProfile:
+    """Every stream at ``rate`` tuples/s; region operators cost ``region_u`` cores each."""
+    members = {o for _, ops, _ in graph.annotations.parallel for o in ops}
+    load = {op.name: (region_u if op.name in members else other_u) for op in graph.operators}
+    links = tuple((s.src.op, s.dst.op, rate, 60.0) for s in graph.streams)
+    return OperatorProfile(graph.name, graph.fingerprint, load, links, rate)
+
+
+@pytest.fixture(scope="module")
+def peer():
+    graph, _ = api.load_graph("apps/peer.py", {"tuples": "1000", "n": "4"})
+    return graph, _profile(graph, 0.2, 0.01, 10_000)
+
+
+def test_a_dominant_region_is_widened_when_there_are_spare_cores(peer):
+    graph, prof = peer
+    auto = fuse_auto(graph, prof, COMM, nodes=1, cores=4, rate="max")
+    (region,) = auto.plan.regions
+    assert region.name == "chain" and region.width > 1
+    check_plan(auto.plan, graph)
+    doc = auto.explain["fission"]
+    assert doc["widths"] == {"chain": region.width}
+    tried = {t["width"]: t["planned_rate"] for t in doc["search"]["regions"]["chain"]["tried"]}
+    assert set(tried) == {1, 2, 3, 4} and doc["search"]["search"] == "exhaustive"
+    assert tried[region.width] == max(tried.values()) > tried[1]
+    assert auto.explain["rate"]["planned"] == pytest.approx(tried[region.width])
+    # every channel copy is in the plan
+    pe_of = auto.plan.pe_of
+    for c in range(region.width):
+        assert all(f"f{i}__{c}" in pe_of for i in range(4))
+    assert any("__" in o for pe in auto.explain["pes"] for o in pe["operators"])
+
+
+def test_one_core_keeps_width_one(peer):
+    graph, prof = peer
+    auto = fuse_auto(graph, prof, COMM, nodes=1, cores=1, rate="max")
+    assert auto.plan.regions[0].width == 1
+    assert auto.explain["fission"]["search"]["regions"]["chain"]["tried"] == [
+        {"width": 1, "planned_rate": auto.explain["rate"]["planned"]}]
+
+
+def test_a_cheap_region_stays_narrow(peer):
+    """When the source, not the region, is the bottleneck, a wider region buys nothing."""
+    graph, _ = peer
+    prof = _profile(graph, 0.001, 0.4, 10_000)
+    auto = fuse_auto(graph, prof, COMM, nodes=1, cores=2, rate="max")
+    assert auto.plan.regions[0].width == 1
+
+
+def test_width_is_pinned_by_width_option_and_off_without_fission(peer):
+    graph, prof = peer
+    pinned = fuse_auto(graph, prof, COMM, nodes=1, cores=4, rate="max", widths={"chain": 3})
+    assert pinned.plan.regions[0].width == 3
+    assert pinned.explain["fission"]["search"] is None and pinned.explain["fission"]["pinned"] == {"chain": 3}
+    off = fuse_auto(graph, prof, COMM, nodes=1, cores=4, rate="max", fission=False)
+    assert off.plan.regions[0].width == 1 and off.explain["fission"]["enabled"] is False
+
+
+def test_same_inputs_give_the_same_plan(peer):
+    graph, prof = peer
+    a = fuse_auto(graph, prof, COMM, nodes=2, cores=2, rate="max")
+    b = fuse_auto(graph, prof, COMM, nodes=2, cores=2, rate="max")
+    assert json.dumps(a.plan.to_json(), sort_keys=True) == json.dumps(b.plan.to_json(), sort_keys=True)
+    assert json.dumps(a.explain, sort_keys=True) == json.dumps(b.explain, sort_keys=True)
+
+
+def test_profile_maps_onto_every_physical_operator_and_stream():
+    """bargain_logical: a dynamic (hash) region after a split; loads split over channels,
+    split and merge costed, one link per physical stream, rates divided by the width."""
+    graph, _ = api.load_graph("apps/bargain_logical.py", {"tuples": "100"})
+    prof = _profile(graph, 0.05, 0.01, 1000)
+    regions = tuple(r.__class__(r.name, r.operators, 3, r.key, r.ordering)
+                    for r in resolve_regions(graph, "auto", {}))
+    (region,) = regions
+    assert region.ordering == "dynamic"
+    phys = physical_graph(graph, regions)
+    pprof = physical_profile(graph, prof, regions)
+    assert pprof.fingerprint == phys.fingerprint
+    assert set(pprof.load) == {op.name for op in phys.operators}
+    for o in region.operators:
+        assert sum(pprof.load[f"{o}__{c}"] for c in range(3)) == pytest.approx(prof.load[o])
+    assert pprof.load[region.split] == pytest.approx(1000 * SPLIT_S["dynamic"])
+    assert pprof.load[region.merge] == pytest.approx(1000 * MERGE_S["dynamic"])
+    assert Counter((a, b) for a, b, _, _ in pprof.links) == Counter((s.src.op, s.dst.op) for s in phys.streams)
+    inside = [r for a, b, r, _ in pprof.links if a.endswith("__1") or b.endswith("__1")]
+    assert inside and all(r == pytest.approx(1000 / 3) for r in inside)
+
+
+def test_the_chosen_plan_runs_on_spark_with_the_answers_of_fall(tmp_path):
+    """FATM's plan with a widened region, built and run on local[2]: byte-identical sinks."""
+    from spadeopt.codegen.render import generate
+    from spadeopt.deploy.launcher import run_build
+
+    params = {"tuples": "3000", "n": "4", "sink": "file"}
+    graph, ref = api.load_graph("apps/peer.py", params)
+    auto = fuse_auto(graph, _profile(graph, 0.2, 0.01, 10_000), COMM, nodes=1, cores=2, rate="max")
+    assert auto.plan.regions[0].width == 2
+    build = generate(graph, auto.plan, tmp_path / "b-auto", ref)
+    run_build(build.directory, None, tmp_path / "auto")
+    api.run("apps/peer.py", "all", params, out=tmp_path / "all", build_dir=tmp_path / "b-all")
+    got = {p.name: p.read_bytes() for p in (tmp_path / "auto").glob("*.jsonl")}
+    want = {p.name: p.read_bytes() for p in (tmp_path / "all").glob("*.jsonl")}
+    assert want and all(want.values()) and got == want
+
+
+def test_explain_text_shows_the_widths_tried(peer, tmp_path):
+    graph, prof = peer
+    auto = fuse_auto(graph, prof, COMM, nodes=1, cores=2, rate="max")
+    (tmp_path / "plan.json").write_text(json.dumps(auto.plan.to_json()))
+    (tmp_path / "explain.json").write_text(json.dumps(auto.explain))
+    text = api.explain_text(tmp_path)
+    tried = auto.explain["fission"]["search"]["regions"]["chain"]["tried"]
+    assert f"region 'chain': FATM chose width {auto.plan.regions[0].width}" in text
+    for t in tried:
+        assert f"{t['width']} -> {t['planned_rate']:,.0f}/s" in text
+    off = fuse_auto(graph, prof, COMM, nodes=1, cores=2, rate="max", fission=False)
+    (tmp_path / "plan.json").write_text(json.dumps(off.plan.to_json()))
+    (tmp_path / "explain.json").write_text(json.dumps(off.explain))
+    assert "fission off (--no-fission)" in api.explain_text(tmp_path)
+
+
+def test_many_regions_are_searched_by_coordinate_ascent_and_ties_go_to_narrower():
+    from spadeopt.optimize.widths import choose_widths
+    from spadeopt.plan.regions import Region
+
+    regions = tuple(Region(n, (f"{n}_op",), 1) for n in ("a", "b", "c"))
+    best = {"a": 3, "b": 1, "c": 5}
+
+    def evaluate(rs):  # separable, peaked at ``best``; b is flat from 1 to 8 (a tie)
+        return 1000.0 - sum(abs(r.width - best[r.name]) * (0 if r.name == "b" else 10) for r in rs)
+
+    chosen, doc = choose_widths(regions, ("a", "b", "c"), 8, evaluate)
+    assert doc["search"] == "coordinate ascent" and doc["vectors_tried"] < 8 ** 3
+    assert {r.name: r.width for r in chosen} == best
+    assert doc["regions"]["b"]["chosen"] == 1
+    chosen2, doc2 = choose_widths(regions, ("a", "b", "c"), 8, evaluate)
+    assert chosen2 == chosen and doc2 == doc
+    small, doc3 = choose_widths(regions[:1], ("a",), 4, lambda rs: 1000.0 + 2 * rs[0].width)
+    assert doc3["search"] == "exhaustive" and small[0].width == 1, "0.8 % more is within the 1 % tie"
