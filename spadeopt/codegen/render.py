@@ -22,6 +22,7 @@ from spadeopt.codegen.lower import lower_op
 from spadeopt.codegen.spec import PESpec, links_of, pe_spec
 from spadeopt.errors import CodegenError
 from spadeopt.model.graph import AppGraph
+from spadeopt.model.schema import gid
 from spadeopt.plan.plan import Plan, check_plan
 
 DEPLOY_SCHEMA_VERSION = 1
@@ -45,6 +46,7 @@ def environment() -> Environment:
         _ENV = Environment(loader=FileSystemLoader(str(template_dir())), undefined=StrictUndefined,
                            trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
                            autoescape=False)
+        _ENV.filters["gid"] = gid
     return _ENV
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from spadeopt.model.graph import AppGraph, Operator, PortRef
+from spadeopt.model.schema import gid
 from spadeopt.plan.plan import PE, Plan
 
 NEEDS_LOCK_KINDS = frozenset({"aggregate", "join", "merge", "custom", "sink"})
@@ -47,6 +48,11 @@ class OpSpec:
     submits: dict[str, tuple[list[str], list[str], str | None]] = field(default_factory=dict)
 
     @property
+    def g(self) -> str:
+        """The operator's name as generated code spells it (``model.schema.gid``)."""
+        return gid(self.op.name)
+
+    @property
     def emit_line(self) -> dict[str, str]:
         """The statement that hands ``out`` to every subscriber of each output port.
 
@@ -54,7 +60,7 @@ class OpSpec:
         (``<op>__submit_<port>``), which samples and times it.
         """
         if self.instrumented:
-            return {p: f"{self.op.name}__submit_{p}(out)" for p in self.emit}
+            return {p: f"{self.g}__submit_{p}(out)" for p in self.emit}
         return self.plain_emit_line
 
     @property
@@ -66,7 +72,7 @@ class OpSpec:
         lines = {p: "; ".join(fs) for p, fs in self.final.items() if fs}
         if self.instrumented:
             for p in self.emit:
-                close = f"_rec_{self.op.name}__{p}.close(_cd_{self.op.name}__{p})"
+                close = f"_rec_{self.g}__{p}.close(_cd_{self.g}__{p})"
                 lines[p] = f"{close}; {lines[p]}" if p in lines else close
         return lines
 
@@ -99,12 +105,12 @@ def links_of(plan: Plan, graph: AppGraph) -> list[Link]:
 def fn(ref: PortRef | str, port: str | None = None) -> str:
     """Name of the generated function for an operator input port."""
     if isinstance(ref, PortRef):
-        return f"{ref.op}__{ref.port}"
-    return f"{ref}__{port}"
+        return f"{gid(ref.op)}__{ref.port}"
+    return f"{gid(ref)}__{port}"
 
 
 def sender(ref: PortRef) -> str:
-    return f"send_{ref.op}__{ref.port}"
+    return f"send_{gid(ref.op)}__{ref.port}"
 
 
 def thread_reach(graph: AppGraph, members: set[str], roots: Mapping[str, list[str]]) -> dict[str, set[str]]:
@@ -160,7 +166,7 @@ def pe_spec(graph: AppGraph, plan: Plan, pe: PE, links: list[Link], lower_op) ->
             spec.submits[out.name] = ([str(d) for d in internal], [fn(d) for d in internal],
                                       sender(ref) if ref in exposed_out_ports else None)
             targets = [fn(d) for d in graph.subscribers(ref) if d.op in members]
-            finals = [f'{d.op}__final("{d.port}")' for d in graph.subscribers(ref) if d.op in members]
+            finals = [f'{gid(d.op)}__final("{d.port}")' for d in graph.subscribers(ref) if d.op in members]
             if ref in exposed_out_ports:
                 targets.append(sender(ref))
                 finals.append(f"{sender(ref)}.final()")
