@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from spadeopt.codegen import collapse
 from spadeopt.model.graph import AppGraph, Operator, PortRef
 from spadeopt.model.schema import gid
 from spadeopt.plan.plan import PE, Plan
@@ -46,6 +47,9 @@ class OpSpec:
     instrumented: bool = False
     # instrumented builds: out port -> (internal subscriber ports, timed calls, sender or None)
     submits: dict[str, tuple[list[str], list[str], str | None]] = field(default_factory=dict)
+    # codegen.collapse: the head of a static run gets the run's loop; the others its name
+    run: dict[str, Any] | None = None
+    in_run: str | None = None
 
     @property
     def g(self) -> str:
@@ -176,6 +180,8 @@ def pe_spec(graph: AppGraph, plan: Plan, pe: PE, links: list[Link], lower_op) ->
             spec.pending[inp.name] = len(graph.publishers(PortRef(op.name, inp.name)))
         spec.ctx = lower_op(graph, op, imports)
         specs.append(spec)
+    if plan.collapse and not plan.instrumented:
+        collapse.apply(graph, specs)  # profiling builds keep operator boundaries
     locked_out = []
     for ref in exposed_out_ports:
         locked_out.append((ref, len(threads_of[ref.op]) > 1))

@@ -37,6 +37,7 @@ class Plan:
     cores: int
     pes: tuple[PE, ...]
     instrumented: bool = False
+    collapse: bool = True  # compile static-rate functor runs into one loop (codegen.collapse)
 
     @property
     def pe_of(self) -> dict[str, str]:
@@ -54,6 +55,7 @@ class Plan:
             "nodes": self.nodes,
             "cores": self.cores,
             "instrumented": self.instrumented,
+            "collapse": self.collapse,
             "pes": [{"pe": p.pe_id, "operators": list(p.operators), "node": p.node} for p in self.pes],
         }
 
@@ -65,7 +67,8 @@ class Plan:
                 raise PlanError(msg)
             pes = tuple(PE(p["pe"], tuple(p["operators"]), int(p["node"])) for p in doc["pes"])
             return cls(doc["app"], doc["fingerprint"], doc["strategy"], int(doc["nodes"]),
-                       int(doc["cores"]), pes, bool(doc.get("instrumented", False)))
+                       int(doc["cores"]), pes, bool(doc.get("instrumented", False)),
+                       bool(doc.get("collapse", True)))
         except (KeyError, TypeError, ValueError) as exc:
             msg = f"{source}: malformed plan ({type(exc).__name__}: {exc}); regenerate it with spadeopt build"
             raise PlanError(msg) from None

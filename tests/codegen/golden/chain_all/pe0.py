@@ -39,9 +39,15 @@ def build(rt):
 
     # ---- functor 'op0' ----
     def _3op0__in(batch):
-        out = [(t[0], _u_spin(t[1], 10)) for t in batch]
+        # one pass for the static run op0 -> op1 -> op2 (codegen.collapse)
+        out = [
+            (t[0], _u_spin(_c1, 10))  # op: op2
+            for t in batch
+            for _c0 in [_u_spin(t[1], 10)]  # op: op0
+            for _c1 in [_u_spin(_c0, 10)]  # op: op1
+        ]
         if out:
-            _3op1__in(out)
+            _4sink__in(out)
 
     __3op0_pending = rt.pending("op0", {'in': 1})
 
@@ -52,11 +58,7 @@ def build(rt):
             pass
 
     # ---- functor 'op1' ----
-    def _3op1__in(batch):
-        out = [(t[0], _u_spin(t[1], 10)) for t in batch]
-        if out:
-            _3op2__in(out)
-
+    # collapsed into the loop of 'op0'
     __3op1_pending = rt.pending("op1", {'in': 1})
 
     def _3op1__final(port):
@@ -66,11 +68,7 @@ def build(rt):
             pass
 
     # ---- functor 'op2' ----
-    def _3op2__in(batch):
-        out = [(t[0], _u_spin(t[1], 10)) for t in batch]
-        if out:
-            _4sink__in(out)
-
+    # collapsed into the loop of 'op0'
     __3op2_pending = rt.pending("op2", {'in': 1})
 
     def _3op2__final(port):
