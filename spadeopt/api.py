@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -29,18 +30,20 @@ def load_graph(app_ref: str, params: Mapping[str, str] | None = None) -> tuple[A
     return obj.build(params or {}), ref
 
 
-def make_plan(graph: AppGraph, fusion: str, nodes: int = 1, cores: int = 2) -> Plan:
-    """A plan for ``fusion``: a strategy name, or a path to a plan.json."""
+def make_plan(graph: AppGraph, fusion: str, nodes: int = 1, cores: int = 2, collapse: bool = True) -> Plan:
+    """A plan for ``fusion``: a strategy name, or a path to a plan.json. ``collapse=False``
+    (``--no-collapse``) keeps operator boundaries inside static runs (``codegen.collapse``)."""
     if fusion.endswith(".json"):
         plan = Plan.load(Path(fusion))
         check_plan(plan, graph)
-        return plan
-    return plan_for(graph, fusion, nodes, cores)
+    else:
+        plan = plan_for(graph, fusion, nodes, cores)
+    return plan if collapse else dataclasses.replace(plan, collapse=False)
 
 
 def build(app_ref: str, fusion: str = "none", params: Mapping[str, str] | None = None,
           nodes: int = 1, cores: int = 2, out: Path | None = None, force: bool = False,
-          flag: str = "-o") -> Build:
+          flag: str = "-o", collapse: bool = True) -> Build:
     """Generate a build. ``out`` (default ``build/<app>/<strategy>``) must be new, empty or a
     previous build holding nothing else (``spadeopt.outputs``); ``force`` moves other content aside."""
     from spadeopt.outputs import claim_dir
@@ -48,7 +51,7 @@ def build(app_ref: str, fusion: str = "none", params: Mapping[str, str] | None =
     if out is not None:
         claim_dir(out, "build", flag, force)
     graph, ref = load_graph(app_ref, params)
-    plan = make_plan(graph, fusion, nodes, cores)
+    plan = make_plan(graph, fusion, nodes, cores, collapse)
     if out is None:
         out = Path("build") / graph.name / plan.strategy
         claim_dir(out, "build", f"{flag} (default)", force)
@@ -61,7 +64,7 @@ def is_build(target: str | Path) -> bool:
 
 def run(target: str, fusion: str = "none", params: Mapping[str, str] | None = None, nodes: int = 1,
         cores: int = 2, master: str | None = None, out: Path | None = None, build_dir: Path | None = None,
-        progress: Callable[[str], None] | None = None, force: bool = False) -> RunResult:
+        progress: Callable[[str], None] | None = None, force: bool = False, collapse: bool = True) -> RunResult:
     """Build (unless ``target`` is already a build directory) and run on Spark.
 
     Everything that can be checked is checked before anything is written or Spark
@@ -85,7 +88,7 @@ def run(target: str, fusion: str = "none", params: Mapping[str, str] | None = No
         if build_dir is not None:
             claim_dir(build_dir, "build", "--build-dir", force)
         graph, ref = load_graph(target, params)
-        plan = make_plan(graph, fusion, nodes, cores)
+        plan = make_plan(graph, fusion, nodes, cores, collapse)
         preflight(graph, master, plan.nodes, plan.cores, progress)
         if build_dir is None:
             build_dir = Path("build") / graph.name / plan.strategy
@@ -206,7 +209,7 @@ def default_calibration() -> Path:
 def optimize(app_ref: str, profile_path: Path, out: Path, calibration: Path | None = None,
              params: Mapping[str, str] | None = None, max_frac: float = 0.5, min_util: float = 0.95,
              nodes: int = 1, cores: int = 2, exact: bool = False, rate: str | float = "max", absorb: bool = True,
-             force: bool = False):
+             force: bool = False, collapse: bool = True):
     """Stage 2: GreedyFuse + placement from a refined profile; writes a runnable build.
 
     The app is rebuilt with the parameters recorded in the profile (``params`` may
@@ -237,7 +240,8 @@ def optimize(app_ref: str, profile_path: Path, out: Path, calibration: Path | No
     auto = fuse_auto(graph, OperatorProfile(prof.app, prof.graph_fingerprint, prof.load, prof.link_tuples(),
                                             prof.source_rate),
                      comm, nodes, cores, max_frac, min_util, exact, rate=rate, absorb=absorb)
-    build = generate(graph, auto.plan, Path(out), ref)
+    plan = auto.plan if collapse else dataclasses.replace(auto.plan, collapse=False)
+    build = generate(graph, plan, Path(out), ref)
     auto.explain["profile"] = str(Path(profile_path).resolve())
     auto.explain["calibration"] = comm.source
     write_json(build.directory / "explain.json", auto.explain)

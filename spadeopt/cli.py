@@ -65,7 +65,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.json:
         claim_file(args.json, "result", "--json", args.force)
     result = api.run(args.app, args.fusion, _params(args.p), args.nodes, args.cores, args.master,
-                     args.out, args.build_dir, _progress, force=args.force)
+                     args.out, args.build_dir, _progress, force=args.force, collapse=not args.no_collapse)
     _end_status()
     print(_table(result))
     if args.json:
@@ -115,7 +115,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     doc = compare(args.app, args.out, [s.strip() for s in args.strategies.split(",") if s.strip()],
                   _params(args.p), args.nodes, args.cores, args.master, args.repeat, args.profile,
                   args.calibration, args.sample_rate, args.profile_fusion, progress=_progress,
-                  command=shlex.join(["spadeopt", *sys.argv[1:]]), force=args.force)
+                  command=shlex.join(["spadeopt", *sys.argv[1:]]), force=args.force,
+                  collapse=not args.no_collapse)
     _end_status()
     print(table(doc))
     print(f"\nfigures: {args.out / 'compare.json'}, plot: {args.out / 'compare.png'}")
@@ -125,7 +126,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def cmd_build(args: argparse.Namespace) -> int:
     from spadeopt import api
 
-    b = api.build(args.app, args.fusion, _params(args.p), args.nodes, args.cores, args.o, force=args.force)
+    b = api.build(args.app, args.fusion, _params(args.p), args.nodes, args.cores, args.o, force=args.force,
+                  collapse=not args.no_collapse)
     print(f"wrote {len(b.plan.pes)} PE module(s), plan.json and deploy.json to {b.directory}")
     return 0
 
@@ -171,6 +173,8 @@ def parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="command", required=True)
     FORCE_HELP = ("replace an output path that holds something spadeopt did not write there "
                   "(it is moved aside to NAME.spadeopt-backup-TIME, never deleted)")
+    NO_COLLAPSE_HELP = ("keep operator boundaries inside static-rate functor runs instead of compiling each "
+                        "run into one loop (the ablation; recorded in plan.json and deploy.json)")
 
     def app_args(p: argparse.ArgumentParser) -> None:
         p.add_argument("--fusion", default="none",
@@ -188,6 +192,7 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--json", type=Path, help="write the result as JSON to this file")
     r.add_argument("--build-dir", type=Path, help="where to generate the PEs (default build/<app>/<fusion>)")
     r.add_argument("--force", action="store_true", help=FORCE_HELP)
+    r.add_argument("--no-collapse", action="store_true", help=NO_COLLAPSE_HELP)
     r.set_defaults(func=cmd_run)
 
     pr = sub.add_parser("profile", help="stage 1: run an instrumented build and collect port metrics")
@@ -237,6 +242,7 @@ def parser() -> argparse.ArgumentParser:
     cp.add_argument("--sample-rate", type=float, default=0.01, help="stride sampling s when profiling (default 0.01)")
     cp.add_argument("--out", type=Path, required=True, help="directory for compare.json and compare.png")
     cp.add_argument("--force", action="store_true", help=FORCE_HELP)
+    cp.add_argument("--no-collapse", action="store_true", help=NO_COLLAPSE_HELP)
     cp.set_defaults(func=cmd_compare)
 
     ex = sub.add_parser("explain", help="why an optimized build looks as it does")
@@ -248,6 +254,7 @@ def parser() -> argparse.ArgumentParser:
     app_args(b)
     b.add_argument("-o", type=Path, required=True, help="build directory to write (new, empty, or a previous build)")
     b.add_argument("--force", action="store_true", help=FORCE_HELP)
+    b.add_argument("--no-collapse", action="store_true", help=NO_COLLAPSE_HELP)
     b.set_defaults(func=cmd_build)
 
     be = sub.add_parser("bench", help="run a benchmark and write its figures to files")

@@ -35,7 +35,7 @@ def compare(app_ref: str, out_dir: Path, strategies: Sequence[str] = ("none", "a
             master: str | None = None, repeat: int = 3, profile: Path | None = None,
             calibration: Path | None = None, sample_rate: float = 0.01, profile_fusion: str = "all",
             progress: Callable[[str], None] | None = None, command: str | None = None,
-            force: bool = False) -> dict[str, Any]:
+            force: bool = False, collapse: bool = True) -> dict[str, Any]:
     from spadeopt import api
     from spadeopt.deploy.launcher import run_build
     from spadeopt.deploy.preflight import preflight
@@ -67,9 +67,10 @@ def compare(app_ref: str, out_dir: Path, strategies: Sequence[str] = ("none", "a
                 profile = profile or _profile_for_auto(app_ref, out_dir, params, nodes, cores, master,
                                                        sample_rate, profile_fusion, say)
                 builds[st], explain = api.optimize(app_ref, profile, out_dir / "build-auto", calibration, params,
-                                                   nodes=nodes, cores=cores)
+                                                   nodes=nodes, cores=cores, collapse=collapse)
             else:
-                builds[st] = api.build(app_ref, st, params, nodes, cores, out_dir / f"build-{st}")
+                builds[st] = api.build(app_ref, st, params, nodes, cores, out_dir / f"build-{st}",
+                                       collapse=collapse)
         except SpadeoptError as exc:
             errors[st] = str(exc)
             say(f"{LABELS[st]} failed to build: {str(exc).splitlines()[0]}")

@@ -104,6 +104,7 @@ def render_build(graph: AppGraph, plan: Plan, app_ref: str) -> dict[str, str]:
         "nodes": plan.nodes,
         "cores": plan.cores,
         "instrumented": plan.instrumented,
+        "collapse": plan.collapse and not plan.instrumented,
         "pes": pes,
         "links": [ln.to_json() for ln in links],
         "spark": {**spark, "submit": f"spark-submit --master '{spark['master']}' {conf_args} "

@@ -74,3 +74,16 @@ def test_find_runs_is_deterministic():
     b = render_build(graph, plan_for(graph, "all"), "APP_REF")
     assert a == b
     assert collapse.find_runs  # the stage is importable on its own
+
+
+def test_no_collapse_is_recorded_in_plan_and_deploy(tmp_path):
+    import json
+
+    from spadeopt import api
+
+    on = api.build("tests/apps/collapse.py", "all", out=tmp_path / "on")
+    off = api.build("tests/apps/collapse.py", "all", out=tmp_path / "off", collapse=False)
+    for b, want in ((on, True), (off, False)):
+        assert json.loads((b.directory / "plan.json").read_text())["collapse"] is want
+        assert json.loads((b.directory / "deploy.json").read_text())["collapse"] is want
+        assert ("static run" in (b.directory / "pe0.py").read_text()) is want
