@@ -149,7 +149,6 @@ def profile(app_ref: str, run_dir: Path, fusion: str = "none", params: Mapping[s
     Everything is checked before anything is written: the sampling parameters, the
     run directory (writable, holding no other run) and the app itself.
     """
-    import dataclasses
     import platform
     import time
 
