@@ -15,6 +15,8 @@ from spadeopt.testing import run_local
 from tests.toolkit.harness import plan as fusion_plan
 
 APPS = [("tests/apps/collapse.py", {}), ("apps/chain.py", {"n": "4", "work": "3", "tuples": "3000", "sink": "file"}),
+        ("apps/notional.py", {"n": "4", "tuples": "3000", "sink": "file"}),
+        ("apps/notional.py", {"n": "3", "tuples": "3000", "opaque": "1", "sink": "file"}),
         ("apps/bargain.py", {"groups": "3", "tuples": "3000"}), ("apps/outlier.py", {"antennas": "2", "samples": "3000"})]
 
 
@@ -23,7 +25,7 @@ def _graph(app, params):
 
 
 @pytest.mark.parametrize("app,params", APPS)
-@pytest.mark.parametrize("fusion", ["none", "all", "mixed"])
+@pytest.mark.parametrize("fusion", ["none", "all", "manual", "mixed"])
 def test_same_sinks_with_and_without_collapsing(app, params, fusion, tmp_path):
     graph = _graph(app, params)
     plan = fusion_plan(graph, fusion)
