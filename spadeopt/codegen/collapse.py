@@ -19,10 +19,11 @@ same as the uncollapsed build:
   intermediate operator is evaluated exactly once, in the original order (operator by
   operator, left to right), even when nothing downstream reads it: it is bound by its
   own ``for _cN in [expr]`` clause (CPython compiles that to an assignment).
-* A pure expression (attribute reads, constants, ``+ - *`` on int/float/bool, string
-  ``+``, comparisons of numbers or ``==``/``!=``, ``not``/``and``/``or``/``if-else`` of
-  pure parts) cannot raise and has no effect, so it is inlined where it is read once,
-  dropped where it is never read, and bound once by a clause where it is read several
+* A pure expression (attribute reads, constants, ``+ - *`` on numbers -- but not an int
+  attribute with a float: a huge int raises OverflowError converting -- string ``+``,
+  comparisons of numbers or ``==``/``!=``, ``not``/``and``/``or``/``if-else`` of pure
+  parts) cannot raise and has no effect, so it is inlined where it is read once, dropped
+  where it is never read, and bound once by a clause where it is read several
   times (no duplicated work).
 * The tail's own expressions stay in the output row, evaluated after every clause, as
   before.
@@ -120,6 +121,8 @@ def _pure_type(node: ast.AST, env_types: dict[str, str | None]) -> tuple[bool, s
         pa, a = _pure_type(node.left, env_types)
         pb, b = _pure_type(node.right, env_types)
         if pa and pb and a in _NUM and b in _NUM:
+            if {a, b} == {"int", "float"} and not any(_small_const(n) for n in (node.left, node.right)):
+                return False, "float"  # a huge int does not convert to float: OverflowError
             return True, "float" if "float" in (a, b) else "int"
         if pa and pb and isinstance(node.op, ast.Add) and a == b and a in ("str", "bytes"):
             return True, a
@@ -146,6 +149,10 @@ def _pure_type(node: ast.AST, env_types: dict[str, str | None]) -> tuple[bool, s
         parts = [_pure_type(n, env_types) for n in (node.test, node.body, node.orelse)]
         return all(p for p, _ in parts), parts[1][1] if parts[1][1] == parts[2][1] else None
     return False, None
+
+
+def _small_const(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and type(node.value) is int and abs(node.value) < 2**63
 
 
 class _Subst(ast.NodeTransformer):

@@ -27,7 +27,8 @@ def collapse(tuples: int = 500, crash: int = -1) -> App:
                   output={"id": "id", "p": "price", "sym": "symbol", "v": "volume", "ts": "ts"})
     k = a.functor("calc", c, output={"id": "id", "p": "p", "sym": "sym", "v": "v", "ts": "ts",
                                      "notional:float": "p * v", "half:float": f"p / (id - {crash})",
-                                     "sq:float": "p * p", "unused:float": "v * 3 - p"})
+                                     "sq:float": "p * p", "unused:float": "v * 3 - p",
+                                     "mixed:float": "id * p"})
     i = a.functor("ident", k)
     u = a.functor("use", i, output={"id": "id", "sym:str": "sym + '!'", "n2:float": "notional + sq + sq",
                                     "h": "half", "w:float": "weight(v)", "ts": "ts"},

@@ -60,6 +60,7 @@ def test_expensive_expression_read_twice_is_computed_once():
     assert code.count("t[1] * t[1]") == 1, "p * p (read twice downstream) is bound once"
     assert "t[3] * 3" not in code, "a pure expression nobody reads is dropped"
     assert "/ (t[0] - -1)" in code, "a division (may raise) is kept even if unread"
+    assert "[t[0] * t[1]]" in code, "int * float may overflow converting a huge int: kept even if unread"
 
 
 def test_failure_inside_a_collapsed_loop_names_its_operator(tmp_path):

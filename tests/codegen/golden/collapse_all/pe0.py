@@ -49,13 +49,14 @@ def build(rt):
     def _5clean__in(batch):
         # one pass for the static run clean -> calc -> ident -> use -> tap (codegen.collapse)
         out = [
-            (t[0], t[2] + '!', _c2, _c0, _c3, _c2 > 500)  # op: tap
+            (t[0], t[2] + '!', _c3, _c0, _c4, _c3 > 500)  # op: tap
             for t in batch
             if t[3] > 0  # op: clean
             for _c0 in [t[1] / (t[0] - -1)]  # op: calc
             for _c1 in [t[1] * t[1]]  # op: calc
-            for _c2 in [t[1] * t[3] + _c1 + _c1]  # op: use
-            for _c3 in [float(_u_weight(t[3]))]  # op: use
+            for _c2 in [t[0] * t[1]]  # op: calc
+            for _c3 in [t[1] * t[3] + _c1 + _c1]  # op: use
+            for _c4 in [float(_u_weight(t[3]))]  # op: use
         ]
         if out:
             _3all__in(out); _2b2__in(out)
