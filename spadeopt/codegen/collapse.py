@@ -50,7 +50,7 @@ class Run:
     """One static run: its operators in data-flow order and the rendered loop."""
 
     ops: list[str]
-    lines: list[str]  # the comprehension's lines, each with its ``# op:`` marker
+    lines: list[str]  # the comprehension's lines, each with its ``# op:`` marker; [] = pass-through
 
 
 def find_runs(graph: AppGraph, specs: list[Any]) -> list[list[str]]:
@@ -228,7 +228,12 @@ def collapse_run(specs: dict[str, Any], run: list[str]) -> Run:
     else:
         out = [_Subst(env).visit(copy.deepcopy(e)) for e in rows[-1]]
     items = [ast.unparse(e) for e in out if e is not None]
-    row_src = "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+    if items == [f"t[{i}]" for i in range(len(in_schema))]:
+        row_src = "t"  # the input tuple itself: never rebuild it
+    else:
+        row_src = "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+    if row_src == "t" and not clauses and not head.ctx.get("filter"):
+        return Run(list(run), [])  # a run of pass-throughs: ``out = batch``
     lines = [f"{row_src}  # op: {tail.op.name}", "for t in batch"]
     if head.ctx.get("filter"):
         lines.append(f"if {head.ctx['filter']}  # op: {head.op.name}")

@@ -90,3 +90,10 @@ def test_no_collapse_is_recorded_in_plan_and_deploy(tmp_path):
         assert json.loads((b.directory / "plan.json").read_text())["collapse"] is want
         assert json.loads((b.directory / "deploy.json").read_text())["collapse"] is want
         assert ("static run" in (b.directory / "pe0.py").read_text()) is want
+
+
+def test_a_run_of_pass_throughs_forwards_the_batch():
+    graph = _graph("apps/chain.py", {"n": "4"})
+    code = render_build(graph, plan_for(graph, "all"), "APP_REF")["pe0.py"]
+    assert "static run op0 -> op1 -> op2 -> op3" in code
+    assert "out = batch" in code and "for t in batch" not in code, "identity functors never rebuild tuples"
