@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -31,21 +32,24 @@ def load_graph(app_ref: str, params: Mapping[str, str] | None = None) -> tuple[A
 
 
 def make_plan(graph: AppGraph, fusion: str, nodes: int = 1, cores: int = 2,
-              widths: Mapping[str, int] | None = None) -> Plan:
+              widths: Mapping[str, int] | None = None, collapse: bool = True) -> Plan:
     """A plan for ``fusion``: a strategy name, or a path to a plan.json. ``widths`` sets
-    parallel regions' widths (``--width REGION=K``); a plan.json carries its own."""
+    parallel regions' widths (``--width REGION=K``); a plan.json carries its own.
+    ``collapse=False`` (``--no-collapse``) keeps operator boundaries inside static runs
+    (``codegen.collapse``)."""
     if fusion.endswith(".json"):
         if widths:
             raise UsageError("--width cannot change a plan.json; it records its regions' widths")
         plan = Plan.load(Path(fusion))
         check_plan(plan, graph)
-        return plan
-    return plan_for(graph, fusion, nodes, cores, widths=dict(widths or {}))
+    else:
+        plan = plan_for(graph, fusion, nodes, cores, widths=dict(widths or {}))
+    return plan if collapse else dataclasses.replace(plan, collapse=False)
 
 
 def build(app_ref: str, fusion: str = "none", params: Mapping[str, str] | None = None,
           nodes: int = 1, cores: int = 2, out: Path | None = None, force: bool = False,
-          flag: str = "-o", widths: Mapping[str, int] | None = None) -> Build:
+          flag: str = "-o", widths: Mapping[str, int] | None = None, collapse: bool = True) -> Build:
     """Generate a build. ``out`` (default ``build/<app>/<strategy>``) must be new, empty or a
     previous build holding nothing else (``spadeopt.outputs``); ``force`` moves other content aside."""
     from spadeopt.outputs import claim_dir
@@ -53,7 +57,7 @@ def build(app_ref: str, fusion: str = "none", params: Mapping[str, str] | None =
     if out is not None:
         claim_dir(out, "build", flag, force)
     graph, ref = load_graph(app_ref, params)
-    plan = make_plan(graph, fusion, nodes, cores, widths)
+    plan = make_plan(graph, fusion, nodes, cores, widths, collapse)
     if out is None:
         out = Path("build") / graph.name / plan.strategy
         claim_dir(out, "build", f"{flag} (default)", force)
@@ -80,7 +84,7 @@ def run(target: str, fusion: str = "none", params: Mapping[str, str] | None = No
         cores: int = 2, master: str | None = None, out: Path | None = None, build_dir: Path | None = None,
         progress: Callable[[str], None] | None = None, force: bool = False, insecure_links: bool = False,
         stall_timeout: float | None = None, widths: Mapping[str, int] | None = None,
-        conf: Mapping[str, str] | None = None) -> RunResult:
+        conf: Mapping[str, str] | None = None, collapse: bool = True) -> RunResult:
     """Build (unless ``target`` is already a build directory) and run on Spark.
 
     Everything that can be checked is checked before anything is written or Spark
@@ -109,7 +113,7 @@ def run(target: str, fusion: str = "none", params: Mapping[str, str] | None = No
         if build_dir is not None:
             claim_dir(build_dir, "build", "--build-dir", force)
         graph, ref = load_graph(target, params)
-        plan = make_plan(graph, fusion, nodes, cores, widths)
+        plan = make_plan(graph, fusion, nodes, cores, widths, collapse)
         preflight(graph, master, plan.nodes, plan.cores, progress)
         if build_dir is None:
             build_dir = Path("build") / graph.name / plan.strategy
@@ -171,7 +175,6 @@ def profile(app_ref: str, run_dir: Path, fusion: str = "none", params: Mapping[s
     Everything is checked before anything is written: the sampling parameters, the
     run directory (writable, holding no other run) and the app itself.
     """
-    import dataclasses
     import platform
     import time
 
@@ -235,7 +238,7 @@ def optimize(app_ref: str, profile_path: Path, out: Path, calibration: Path | No
              params: Mapping[str, str] | None = None, max_frac: float = 0.5, min_util: float = 0.95,
              nodes: int = 1, cores: int = 2, exact: bool = False, rate: str | float = "max", absorb: bool = True,
              force: bool = False, cpu_score: float | None = None, widths: Mapping[str, int] | None = None,
-             fission: bool = True):
+             fission: bool = True, collapse: bool = True):
     """Stage 2: fission widths + GreedyFuse + placement from a refined profile; writes a runnable build.
 
     FATM chooses the width of every declared parallel region (``widths``, from
@@ -271,7 +274,8 @@ def optimize(app_ref: str, profile_path: Path, out: Path, calibration: Path | No
                                             prof.source_rate),
                      comm, nodes, cores, max_frac, min_util, exact, rate=rate, absorb=absorb,
                      widths=dict(widths or {}), fission=fission)
-    build = generate(graph, auto.plan, Path(out), ref)
+    plan = auto.plan if collapse else dataclasses.replace(auto.plan, collapse=False)
+    build = generate(graph, plan, Path(out), ref)
     auto.explain["profile"] = str(Path(profile_path).resolve())
     auto.explain["calibration"] = comm.source
     # Every input that decided the plan, so it can be reproduced (and compared) exactly.

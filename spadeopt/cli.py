@@ -89,7 +89,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     result = api.run(args.app, args.fusion, _params(args.p), args.nodes, args.cores, args.master,
                      args.out, args.build_dir, _progress, force=args.force,
                      insecure_links=args.insecure_links, stall_timeout=args.stall_timeout,
-                     widths=parse_widths(args.width), conf=_conf(args.conf))
+                     widths=parse_widths(args.width), conf=_conf(args.conf), collapse=not args.no_collapse)
     _end_status()
     print(_table(result))
     if args.json:
@@ -121,7 +121,8 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     build, _ = api.optimize(args.app, args.profile, args.o, args.calibration, _params(args.p), args.max_frac,
                             args.min_util, args.nodes, args.cores, args.exact, args.rate,
                             not args.no_absorb, force=args.force, cpu_score=args.cpu_score,
-                            widths=parse_widths(args.width), fission=not args.no_fission)
+                            widths=parse_widths(args.width), fission=not args.no_fission,
+                            collapse=not args.no_collapse)
     print(api.explain_text(build.directory))
     print(f"\nwrote {len(build.plan.pes)} PE module(s), plan.json, deploy.json and explain.json to "
           f"{build.directory}; run it with: spadeopt run {build.directory}")
@@ -150,7 +151,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
                   _params(args.p), args.nodes, args.cores, args.master, args.repeat, args.profile,
                   args.calibration, args.sample_rate, args.profile_fusion, progress=_progress,
                   command=shlex.join(["spadeopt", *sys.argv[1:]]), force=args.force, conf=_conf(args.conf),
-                  no_fission=args.no_fission)
+                  no_fission=args.no_fission, collapse=not args.no_collapse)
     _end_status()
     print(table(doc))
     print(f"\nfigures: {args.out / 'compare.json'}, plot: {args.out / 'compare.png'}")
@@ -161,7 +162,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     from spadeopt import api
 
     b = api.build(args.app, args.fusion, _params(args.p), args.nodes, args.cores, args.o, force=args.force,
-                  widths=parse_widths(args.width))
+                  widths=parse_widths(args.width), collapse=not args.no_collapse)
     print(f"wrote {len(b.plan.pes)} PE module(s), plan.json and deploy.json to {b.directory}")
     return 0
 
@@ -224,6 +225,8 @@ def parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="command", required=True)
     FORCE_HELP = ("replace an output path that holds something spadeopt did not write there "
                   "(it is moved aside to NAME.spadeopt-backup-TIME, never deleted)")
+    NO_COLLAPSE_HELP = ("keep operator boundaries inside static-rate functor runs instead of compiling each "
+                        "run into one loop (the ablation; recorded in plan.json and deploy.json)")
 
     def app_args(p: argparse.ArgumentParser) -> None:
         p.add_argument("--fusion", default="none",
@@ -259,6 +262,7 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--force", action="store_true", help=FORCE_HELP)
     link_args(r)
     conf_arg(r)
+    r.add_argument("--no-collapse", action="store_true", help=NO_COLLAPSE_HELP)
     r.set_defaults(func=cmd_run)
 
     pr = sub.add_parser("profile", help="stage 1: run an instrumented build and collect port metrics")
@@ -294,6 +298,7 @@ def parser() -> argparse.ArgumentParser:
                     "(default: FATM chooses each region's width from the profile)")
     op.add_argument("--width", action="append", metavar="REGION=K",
                     help="pin a parallel region's width (repeatable); FATM chooses the others")
+    op.add_argument("--no-collapse", action="store_true", help=NO_COLLAPSE_HELP)
     op.add_argument("--cpu-score", type=float, help="this host's CPU score for rescaling a calibration made "
                     "on another CPU (default: measured once per host and kept in ~/.cache/spadeopt)")
     op.add_argument("-o", type=Path, required=True, help="build directory to write (new, empty, or a previous build)")
@@ -320,6 +325,7 @@ def parser() -> argparse.ArgumentParser:
     cp.add_argument("--out", type=Path, required=True, help="directory for compare.json and compare.png")
     cp.add_argument("--force", action="store_true", help=FORCE_HELP)
     conf_arg(cp)
+    cp.add_argument("--no-collapse", action="store_true", help=NO_COLLAPSE_HELP)
     cp.set_defaults(func=cmd_compare)
 
     ex = sub.add_parser("explain", help="why an optimized build looks as it does")
@@ -335,10 +341,11 @@ def parser() -> argparse.ArgumentParser:
     width_arg(b)
     b.add_argument("-o", type=Path, required=True, help="build directory to write (new, empty, or a previous build)")
     b.add_argument("--force", action="store_true", help=FORCE_HELP)
+    b.add_argument("--no-collapse", action="store_true", help=NO_COLLAPSE_HELP)
     b.set_defaults(func=cmd_build)
 
     be = sub.add_parser("bench", help="run a benchmark and write its figures to files")
-    be.add_argument("name", help="fused-overhead | profiling-overhead | fusion-tradeoff | optimizer | fission")
+    be.add_argument("name", help="fused-overhead | profiling-overhead | fusion-tradeoff | optimizer | fission | collapse")
     be.add_argument("--out", type=Path, default=Path("out/bench"), help="directory for the figures")
     be.add_argument("--quick", action="store_true", help="smaller sizes (a smoke run)")
     be.set_defaults(func=cmd_bench)

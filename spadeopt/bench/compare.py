@@ -43,7 +43,7 @@ def compare(app_ref: str, out_dir: Path, strategies: Sequence[str] = ("none", "a
             calibration: Path | None = None, sample_rate: float = 0.01, profile_fusion: str = "all",
             progress: Callable[[str], None] | None = None, command: str | None = None,
             force: bool = False, conf: Mapping[str, str] | None = None,
-            no_fission: bool = False) -> dict[str, Any]:
+            no_fission: bool = False, collapse: bool = True) -> dict[str, Any]:
     from spadeopt import api
     from spadeopt.deploy.launcher import run_build
     from spadeopt.deploy.preflight import preflight
@@ -78,9 +78,11 @@ def compare(app_ref: str, out_dir: Path, strategies: Sequence[str] = ("none", "a
                 profile = profile or _profile_for_auto(app_ref, out_dir, params, nodes, cores, master,
                                                        sample_rate, profile_fusion, say, conf)
                 builds[st], explains[st] = api.optimize(app_ref, profile, out_dir / f"build-{st}", calibration,
-                                                        params, nodes=nodes, cores=cores, fission=AUTO[st])
+                                                        params, nodes=nodes, cores=cores, fission=AUTO[st],
+                                                        collapse=collapse)
             else:
-                builds[st] = api.build(app_ref, st, params, nodes, cores, out_dir / f"build-{st}")
+                builds[st] = api.build(app_ref, st, params, nodes, cores, out_dir / f"build-{st}",
+                                       collapse=collapse)
         except SpadeoptError as exc:
             errors[st] = str(exc)
             say(f"{LABELS[st]} failed to build: {str(exc).splitlines()[0]}")

@@ -16,6 +16,12 @@ def _fused(out: Path, args: argparse.Namespace) -> dict:
     return fused_overhead.run(out, quick=args.quick, log=lambda m: print(m, file=sys.stderr, flush=True))
 
 
+def _collapse(out: Path, args: argparse.Namespace) -> dict:
+    from spadeopt.bench import collapse_bench
+
+    return collapse_bench.run(out, quick=args.quick, log=lambda m: print(m, file=sys.stderr, flush=True))
+
+
 def _optimizer(out: Path, args: argparse.Namespace) -> dict:
     from spadeopt.bench import optimizer_bench
 
@@ -40,7 +46,8 @@ def _fission(out: Path, args: argparse.Namespace) -> dict:
     return fission.run(out, quick=args.quick, log=lambda m: print(m, file=sys.stderr, flush=True))
 
 
-BENCHMARKS = {"fission": _fission, "fusion-tradeoff": _tradeoff, "fused-overhead": _fused, "profiling-overhead": _profiling, "optimizer": _optimizer}
+BENCHMARKS = {"fission": _fission, "fusion-tradeoff": _tradeoff, "fused-overhead": _fused,
+              "profiling-overhead": _profiling, "optimizer": _optimizer, "collapse": _collapse}
 
 
 def run(name: str, out: Path, args: argparse.Namespace) -> int:

@@ -221,7 +221,8 @@ def lower_functor(graph: AppGraph, op: Operator, imports: Imports) -> dict[str, 
                  for (_, e), typ in zip(p.output, types, strict=True)]
         identity = exprs == [f"t[{i}]" for i in range(len(schema))]
         row = None if identity else _row(exprs)
-    return {"filter": flt, "row": row}
+    # exprs: the row's expressions one by one (None: the identity), for codegen.collapse
+    return {"filter": flt, "row": row, "exprs": None if row is None else exprs}
 
 
 def lower_aggregate(graph: AppGraph, op: Operator, imports: Imports) -> dict[str, Any]:

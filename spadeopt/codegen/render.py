@@ -23,6 +23,7 @@ from spadeopt.codegen.lower import lower_op
 from spadeopt.codegen.spec import PESpec, links_of, pe_spec
 from spadeopt.errors import CodegenError
 from spadeopt.model.graph import AppGraph
+from spadeopt.model.schema import gid
 from spadeopt.plan.fission import physical_graph
 from spadeopt.plan.plan import Plan, check_plan
 
@@ -47,6 +48,7 @@ def environment() -> Environment:
         _ENV = Environment(loader=FileSystemLoader(str(template_dir())), undefined=StrictUndefined,
                            trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
                            autoescape=False)
+        _ENV.filters["gid"] = gid
     return _ENV
 
 
@@ -110,6 +112,7 @@ def render_build(graph: AppGraph, plan: Plan, app_ref: str, build_dir: Path | No
         "nodes": plan.nodes,
         "cores": plan.cores,
         "instrumented": plan.instrumented,
+        "collapse": plan.collapse and not plan.instrumented,
         "pes": pes,
         "links": [{**ln.to_json(), "schema": physical.op(ln.src.op).out_port(ln.src.port).schema.to_json()}
                   for ln in links],

@@ -11,7 +11,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from spadeopt.codegen import collapse
 from spadeopt.model.graph import AppGraph, Operator, PortRef
+from spadeopt.model.schema import gid
 from spadeopt.plan.plan import PE, Plan
 from spadeopt.plan.regions import SEQ
 
@@ -46,6 +48,14 @@ class OpSpec:
     instrumented: bool = False
     # instrumented builds: out port -> (internal subscriber ports, timed calls, sender or None)
     submits: dict[str, tuple[list[str], list[str], str | None]] = field(default_factory=dict)
+    # codegen.collapse: the head of a static run gets the run's loop; the others its name
+    run: dict[str, Any] | None = None
+    in_run: str | None = None
+
+    @property
+    def g(self) -> str:
+        """The operator's name as generated code spells it (``model.schema.gid``)."""
+        return gid(self.op.name)
 
     @property
     def emit_line(self) -> dict[str, str]:
@@ -55,7 +65,7 @@ class OpSpec:
         (``<op>__submit_<port>``), which samples and times it.
         """
         if self.instrumented:
-            return {p: f"{self.op.name}__submit_{p}(out)" for p in self.emit}
+            return {p: f"{self.g}__submit_{p}(out)" for p in self.emit}
         return self.plain_emit_line
 
     @property
@@ -67,7 +77,7 @@ class OpSpec:
         lines = {p: "; ".join(fs) for p, fs in self.final.items() if fs}
         if self.instrumented:
             for p in self.emit:
-                close = f"_rec_{self.op.name}__{p}.close(_cd_{self.op.name}__{p})"
+                close = f"_rec_{self.g}__{p}.close(_cd_{self.g}__{p})"
                 lines[p] = f"{close}; {lines[p]}" if p in lines else close
         return lines
 
@@ -100,12 +110,12 @@ def links_of(plan: Plan, graph: AppGraph) -> list[Link]:
 def fn(ref: PortRef | str, port: str | None = None) -> str:
     """Name of the generated function for an operator input port."""
     if isinstance(ref, PortRef):
-        return f"{ref.op}__{ref.port}"
-    return f"{ref}__{port}"
+        return f"{gid(ref.op)}__{ref.port}"
+    return f"{gid(ref)}__{port}"
 
 
 def sender(ref: PortRef) -> str:
-    return f"send_{ref.op}__{ref.port}"
+    return f"send_{gid(ref.op)}__{ref.port}"
 
 
 def thread_reach(graph: AppGraph, members: set[str], roots: Mapping[str, list[str]]) -> dict[str, set[str]]:
@@ -161,7 +171,7 @@ def pe_spec(graph: AppGraph, plan: Plan, pe: PE, links: list[Link], lower_op) ->
             spec.submits[out.name] = ([str(d) for d in internal], [fn(d) for d in internal],
                                       sender(ref) if ref in exposed_out_ports else None)
             targets = [fn(d) for d in graph.subscribers(ref) if d.op in members]
-            finals = [f'{d.op}__final("{d.port}")' for d in graph.subscribers(ref) if d.op in members]
+            finals = [f'{gid(d.op)}__final("{d.port}")' for d in graph.subscribers(ref) if d.op in members]
             if ref in exposed_out_ports:
                 targets.append(sender(ref))
                 finals.append(f"{sender(ref)}.final()")
@@ -174,6 +184,8 @@ def pe_spec(graph: AppGraph, plan: Plan, pe: PE, links: list[Link], lower_op) ->
         spec.ctx["pulse"] = op.kind != "fission_merge" and any(
             p.schema is not None and SEQ in p.schema for p in op.inputs)
         specs.append(spec)
+    if plan.collapse and not plan.instrumented:
+        collapse.apply(graph, specs)  # profiling builds keep operator boundaries
     locked_out = []
     for ref in exposed_out_ports:
         locked_out.append((ref, len(threads_of[ref.op]) > 1))

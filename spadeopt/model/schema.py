@@ -6,6 +6,7 @@ generated code can read ``t[2]`` instead of looking names up per tuple.
 
 from __future__ import annotations
 
+import keyword
 import re
 from dataclasses import dataclass
 
@@ -16,7 +17,41 @@ _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 def is_identifier(name: str) -> bool:
-    return bool(_NAME.match(name)) and name not in {"t", "l", "r", "batch", "out"}
+    """An ASCII Python identifier that is not a keyword. Every such name is allowed:
+    generated code never uses a user's name bare (attributes become ``t[i]``, operators
+    are mangled by ``gid``, functions get ``_u_`` aliases), so none can collide with it.
+    Non-ASCII names are refused because Python NFKC-normalises identifiers, so two
+    distinct names could become one."""
+    return bool(_NAME.match(name)) and not keyword.iskeyword(name)
+
+
+def gid(name: str) -> str:
+    """The name generated code uses for operator ``name``: ``_<len><name>`` (``_5price``).
+
+    The length prefix makes the mangling injective and parseable (``runtime.pe`` reads an
+    operator back from a traceback's function name): every generated name derived from an
+    operator is ``<pattern prefix><gid><suffix>``, where the prefix (``""``, ``"_"``,
+    ``"send_"``, ``"_rec_"``, ``"_cd_"``) is followed by ``_<digit>`` and the operator's
+    name is read by its length; no other generated name (locals such as ``t``, ``out``,
+    ``batch``; ``_u_`` aliases; module names) contains ``_<digit>`` at such a place."""
+    return f"_{len(name)}{name}"
+
+
+_GID = re.compile(r"^_{1,2}(\d+)")
+
+
+def ungid(fname: str) -> tuple[str, str] | None:
+    """The operator and the rest of a generated function name (``_5price__in`` ->
+    ``("price", "__in")``, ``__5price_row`` -> ``("price", "_row")``); ``None`` when the
+    name was not derived from an operator."""
+    m = _GID.match(fname)
+    if not m:
+        return None
+    n, start = int(m.group(1)), m.end()
+    name = fname[start:start + n]
+    if len(name) != n:
+        return None
+    return name, fname[start + n:]
 
 
 @dataclass(frozen=True)

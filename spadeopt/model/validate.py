@@ -51,7 +51,7 @@ def build_graph(app: App, params: Mapping[str, Any], module: str) -> AppGraph:
         problems.extend(d.problems)
         if not is_identifier(d.name):
             problems.append(f"operator name '{d.name}' ({d.line}) must be a Python identifier "
-                            f"(letters, digits, underscores)")
+                            f"(ASCII letters, digits, underscores; not a keyword)")
         if d.name in decls:
             problems.append(f"duplicate operator name '{d.name}' (declared at {decls[d.name].line} and {d.line})")
             continue

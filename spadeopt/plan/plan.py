@@ -46,6 +46,7 @@ class Plan:
     pes: tuple[PE, ...]
     instrumented: bool = False
     regions: tuple[Region, ...] = ()
+    collapse: bool = True  # compile static-rate functor runs into one loop (codegen.collapse)
 
     @property
     def pe_of(self) -> dict[str, str]:
@@ -63,6 +64,7 @@ class Plan:
             "nodes": self.nodes,
             "cores": self.cores,
             "instrumented": self.instrumented,
+            "collapse": self.collapse,
             "pes": [{"pe": p.pe_id, "operators": list(p.operators), "node": p.node} for p in self.pes],
             "regions": [self._region_json(r) for r in self.regions],
         }
@@ -91,7 +93,8 @@ class Plan:
             pes = tuple(PE(p["pe"], tuple(p["operators"]), int(p["node"])) for p in doc["pes"])
             regions = tuple(Region.from_json(r) for r in doc.get("regions", []))
             return cls(doc["app"], doc["fingerprint"], doc["strategy"], int(doc["nodes"]),
-                       int(doc["cores"]), pes, bool(doc.get("instrumented", False)), regions)
+                       int(doc["cores"]), pes, bool(doc.get("instrumented", False)), regions,
+                       bool(doc.get("collapse", True)))
         except (KeyError, TypeError, ValueError) as exc:
             msg = f"{source}: malformed plan ({type(exc).__name__}: {exc}); regenerate it with spadeopt build"
             raise PlanError(msg) from None

@@ -14,6 +14,7 @@ admitted under, so a final can only end the link it really came on.
 
 from __future__ import annotations
 
+import linecache
 import sys
 import threading
 import time
@@ -25,6 +26,7 @@ from typing import Any
 
 import zmq
 
+from spadeopt.model.schema import ungid
 from spadeopt.runtime import transport
 from spadeopt.runtime.fission import SEQ as FISSION_SEQ
 from spadeopt.runtime.ordered import Ordered
@@ -319,23 +321,28 @@ class PERuntime:
             self._failed.set()
 
     def _locate(self, exc: BaseException) -> tuple[str | None, str | None]:
-        """Find the innermost generated frame in the traceback: that is the operator."""
+        """Find the innermost generated frame in the traceback: that is the operator.
+
+        Generated function names carry the operator mangled by ``model.schema.gid``; a
+        line of a collapsed loop names its operator in a trailing ``# op: <name>``
+        comment (``codegen.collapse``), which wins over the enclosing function's name."""
         op = port = None
-        names = sorted(self.operators, key=len, reverse=True)
         tb = exc.__traceback__
         while tb is not None:
             code = tb.tb_frame.f_code
             if code.co_filename == self.module_file:
-                fname = code.co_name
-                for name in names:
-                    if fname.startswith(name + "__") or fname.startswith("_" + name + "_"):
-                        if name != op:
-                            op, port = name, None
-                        rest = fname[len(name) + 2:] if fname.startswith(name + "__") else ""
-                        rest = rest.removesuffix("__body")
-                        if rest and rest not in ("final", "run"):
-                            port = rest
-                        break
+                hit = ungid(code.co_name)
+                if hit is not None and hit[0] in self.operators:
+                    name, rest = hit
+                    if name != op:
+                        op, port = name, None
+                    rest = rest.removeprefix("__").removesuffix("__body")
+                    if rest and rest not in ("final", "run") and not rest.startswith(("_", "submit_")):
+                        port = rest
+                line = linecache.getline(self.module_file, tb.tb_lineno)
+                marker = line.rpartition("# op: ")[2].strip() if "# op: " in line else ""
+                if marker in self.operators:
+                    op, port = marker, "in"
             tb = tb.tb_next
         return op, port
 

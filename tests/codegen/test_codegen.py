@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
@@ -14,9 +15,9 @@ from spadeopt.optimize.strategies import plan_for
 GOLDEN = Path(__file__).parent / "golden"
 
 
-def _files(app: str, fusion: str, params: dict[str, str]) -> dict[str, str]:
+def _files(app: str, fusion: str, params: dict[str, str], collapse: bool = True) -> dict[str, str]:
     graph, ref = load_graph(app, params)
-    return render_build(graph, plan_for(graph, fusion), "APP_REF")
+    return render_build(graph, dataclasses.replace(plan_for(graph, fusion), collapse=collapse), "APP_REF")
 
 
 @pytest.mark.parametrize("fusion", ["none", "all", "manual"])
@@ -24,12 +25,14 @@ def test_generated_code_is_byte_identical_across_runs(fusion):
     assert _files("apps/chain.py", fusion, {"n": "5"}) == _files("apps/chain.py", fusion, {"n": "5"})
 
 
-@pytest.mark.parametrize("name,fusion,params", [
-    ("chain_all", "all", {"n": "3", "work": "10"}),
-    ("chain_none", "none", {"n": "2"}),
+@pytest.mark.parametrize("name,app,fusion,params,collapse", [
+    ("chain_all", "apps/chain.py", "all", {"n": "3", "work": "10"}, True),
+    ("chain_all_nocollapse", "apps/chain.py", "all", {"n": "3", "work": "10"}, False),
+    ("chain_none", "apps/chain.py", "none", {"n": "2"}, True),
+    ("collapse_all", "tests/apps/collapse.py", "all", {}, True),
 ])
-def test_golden(name, fusion, params):
-    files = _files("apps/chain.py", fusion, params)
+def test_golden(name, app, fusion, params, collapse):
+    files = _files(app, fusion, params, collapse)
     gold = GOLDEN / name
     if os.environ.get("UPDATE_GOLDEN"):
         gold.mkdir(parents=True, exist_ok=True)
@@ -50,8 +53,8 @@ def test_expressions_are_specialised_to_positional_reads():
 
 
 def test_fused_operators_call_each_other_directly():
-    code = _files("apps/chain.py", "all", {"n": "3"})["pe0.py"]
-    assert "op1__in(out)" in code and "op2__in(out)" in code and "sink__in(out)" in code
+    code = _files("apps/chain.py", "all", {"n": "3"}, collapse=False)["pe0.py"]
+    assert "_3op1__in(out)" in code and "_3op2__in(out)" in code and "_4sink__in(out)" in code
     assert "rt.sender" not in code, "a fully fused PE has no exposed ports"
 
 

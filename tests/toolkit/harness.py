@@ -14,6 +14,7 @@ run on an idle machine rarely produces.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import random
@@ -37,7 +38,7 @@ from spadeopt.runtime.pe import Pending
 from spadeopt.runtime.sinks import Sink, commit
 from spadeopt.testing import read_sinks, run_local
 
-FUSIONS = ("none", "all", "mixed")
+FUSIONS = ("none", "all", "mixed", "all-nocollapse")
 BATCH = 7
 
 Rows = dict[str, list[dict[str, Any]]]
@@ -46,7 +47,11 @@ Rows = dict[str, list[dict[str, Any]]]
 def plan(graph: AppGraph, fusion: str, widths: Mapping[str, int] | None = None) -> Plan:
     """``none``/``all``/``manual`` as in the CLI; ``mixed``: operators (of the physical
     graph, with parallel regions at ``widths``) fused in consecutive pairs (declaration
-    order), so some links are direct calls and some cross PEs."""
+    order), so some links are direct calls and some cross PEs; ``all-nocollapse``:
+    ``all`` without collapsing static runs (codegen.collapse), so every semantics test
+    also compares collapsed and uncollapsed builds."""
+    if fusion == "all-nocollapse":
+        return dataclasses.replace(plan_for(graph, "all", widths=dict(widths or {})), collapse=False)
     if fusion != "mixed":
         return plan_for(graph, fusion, widths=dict(widths or {}))
     regions = resolve_regions(graph, "none", dict(widths or {}))

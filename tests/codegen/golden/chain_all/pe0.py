@@ -24,71 +24,69 @@ def build(rt):
     """Wire this PE's operators by direct calls and register its threads and ports."""
 
     # ---- source 'src' ----
-    def src__run():
+    def _3src__run():
         for out in rt.source_batches("src", _u_counter(n=200000, seed=1, size=100)):
-            op0__in(out)
-        src__final(None)
+            _3op0__in(out)
+        _3src__final(None)
 
-    _src_pending = rt.pending("src", {})
+    __3src_pending = rt.pending("src", {})
 
-    def src__final(port):
-        if _src_pending.arrive(port):
+    def _3src__final(port):
+        if __3src_pending.arrive(port):
 
-            op0__final("in")
+            _3op0__final("in")
             pass
 
     # ---- functor 'op0' ----
-    def op0__in(batch):
-        out = [(t[0], _u_spin(t[1], 10)) for t in batch]
+    def _3op0__in(batch):
+        # one pass for the static run op0 -> op1 -> op2 (codegen.collapse)
+        out = [
+            (t[0], _u_spin(_c1, 10))  # op: op2
+            for t in batch
+            for _c0 in [_u_spin(t[1], 10)]  # op: op0
+            for _c1 in [_u_spin(_c0, 10)]  # op: op1
+        ]
         if out:
-            op1__in(out)
+            _4sink__in(out)
 
-    _op0_pending = rt.pending("op0", {'in': 1})
+    __3op0_pending = rt.pending("op0", {'in': 1})
 
-    def op0__final(port):
-        if _op0_pending.arrive(port):
+    def _3op0__final(port):
+        if __3op0_pending.arrive(port):
 
-            op1__final("in")
+            _3op1__final("in")
             pass
 
     # ---- functor 'op1' ----
-    def op1__in(batch):
-        out = [(t[0], _u_spin(t[1], 10)) for t in batch]
-        if out:
-            op2__in(out)
+    # collapsed into the loop of 'op0'
+    __3op1_pending = rt.pending("op1", {'in': 1})
 
-    _op1_pending = rt.pending("op1", {'in': 1})
+    def _3op1__final(port):
+        if __3op1_pending.arrive(port):
 
-    def op1__final(port):
-        if _op1_pending.arrive(port):
-
-            op2__final("in")
+            _3op2__final("in")
             pass
 
     # ---- functor 'op2' ----
-    def op2__in(batch):
-        out = [(t[0], _u_spin(t[1], 10)) for t in batch]
-        if out:
-            sink__in(out)
+    # collapsed into the loop of 'op0'
+    __3op2_pending = rt.pending("op2", {'in': 1})
 
-    _op2_pending = rt.pending("op2", {'in': 1})
+    def _3op2__final(port):
+        if __3op2_pending.arrive(port):
 
-    def op2__final(port):
-        if _op2_pending.arrive(port):
-
-            sink__final("in")
+            _4sink__final("in")
             pass
 
     # ---- sink 'sink' ----
-    _sink_sink = rt.sink("sink", "count", ["seq", "payload"], ["int", "bytes"])
-    sink__in = _sink_sink.write
+    __4sink_sink = rt.sink("sink", "count", ["seq", "payload"], ["int", "bytes"])
+    _4sink__in = __4sink_sink.write
 
-    _sink_pending = rt.pending("sink", {'in': 1})
+    __4sink_pending = rt.pending("sink", {'in': 1})
 
-    def sink__final(port):
-        if _sink_pending.arrive(port):
-            _sink_sink.close()
+    def _4sink__final(port):
+        if __4sink_pending.arrive(port):
+            __4sink_sink.close()
 
             pass
 
-    rt.source("src", src__run)
+    rt.source("src", _3src__run)

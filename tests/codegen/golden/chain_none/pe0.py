@@ -17,20 +17,20 @@ _u_counter = _symbol("spadeopt.toolkit.sources", "counter", from_app=False)
 
 def build(rt):
     """Wire this PE's operators by direct calls and register its threads and ports."""
-    send_src__out = rt.sender("src.out", locked=False)
+    send__3src__out = rt.sender("src.out", locked=False)
 
     # ---- source 'src' ----
-    def src__run():
+    def _3src__run():
         for out in rt.source_batches("src", _u_counter(n=200000, seed=1, size=100)):
-            send_src__out(out)
-        src__final(None)
+            send__3src__out(out)
+        _3src__final(None)
 
-    _src_pending = rt.pending("src", {})
+    __3src_pending = rt.pending("src", {})
 
-    def src__final(port):
-        if _src_pending.arrive(port):
+    def _3src__final(port):
+        if __3src_pending.arrive(port):
 
-            send_src__out.final()
+            send__3src__out.final()
             pass
 
-    rt.source("src", src__run)
+    rt.source("src", _3src__run)

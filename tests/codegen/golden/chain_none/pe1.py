@@ -16,20 +16,20 @@ OPERATORS = ("op0", )
 
 def build(rt):
     """Wire this PE's operators by direct calls and register its threads and ports."""
-    send_op0__out = rt.sender("op0.out", locked=False)
+    send__3op0__out = rt.sender("op0.out", locked=False)
 
     # ---- functor 'op0' ----
-    def op0__in(batch):
+    def _3op0__in(batch):
         out = batch
         if out:
-            send_op0__out(out)
+            send__3op0__out(out)
 
-    _op0_pending = rt.pending("op0", {'in': 1})
+    __3op0_pending = rt.pending("op0", {'in': 1})
 
-    def op0__final(port):
-        if _op0_pending.arrive(port):
+    def _3op0__final(port):
+        if __3op0_pending.arrive(port):
 
-            send_op0__out.final()
+            send__3op0__out.final()
             pass
 
-    rt.input("op0.in", op0__in, op0__final, 1)
+    rt.input("op0.in", _3op0__in, _3op0__final, 1)

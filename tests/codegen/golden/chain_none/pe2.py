@@ -16,20 +16,20 @@ OPERATORS = ("op1", )
 
 def build(rt):
     """Wire this PE's operators by direct calls and register its threads and ports."""
-    send_op1__out = rt.sender("op1.out", locked=False)
+    send__3op1__out = rt.sender("op1.out", locked=False)
 
     # ---- functor 'op1' ----
-    def op1__in(batch):
+    def _3op1__in(batch):
         out = batch
         if out:
-            send_op1__out(out)
+            send__3op1__out(out)
 
-    _op1_pending = rt.pending("op1", {'in': 1})
+    __3op1_pending = rt.pending("op1", {'in': 1})
 
-    def op1__final(port):
-        if _op1_pending.arrive(port):
+    def _3op1__final(port):
+        if __3op1_pending.arrive(port):
 
-            send_op1__out.final()
+            send__3op1__out.final()
             pass
 
-    rt.input("op1.in", op1__in, op1__final, 1)
+    rt.input("op1.in", _3op1__in, _3op1__final, 1)

@@ -18,15 +18,15 @@ def build(rt):
     """Wire this PE's operators by direct calls and register its threads and ports."""
 
     # ---- sink 'sink' ----
-    _sink_sink = rt.sink("sink", "count", ["seq", "payload"], ["int", "bytes"])
-    sink__in = _sink_sink.write
+    __4sink_sink = rt.sink("sink", "count", ["seq", "payload"], ["int", "bytes"])
+    _4sink__in = __4sink_sink.write
 
-    _sink_pending = rt.pending("sink", {'in': 1})
+    __4sink_pending = rt.pending("sink", {'in': 1})
 
-    def sink__final(port):
-        if _sink_pending.arrive(port):
-            _sink_sink.close()
+    def _4sink__final(port):
+        if __4sink_pending.arrive(port):
+            __4sink_sink.close()
 
             pass
 
-    rt.input("sink.in", sink__in, sink__final, 1)
+    rt.input("sink.in", _4sink__in, _4sink__final, 1)

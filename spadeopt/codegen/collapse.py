@@ -1,0 +1,255 @@
+"""Static-rate runs of functors compile into one loop (paper 004 §4, issue 14).
+
+Partitioning (004 §4.1): inside a PE, a functor without a filter is static 1:1; a
+functor with a filter, and every other kind, is dynamic. A *run* is a maximal chain
+``f1 -> f2 -> ... -> fk`` (k >= 2) of functors of one PE where each ``fi`` (i < k) has
+exactly one subscriber, ``f(i+1)``, which has no other publisher and no filter; only the
+head ``f1`` may filter (its filter becomes the comprehension's ``if`` clause, so a
+dynamic head still starts a run). Nothing in a run is locked (production builds never
+lock functors).
+
+Code (004 §4.2, Spark's CollapseProject): the head's input function makes ONE pass per
+batch, one list comprehension, and hands the tail's output to the tail's subscribers.
+Each operator's row is substituted into its successor's: ``t[i]`` of ``f(j+1)`` is
+replaced by ``fj``'s i-th expression. Invariants that keep answers (and failures) the
+same as the uncollapsed build:
+
+* An expression that may raise or call out (a call -- user functions, ``math.*``,
+  declared-type conversions -- division, power, anything not shown *pure* below) of an
+  intermediate operator is evaluated exactly once, in the original order (operator by
+  operator, left to right), even when nothing downstream reads it: it is bound by its
+  own ``for _cN in [expr]`` clause (CPython compiles that to an assignment).
+* A pure expression (attribute reads, constants, ``+ - *`` on numbers -- but not an int
+  attribute with a float: a huge int raises OverflowError converting -- string ``+``,
+  comparisons of numbers or ``==``/``!=``, ``not``/``and``/``or``/``if-else`` of pure
+  parts) cannot raise and has no effect, so it is inlined where it is read once, dropped
+  where it is never read, and bound once by a clause where it is read several
+  times (no duplicated work).
+* The tail's own expressions stay in the output row, evaluated after every clause, as
+  before.
+
+Every line of the comprehension ends with ``# op: <operator>``: the runtime
+(``runtime.pe._locate``) names that operator when the line raises. A comment above the
+loop lists the operators it came from. Output is deterministic (no sets, no ids).
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+from dataclasses import dataclass
+from typing import Any
+
+from spadeopt.model.graph import AppGraph, PortRef
+
+_NUM = ("bool", "int", "float")
+
+
+@dataclass
+class Run:
+    """One static run: its operators in data-flow order and the rendered loop."""
+
+    ops: list[str]
+    lines: list[str]  # the comprehension's lines, each with its ``# op:`` marker; [] = pass-through
+
+
+def find_runs(graph: AppGraph, specs: list[Any]) -> list[list[str]]:
+    """Maximal runs (>= 2 functors) of one PE's operators, in declaration order of heads."""
+    by_name = {s.op.name: s for s in specs}
+
+    def succ(name: str) -> str | None:
+        s = by_name[name]
+        if s.op.kind != "functor" or s.locked or len(s.op.outputs) != 1:
+            return None
+        subs = graph.subscribers(PortRef(name, s.op.outputs[0].name))
+        if len(subs) != 1 or s.emit[s.op.outputs[0].name] != [_fn(subs[0])]:
+            return None  # more than one subscriber, or an exposed port (a sender)
+        nxt = by_name.get(subs[0].op)
+        if nxt is None or nxt.op.kind != "functor" or nxt.locked or nxt.ctx.get("filter"):
+            return None
+        if len(graph.publishers(subs[0])) != 1:
+            return None
+        return nxt.op.name
+
+    has_pred = {n for n in (succ(s.op.name) for s in specs) if n is not None}
+    runs = []
+    for s in specs:
+        name = s.op.name
+        if name in has_pred or succ(name) is None:
+            continue
+        run = [name]
+        while (n := succ(run[-1])) is not None:
+            run.append(n)
+        runs.append(run)
+    return runs
+
+
+def _fn(ref: PortRef) -> str:
+    from spadeopt.codegen.spec import fn
+    return fn(ref)
+
+
+# ---- purity and substitution ---------------------------------------------------------------
+
+
+def _is_read(node: ast.AST, var: str = "t") -> int | None:
+    if (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id == var
+            and isinstance(node.slice, ast.Constant) and type(node.slice.value) is int):
+        return node.slice.value
+    return None
+
+
+def _trivial(node: ast.AST) -> bool:
+    """Costs nothing to repeat: a constant, a bound name, or an attribute read."""
+    if isinstance(node, ast.Constant | ast.Name):
+        return True
+    return isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) \
+        and isinstance(node.slice, ast.Constant)
+
+
+def _pure_type(node: ast.AST, env_types: dict[str, str | None]) -> tuple[bool, str | None]:
+    """(cannot raise and has no effect, static type) of an expression over bound names.
+
+    ``env_types`` maps the source of each leaf (``t[3]``, ``_c2``) to its type."""
+    src = ast.unparse(node)
+    if src in env_types:
+        return True, env_types[src]
+    if isinstance(node, ast.Constant):
+        t = type(node.value).__name__
+        return True, t if t in ("bool", "int", "float", "str", "bytes") else None
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add | ast.Sub | ast.Mult):
+        pa, a = _pure_type(node.left, env_types)
+        pb, b = _pure_type(node.right, env_types)
+        if pa and pb and a in _NUM and b in _NUM:
+            if {a, b} == {"int", "float"} and not any(_small_const(n) for n in (node.left, node.right)):
+                return False, "float"  # a huge int does not convert to float: OverflowError
+            return True, "float" if "float" in (a, b) else "int"
+        if pa and pb and isinstance(node.op, ast.Add) and a == b and a in ("str", "bytes"):
+            return True, a
+        return False, None
+    if isinstance(node, ast.Compare):
+        parts = [_pure_type(n, env_types) for n in [node.left, *node.comparators]]
+        if not all(p for p, _ in parts):
+            return False, None
+        if all(isinstance(o, ast.Eq | ast.NotEq) for o in node.ops) or all(t in _NUM for _, t in parts):
+            return True, "bool"
+        return False, None
+    if isinstance(node, ast.UnaryOp):
+        p, t = _pure_type(node.operand, env_types)
+        if isinstance(node.op, ast.Not):
+            return p, "bool"  # truth of a builtin-typed value never raises
+        if isinstance(node.op, ast.USub | ast.UAdd) and p and t in _NUM:
+            return True, "int" if t == "bool" else t
+        return False, None
+    if isinstance(node, ast.BoolOp):
+        parts = [_pure_type(v, env_types) for v in node.values]
+        types = {t for _, t in parts}
+        return all(p for p, _ in parts), types.pop() if len(types) == 1 else None
+    if isinstance(node, ast.IfExp):
+        parts = [_pure_type(n, env_types) for n in (node.test, node.body, node.orelse)]
+        return all(p for p, _ in parts), parts[1][1] if parts[1][1] == parts[2][1] else None
+    return False, None
+
+
+def _small_const(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and type(node.value) is int and abs(node.value) < 2**63
+
+
+class _Subst(ast.NodeTransformer):
+    def __init__(self, env: list[ast.AST | None]):
+        self.env = env
+
+    def visit_Subscript(self, node: ast.Subscript) -> ast.AST:
+        i = _is_read(node)
+        if i is not None:
+            return copy.deepcopy(self.env[i])
+        return self.generic_visit(node)
+
+
+def _uses(rows: list[list[ast.AST] | None], width: list[int]) -> list[list[int]]:
+    """uses[j][i]: how often attribute i of operator j's output is evaluated downstream
+    after substitution (a plain copy forwards its successor's count)."""
+    k = len(rows)
+    uses: list[list[int]] = [[0] * w for w in width]
+    uses[k - 1] = [1] * width[k - 1]
+    for j in range(k - 2, -1, -1):
+        nxt = rows[j + 1]
+        if nxt is None:
+            uses[j] = list(uses[j + 1])
+            continue
+        for m, e in enumerate(nxt):
+            whole = _is_read(e)
+            if whole is not None:
+                uses[j][whole] += uses[j + 1][m]
+                continue
+            for node in ast.walk(e):
+                i = _is_read(node)
+                if i is not None:
+                    uses[j][i] += 1
+    return uses
+
+
+def collapse_run(specs: dict[str, Any], run: list[str]) -> Run:
+    """The comprehension of one run (see the module docstring for the invariants)."""
+    head = specs[run[0]]
+    in_schema = head.op.in_port("in").schema
+    env: list[ast.AST | None] = [ast.parse(f"t[{i}]", mode="eval").body for i in range(len(in_schema))]
+    types: dict[str, str | None] = {f"t[{i}]": typ for i, (_, typ) in enumerate(in_schema.attrs)}
+    rows = [None if specs[n].ctx["exprs"] is None
+            else [ast.parse(e, mode="eval").body for e in specs[n].ctx["exprs"]] for n in run]
+    widths = [len(specs[n].op.out_port("out").schema) for n in run]
+    uses = _uses(rows, widths)
+    clauses: list[str] = []
+    nvar = 0
+    for j, name in enumerate(run[:-1]):
+        row = rows[j]
+        if row is None:
+            continue
+        out_types = [t for _, t in specs[name].op.out_port("out").schema.attrs]
+        new: list[ast.AST | None] = []
+        for i, e in enumerate(row):
+            sub = _Subst(env).visit(copy.deepcopy(e))
+            pure, _ = _pure_type(sub, types)
+            if _trivial(sub) or (pure and uses[j][i] == 1):
+                new.append(sub)
+                continue
+            if pure and uses[j][i] == 0:
+                new.append(None)  # never read, cannot raise: dropped
+                continue
+            var = f"_c{nvar}"
+            nvar += 1
+            clauses.append(f"for {var} in [{ast.unparse(sub)}]  # op: {name}")
+            types[var] = out_types[i]
+            new.append(ast.Name(var, ast.Load()))
+        env = new
+    tail = specs[run[-1]]
+    if rows[-1] is None:
+        out = [e for e in env]
+    else:
+        out = [_Subst(env).visit(copy.deepcopy(e)) for e in rows[-1]]
+    items = [ast.unparse(e) for e in out if e is not None]
+    if items == [f"t[{i}]" for i in range(len(in_schema))]:
+        row_src = "t"  # the input tuple itself: never rebuild it
+    else:
+        row_src = "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+    if row_src == "t" and not clauses and not head.ctx.get("filter"):
+        return Run(list(run), [])  # a run of pass-throughs: ``out = batch``
+    lines = [f"{row_src}  # op: {tail.op.name}", "for t in batch"]
+    if head.ctx.get("filter"):
+        lines.append(f"if {head.ctx['filter']}  # op: {head.op.name}")
+    lines.extend(clauses)
+    return Run(list(run), lines)
+
+
+def apply(graph: AppGraph, specs: list[Any]) -> None:
+    """Mark every run in ``specs`` (one PE's OpSpecs): the head gets ``run`` (the loop and
+    the tail's emit line), the others ``in_run`` (the head's name; their input function is
+    not generated, their final function is)."""
+    by_name = {s.op.name: s for s in specs}
+    for names in find_runs(graph, specs):
+        run = collapse_run(by_name, names)
+        tail = by_name[names[-1]]
+        head = by_name[names[0]]
+        head.run = {"ops": names, "lines": run.lines, "emit": tail.emit_line["out"]}
+        for n in names[1:]:
+            by_name[n].in_run = names[0]
