@@ -28,7 +28,10 @@ LISTEN = re.compile(r"PE (\S+) input port (\S+) listens on (.*?) \((?:CURVE serv
 
 
 def _pe_pids(under: Path, pe: str = "") -> list[int]:
-    out = subprocess.run(["pgrep", "-f", f"spadeopt.runtime.pe_main.*{under}.*{pe}"], capture_output=True, text=True)
+    """PE processes whose command line names a path under ``under`` (their build's
+    progress files or their out dir; the module itself runs from the node's shipped copy)."""
+    name = f'."pe": "{pe}"' if pe else ""
+    out = subprocess.run(["pgrep", "-f", f"spadeopt.runtime.pe_main {name}.*{under}"], capture_output=True, text=True)
     return [int(x) for x in out.stdout.split()]
 
 
@@ -131,7 +134,7 @@ def test_a_stopped_pe_ends_the_run_after_the_stall_timeout_naming_it(tmp_path):
     deadline = time.time() + 60
     while not (build / "progress" / "pe1.json").exists() and time.time() < deadline:
         time.sleep(0.1)
-    (pid,) = _pe_pids(build, "pe1.py")
+    (pid,) = _pe_pids(build, "pe1")
     os.kill(pid, signal.SIGSTOP)
     t.join(120)
     assert not t.is_alive()
@@ -150,7 +153,7 @@ def test_the_driver_notices_a_node_agent_that_stopped_reporting(tmp_path):
     deadline = time.time() + 60
     while not (build / "progress" / "agent-0.beat").exists() and time.time() < deadline:
         time.sleep(0.1)
-    agent = int(Path(f"/proc/{_pe_pids(build, 'pe1.py')[0]}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    agent = int(Path(f"/proc/{_pe_pids(build, 'pe1')[0]}/stat").read_text().rsplit(")", 1)[1].split()[1])
     os.kill(agent, signal.SIGSTOP)
     try:
         t.join(120)
