@@ -97,7 +97,7 @@ def run(target: str, fusion: str = "none", params: Mapping[str, str] | None = No
     """
     from spadeopt.deploy.launcher import load_deploy
     from spadeopt.deploy.preflight import preflight
-    from spadeopt.outputs import claim_dir, mark_dir
+    from spadeopt.outputs import claim_dir
 
     overrides = link_overrides(insecure_links, stall_timeout)
     if out is not None:
@@ -121,8 +121,30 @@ def run(target: str, fusion: str = "none", params: Mapping[str, str] | None = No
         b = generate(graph, plan, Path(build_dir), ref)
         result = run_build(b.directory, master, out, progress, overrides, conf=conf)
     if out is not None:
-        mark_dir(out, "sinks", (f"{name}.jsonl" for name in result.sinks if (Path(out) / f"{name}.jsonl").exists()))
+        _mark_sinks(out, result)
     return result
+
+
+def run_submitted(build_dir: Path, out: Path | None = None, progress: Callable[[str], None] | None = None,
+                  force: bool = False) -> RunResult:
+    """Run a build under spark-submit (``spadeopt.deploy.submit``): the master and conf are
+    spark-submit's; ``out`` is claimed and marked as under ``spadeopt run``."""
+    from spadeopt.deploy.launcher import load_deploy
+    from spadeopt.outputs import claim_dir
+
+    if out is not None:
+        claim_dir(out, "sinks", "--out", force)
+    check_build_consistent(Path(build_dir), load_deploy(Path(build_dir)))
+    result = run_build(Path(build_dir), out_dir=out, progress=progress, submitted=True)
+    if out is not None:
+        _mark_sinks(out, result)
+    return result
+
+
+def _mark_sinks(out: Path, result: RunResult) -> None:
+    from spadeopt.outputs import mark_dir
+
+    mark_dir(out, "sinks", (f"{name}.jsonl" for name in result.sinks if (Path(out) / f"{name}.jsonl").exists()))
 
 
 def check_build_consistent(build_dir: Path, deploy: dict[str, Any]) -> None:

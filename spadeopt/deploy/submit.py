@@ -26,6 +26,7 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("build", nargs="?", type=Path, help="build directory (holding deploy.json)")
     ap.add_argument("--out", type=Path, help="write each sink's output to OUT/<sink>.jsonl on the driver")
     ap.add_argument("--json", type=Path, help="write the result as JSON to this file")
+    ap.add_argument("--force", action="store_true", help="move foreign content at --out aside (nothing is deleted)")
     return ap
 
 
@@ -41,9 +42,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.build is None:
             raise UsageError("give the build directory: spark-submit ... submit.py BUILD_DIR [--out DIR]")
         from spadeopt import api
-        from spadeopt.deploy.launcher import run_build
-
-        result = run_build(args.build, out_dir=args.out, progress=_progress, submitted=True)
+        result = api.run_submitted(args.build, args.out, _progress, force=args.force)
         _end_status()
         print(_table(result))
         if args.json:
