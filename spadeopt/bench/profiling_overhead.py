@@ -91,7 +91,7 @@ def measure(app: str, params: dict[str, str], s: float | None, workdir: Path) ->
     return _rate(report), n / sum(pe["cpu_s"] for pe in report["pes"])
 
 
-def run(out_dir: Path, quick: bool = False, rounds: int = 7, log=print) -> dict[str, Any]:
+def run(out_dir: Path, quick: bool = False, rounds: int = 5, log=print) -> dict[str, Any]:
     rounds = 2 if quick else rounds
     tuples = 1_000_000 if quick else 2_000_000
     workloads = [(f"chain n={n}", "apps/chain.py", {"n": str(n), "tuples": str(tuples)})

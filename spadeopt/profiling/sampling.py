@@ -16,14 +16,11 @@ that is about once every ``1/s`` tuples::
     cd -= len(batch)
     if cd > 0:
         submit(batch)
-    else:                # sampled: three timers (paper Fig. 3), on the wall clock
-        pair = rec.pair  # one sampled call in PAIR_EVERY also reads the thread CPU clock
-        if pair:
-            c0 = thread_time_ns()
-        t0 = perf_counter_ns(); C_in0(batch); t1 = perf_counter_ns(); D_in0(batch)
-        t2 = perf_counter_ns()
-        cd = rec.sample_submit(cd, batch, t2 - t0, (t1 - t0, t2 - t1),
-                               thread_time_ns() - c0 if pair else None)
+    else:                                   # sampled: three timers (paper Fig. 3)
+        t0 = thread_time_ns()
+        p0 = thread_time_ns(); C_in0(batch); p1 = thread_time_ns(); D_in0(batch)
+        p2 = thread_time_ns()
+        cd = rec.sample_submit(cd, batch, p2 - t0, (p1 - p0, p2 - p1))
     ...
     rec.close(cd)                           # once, at end of stream
 
@@ -281,47 +278,6 @@ def _rng_for(seed: int, key: PointKey, sub: str | None, metric: str) -> random.R
 
 _NS = 1e-9
 
-PAIR_EVERY: Final = 16
-"""One sampled call in this many (the first, the 17th, ...) also reads the thread CPU clock."""
-
-
-class CpuRatio:
-    """Thread CPU time over wall-clock time of a PE's paired timings (pooled over its points).
-
-    Timers read ``time.perf_counter_ns`` (a vDSO read of the TSC-backed monotonic clock,
-    ~60 ns); the thread CPU clock (``time.thread_time_ns``) is a system call (1-3 us on
-    this machine). So every sampled call is timed on the wall clock, and one in
-    ``PAIR_EVERY`` also on the thread CPU clock, bracketing the same call. The ratio
-    ``rho = min(1, sum(cpu) / sum(wall))`` over those pairs is a ratio estimator of the
-    share of the timed calls' wall time the thread was on a CPU; every recorded wall time
-    is multiplied by it, so the recorded values estimate CPU time as before (their mean
-    over the reservoir times ``rho`` estimates mean CPU per tuple). A thread cannot use
-    more CPU than wall time; a ratio above 1 only comes from the CPU-clock reads themselves
-    (the CPU window brackets the wall window), hence the clamp. One ratio per PE, not per
-    point: Equation 1 subtracts a port's submit time from its operator's process time, and
-    two independently estimated ratios would add their noise to the difference.
-    Without any pair (direct callers that pass CPU times themselves) ``rho`` is 1.
-    """
-
-    __slots__ = ("cpu_ns", "wall_ns", "pairs")
-
-    def __init__(self) -> None:
-        self.cpu_ns = 0
-        self.wall_ns = 0
-        self.pairs = 0
-
-    def add(self, cpu_ns: int, wall_ns: int) -> None:
-        self.cpu_ns += cpu_ns
-        self.wall_ns += wall_ns
-        self.pairs += 1
-
-    @property
-    def value(self) -> float:
-        if self.pairs == 0 or self.wall_ns <= 0:
-            return 1.0
-        return min(1.0, self.cpu_ns / self.wall_ns)
-
-
 def packer_size() -> Callable[[object], int]:
     """A ``msgpack_size`` with its own ``msgpack.Packer`` (4x cheaper than ``packb``).
 
@@ -375,15 +331,12 @@ class MetricRecorder:
     the same tuples), which no estimate made from them depends on. ``count`` samples of
     tuples of the same batch are one sample (one per call, as before).
 
-    CPU values are per tuple: the timed call's total divided by ``len(batch)``, times the
-    PE's wall-to-CPU ratio (:class:`CpuRatio`) when the generated code timed it on the
-    wall clock and paired some calls with the thread CPU clock.
+    CPU values are per tuple: the timed call's total divided by ``len(batch)``.
     """
 
     __slots__ = (
         "key",
         "subscribers",
-        "pair",
         "_stride",
         "_sizeof",
         "_nsub",
@@ -394,8 +347,6 @@ class MetricRecorder:
         "_flat",
         "_first",
         "_last",
-        "_calls",
-        "_ratio",
         "_thread",
         "_total",
     )
@@ -408,13 +359,9 @@ class MetricRecorder:
         reservoir_size: int,
         seed: int,
         sizeof: Callable[[object], int],
-        ratio: CpuRatio | None = None,
     ) -> None:
         self.key = key
         self.subscribers = subscribers
-        self.pair = True
-        """Whether the generated code should also time the next sampled call on the
-        thread CPU clock (and pass ``cpu_ns``)."""
         self._stride = StrideSampler(sample_rate)
         self._sizeof = packer_size() if sizeof is msgpack_size else sizeof
         # sample_submit takes one timing per subscriber, sample_process exactly one
@@ -431,8 +378,6 @@ class MetricRecorder:
         self._flat: list[float] = []
         self._first: Sample | None = None  # the exact first and last count samples
         self._last: Sample | None = None
-        self._calls = 0
-        self._ratio = ratio if ratio is not None else CpuRatio()
         self._thread = _Cumulative(
             Reservoir(reservoir_size, _rng_for(seed, key, None, "thread_cpu"))
         )
@@ -486,8 +431,6 @@ class MetricRecorder:
                 j = int(self._rng() * (j + 1))
                 if j < size:
                     flat[j * w : j * w + w] = rec
-        self._calls = n = self._calls + 1
-        self.pair = n % PAIR_EVERY == 0
         return stride.countdown
 
     def sample_submit(
@@ -496,34 +439,21 @@ class MetricRecorder:
         batch: Sequence[Any],
         submit_ns: int,
         process_ns: Sequence[int] = (),
-        cpu_ns: int | None = None,
     ) -> int:
         """Record a sampled submit on an ``out`` point; return the re-armed countdown.
 
         ``cd``: the countdown after subtracting ``len(batch)`` (``<= 0``). ``submit_ns``:
-        ns of the whole submit. ``process_ns``: ns of each subscriber's process call, in
-        the order of ``subscribers``. Generated code passes wall-clock ns
-        (``perf_counter_ns``) and, when ``pair`` was set, ``cpu_ns``: the thread CPU ns
-        of the same submit; without pairs the timings are taken as CPU ns themselves.
+        thread CPU ns of the whole submit. ``process_ns``: thread CPU ns of each
+        subscriber's process call, in the order of ``subscribers``.
         """
         if len(process_ns) != self._nsub:
             self._misuse("sample_submit", f" with {len(process_ns)} process timing(s)")
-        if cpu_ns is not None:
-            self._ratio.add(cpu_ns, submit_ns)
         return self._record(cd, batch, submit_ns, process_ns)
 
-    def sample_process(
-        self, cd: int, batch: Sequence[Any], process_ns: int, cpu_ns: int | None = None
-    ) -> int:
-        """Record a sampled process call on an ``in`` point; return the re-armed countdown.
-
-        Timings as in ``sample_submit``: ``process_ns`` of the call, ``cpu_ns`` its thread
-        CPU ns when ``pair`` was set.
-        """
+    def sample_process(self, cd: int, batch: Sequence[Any], process_ns: int) -> int:
+        """Record a sampled process call on an ``in`` point; return the re-armed countdown."""
         if self.key.dir != "in":
             self._misuse("sample_process")
-        if cpu_ns is not None:
-            self._ratio.add(cpu_ns, process_ns)
         return self._record(cd, batch, 0, (process_ns,))
 
     def sample_thread(self, cpu_ns: int | None = None) -> None:
@@ -567,8 +497,7 @@ class MetricRecorder:
         counts.update(c for c in (self._first, self._last) if c is not None)
         put(None, "count", counts)
         put(None, "size", zip(ts, flat[2::w], strict=True))
-        rho = self._ratio.value * _NS
-        scale = [rho / k for k in flat[3::w]]  # ns per batch -> CPU seconds per tuple
+        scale = [_NS / k for k in flat[3::w]]  # ns per batch -> CPU seconds per tuple
         if self.key.dir == "out":
             put(None, "submit_cpu", zip(ts, map(mul, flat[4::w], scale), strict=True))
             for q, sub in enumerate(self.subscribers):
@@ -614,8 +543,6 @@ class Profiler:
         self.reservoir_size = reservoir_size
         self.seed = seed
         self._sizeof = sizeof
-        self.cpu_ratio = CpuRatio()
-        """Wall-to-CPU ratio of this PE's paired timings, shared by all its points."""
         self._points: dict[PointKey, MetricRecorder] = {}
 
     def point(self, key: PointKey, subscribers: Sequence[str] = ()) -> MetricRecorder:
@@ -646,8 +573,7 @@ class Profiler:
         rec = self._points.get(key)
         if rec is None:
             rec = MetricRecorder(
-                key, subs, self.sample_rate, self.reservoir_size, self.seed, self._sizeof,
-                self.cpu_ratio,
+                key, subs, self.sample_rate, self.reservoir_size, self.seed, self._sizeof
             )
             self._points[key] = rec
         elif rec.subscribers != subs:

@@ -407,17 +407,9 @@ class PERuntime:
             port.countdown = cd
             port.fn(batch)
             return
-        point = port.point
-        if point.pair:  # one sampled call in 16 also reads the thread CPU clock (issue 14)
-            c0 = time.thread_time_ns()
-            t0 = time.perf_counter_ns()
-            port.fn(batch)
-            t1 = time.perf_counter_ns()
-            port.countdown = point.sample_process(cd, batch, t1 - t0, time.thread_time_ns() - c0)
-            return
-        t0 = time.perf_counter_ns()
+        t0 = time.thread_time_ns()
         port.fn(batch)
-        port.countdown = point.sample_process(cd, batch, time.perf_counter_ns() - t0)
+        port.countdown = port.point.sample_process(cd, batch, time.thread_time_ns() - t0)
 
     def close(self) -> None:
         if self.guard is not None:
