@@ -278,6 +278,7 @@ def _rng_for(seed: int, key: PointKey, sub: str | None, metric: str) -> random.R
 
 _NS = 1e-9
 
+
 def packer_size() -> Callable[[object], int]:
     """A ``msgpack_size`` with its own ``msgpack.Packer`` (4x cheaper than ``packb``).
 
