@@ -269,7 +269,7 @@ def parser() -> argparse.ArgumentParser:
     pr.add_argument("app")
     app_args(pr)
     pr.add_argument("--sample-rate", type=float, default=0.001, help="stride sampling fraction s in (0, 1] (default 0.001)")
-    pr.add_argument("--reservoir", type=int, default=5000, help="reservoir size S per metric (default 5000)")
+    pr.add_argument("--reservoir", type=int, default=5000, help="reservoir size S: sampled tuples kept per point (default 5000)")
     pr.add_argument("--duration", type=float, help="stop the sources after this many seconds (default: run to the end)")
     pr.add_argument("--seed", type=int, default=0, help="seed of the reservoir samplers (recorded; default 0)")
     pr.add_argument("--master", help="Spark master (default local[nodes*cores])")

@@ -1,15 +1,26 @@
 """Benchmark ``profiling-overhead`` (paper 003 Fig. 9): the cost of profiling builds.
 
-Everything fused into one PE (FALL); chains of 1 to 32 forwarding operators and the
+Everything fused into one PE (FALL); chains of 1, 8 and 32 forwarding operators and the
 bargain app; throughput with profiling off and at s = 0.001, 0.01 and 0.1, measured
 side by side (each round runs every setting once, in rotating order). Figures are
-medians over the rounds; overhead = 1 - median(profiled) / median(off).
+medians over the rounds; overhead = 1 - median(profiled) / median(off), on source tuples
+per wall-clock second (the primary figure) and, beside it, per CPU second of the PE
+processes (``per_cpu_second``: less sensitive to other processes on a shared machine). "Off" is the same
+build without instrumentation and without collapsing (profiling builds never collapse),
+so the figure is the cost of profiling alone. The machine's 1-minute load average is
+recorded before every round, and ``noise`` is the spread of the off runs
+((max - min) / median): an overhead inside it is not distinguishable from zero.
+
+Targets (issue 14): at s = 0.001, <= 10 % on the chain of 8 and <= 25 % on the chain of
+32, bargain within noise; beside the paper's Fig. 9 (about 0 %, 10 % and 50 % at
+s = 0.001, 0.01 and 0.1).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import platform
 import statistics
 import tempfile
@@ -19,9 +30,35 @@ from typing import Any
 
 from spadeopt.api import load_graph
 from spadeopt.optimize.strategies import plan_for
+from spadeopt.runtime.pe import DEFAULT_BATCH
 from spadeopt.testing import run_local
 
 RATES = (None, 0.001, 0.01, 0.1)
+PAPER_FIG9 = {"0.001": 0.0, "0.01": 0.10, "0.1": 0.50}
+"""The paper's Fig. 9 overheads (digest 003 §7, F23): about 0 %, 10 % and 50 %."""
+TARGETS = {"chain n=8": 0.10, "chain n=32": 0.25}
+"""Issue 14's bounds on the overhead at s = 0.001."""
+
+
+def summarize(label: str, samples: dict[str, list[float]]) -> dict[str, Any]:
+    """Medians, overheads against the off median, the off runs' noise, and the target verdict.
+
+    ``samples`` maps ``str(s)`` (``"None"`` for off) to tuples/s of each round.
+    """
+    off = statistics.median(samples["None"])
+    overhead = {k: 1 - statistics.median(v) / off for k, v in samples.items() if k != "None"}
+    noise = (max(samples["None"]) - min(samples["None"])) / off
+    out: dict[str, Any] = {
+        "median_tuples_per_s": {k: statistics.median(v) for k, v in samples.items()},
+        "overhead": overhead, "off_noise": noise,
+    }
+    if label in TARGETS:
+        out["target_s0.001"] = f"<= {TARGETS[label]:.0%}"
+        out["target_met"] = overhead["0.001"] <= TARGETS[label]
+    elif label == "bargain":
+        out["target_s0.001"] = "within noise (|overhead| <= off_noise)"
+        out["target_met"] = abs(overhead["0.001"]) <= noise
+    return out
 
 
 def _rate(report: dict[str, Any]) -> float:
@@ -32,7 +69,12 @@ def _rate(report: dict[str, Any]) -> float:
     return n / (max(v[2] for v in spans) - min(v[1] for v in spans))
 
 
-def measure(app: str, params: dict[str, str], s: float | None, workdir: Path) -> float:
+def measure(app: str, params: dict[str, str], s: float | None, workdir: Path) -> tuple[float, float]:
+    """One run: (source tuples per wall-clock second, source tuples per CPU second of the PEs).
+
+    The second figure divides by the PEs' process CPU time (``cpu_s`` of the run report),
+    so time the process spent waiting for a core on a loaded machine does not count.
+    """
     graph, ref = load_graph(app, params)
     # off: the same build without instrumentation, and without collapsing (profiling builds
     # never collapse), so the figure is the cost of profiling alone (issue 14)
@@ -44,14 +86,16 @@ def measure(app: str, params: dict[str, str], s: float | None, workdir: Path) ->
         overrides["profile"] = {"sample_rate": s, "reservoir_size": 5000, "seed": 0, "run_dir": str(run_dir)}
     res = run_local(graph, plan, app_ref=ref, workdir=Path(tempfile.mkdtemp(dir=workdir)),
                     deploy_overrides=overrides)
-    return _rate(res["report"])
+    report = res["report"]
+    n = sum(v[0] for pe in report["pes"] for v in pe["sources"].values())
+    return _rate(report), n / sum(pe["cpu_s"] for pe in report["pes"])
 
 
-def run(out_dir: Path, quick: bool = False, rounds: int = 3, log=print) -> dict[str, Any]:
+def run(out_dir: Path, quick: bool = False, rounds: int = 5, log=print) -> dict[str, Any]:
     rounds = 2 if quick else rounds
     tuples = 1_000_000 if quick else 2_000_000
     workloads = [(f"chain n={n}", "apps/chain.py", {"n": str(n), "tuples": str(tuples)})
-                 for n in ((1, 8, 32) if quick else (1, 2, 4, 8, 16, 32))]
+                 for n in ((8,) if quick else (1, 8, 32))]
     if Path("apps/bargain.py").exists():
         # enough tuples for a steady state (the app's default is sized for tests)
         workloads.append(("bargain", "apps/bargain.py",
@@ -60,24 +104,32 @@ def run(out_dir: Path, quick: bool = False, rounds: int = 3, log=print) -> dict[
     with tempfile.TemporaryDirectory(prefix="spo-prof-bench-") as tmp:
         for label, app, params in workloads:
             samples: dict[str, list[float]] = {str(s): [] for s in RATES}
+            per_cpu: dict[str, list[float]] = {str(s): [] for s in RATES}
+            loads = []
             for r in range(rounds):
+                loads.append(round(os.getloadavg()[0], 2))
                 order = RATES[r % len(RATES):] + RATES[:r % len(RATES)]
                 for s in order:
-                    samples[str(s)].append(measure(app, params, s, Path(tmp)))
-                log(f"  {label} round {r + 1}/{rounds}: " + ", ".join(
+                    wall, cpu = measure(app, params, s, Path(tmp))
+                    samples[str(s)].append(wall)
+                    per_cpu[str(s)].append(cpu)
+                log(f"  {label} round {r + 1}/{rounds} (load {loads[-1]}): " + ", ".join(
                     f"s={k}: {v[-1]:,.0f}/s" for k, v in samples.items()))
-            off = statistics.median(samples["None"])
-            results.append({
-                "workload": label, "params": params,
-                "median_tuples_per_s": {k: statistics.median(v) for k, v in samples.items()},
-                "overhead": {k: 1 - statistics.median(v) / off for k, v in samples.items() if k != "None"},
-                "samples": samples,
-            })
+            cpu_view = summarize(label, per_cpu)
+            results.append({"workload": label, "params": params, **summarize(label, samples),
+                            "per_cpu_second": {k: cpu_view[k] for k in ("median_tuples_per_s", "overhead",
+                                                                       "off_noise", "target_met") if k in cpu_view},
+                            "load_avg_1min": loads, "samples": samples, "samples_per_cpu_second": per_cpu})
     doc = {"benchmark": "profiling-overhead", "when": time.strftime("%Y-%m-%dT%H:%M:%S"),
-           "host": platform.node(), "rounds": rounds, "fusion": "all (one PE)",
-           "targets": {"s=0.001": "<= 3% on bargain, <= 10% on the chain", "s=0.01": "<= 15% on bargain"},
+           "host": platform.node(), "cores": os.cpu_count(), "rounds": rounds,
+           "fusion": "all (one PE)", "batch": DEFAULT_BATCH,
+           "baseline": "the same build without instrumentation, not collapsed",
+           "targets": {"s=0.001": "<= 10% on the chain n=8, <= 25% on the chain n=32, bargain within noise"},
+           "paper_fig9_overhead": PAPER_FIG9,
            "results": results,
-           "note": "shared 2-core machine: figures are noisy; settings are interleaved round by round"}
+           "command": "spadeopt bench profiling-overhead --out docs/results" + (" --quick" if quick else ""),
+           "note": "shared 2-core machine (see load_avg_1min): figures are noisy; settings are "
+                   "interleaved round by round"}
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "profiling_overhead.json").write_text(json.dumps(doc, indent=2) + "\n")
     return doc

@@ -2,8 +2,9 @@
 
 Paper §3.1-3.2 (digest 003 §3): every submit signal (operator output port, PE input
 port) and every non-main thread is an instrumentation point. Metrics are collected
-only for every ``1/s``-th tuple (stride sampling) and each metric keeps a uniform random
-subset of at most ``S`` collected values (reservoir sampling).
+only for every ``1/s``-th tuple (stride sampling) and each point keeps a uniform random
+subset of at most ``S`` sampled tuples' records, each holding all the point's metrics
+(reservoir sampling: one reservoir per point, issue 14).
 
 How the generated PE code uses this module. The hot path keeps, per point, an integer
 countdown and handles it inline; it calls into this module only when a sample is due,
@@ -35,8 +36,9 @@ import math
 import os
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from fractions import Fraction
+from operator import mul
 from pathlib import Path
 from typing import Any, Final, NamedTuple
 
@@ -138,17 +140,21 @@ class StrideSampler:
         length ``k``. Returns an empty range if no boundary was crossed (``cd > 0``).
         """
         seen = self._seen_at_arm + self.countdown - cd
-        due = seen * self._num // self._den - self.taken
-        first = self.taken + 1
-        self.taken += due
-        self.seen = seen
-        self._seen_at_arm = seen
-        self.countdown = self._boundary(self.taken + 1) - seen
+        num = self._num
+        den = self._den
+        taken = self.taken
+        due = seen * num // den - taken
+        self.seen = self._seen_at_arm = seen
+        if due == 1:  # the common case, with _boundary inlined (it runs once per sample)
+            self.taken = taken + 1
+            self.countdown = -((-(taken + 2) * den) // num) - seen
+            return [-((-(taken + 1) * den) // num) - seen + k - 1]
+        first = taken + 1
+        self.taken = taken = taken + max(due, 0)
+        self.countdown = self._boundary(taken + 1) - seen
         if due <= 0:
             return range(0)
         start = seen - k  # cumulative index of the tuple before the batch
-        if due == 1:
-            return [self._boundary(first) - start - 1]
         return [self._boundary(j) - start - 1 for j in range(first, first + due)]
 
     def offer(self, k: int) -> range | list[int]:
@@ -273,14 +279,31 @@ def _rng_for(seed: int, key: PointKey, sub: str | None, metric: str) -> random.R
 _NS = 1e-9
 
 
+def packer_size() -> Callable[[object], int]:
+    """A ``msgpack_size`` with its own ``msgpack.Packer`` (4x cheaper than ``packb``).
+
+    One per recorder: a Packer holds a buffer and is not thread-safe, and a recorder is
+    only ever used by one thread at a time.
+    """
+    pack = msgpack.Packer(use_bin_type=True).pack
+
+    def size(tup: object) -> int:
+        try:
+            return len(pack(tup))
+        except (TypeError, ValueError, OverflowError):
+            return msgpack_size(tup)  # raises the ProfileError naming the type
+
+    return size
+
+
 class MetricRecorder:
     """Samples of one instrumentation point; the generated code calls one ``sample_*`` method.
 
     Metrics, each a list of timestamped ``(ts, value)`` samples:
 
     ``count``
-        Cumulative tuples through the point at sample time. One sample per call. The
-        exact first and last samples are kept besides the reservoir, for
+        Cumulative tuples through the point at sample time. The exact first and last
+        samples are kept besides the reservoir, for
         ``c = (count_last - count_first) / (ts_last - ts_first)``.
     ``size``
         Bytes of the sampled tuple (``sizeof``, msgpack length by default); one per
@@ -299,6 +322,16 @@ class MetricRecorder:
         Set by ``close``: all tuples through the point, at end of stream (one sample).
         Lets refinement estimate rates of ports that got fewer than two stride samples.
 
+    **One reservoir per point** (issue 14). Every sampled tuple gives one record
+    ``(ts, count, size, call)`` holding all the point's metrics at once (``call`` is the
+    sampled call's ``(batch length, submit ns, process ns per subscriber)``, shared by the
+    tuples of one batch), and one reservoir of records keeps a uniform sample of them:
+    one random draw per sampled tuple instead of one per metric. Each metric's kept
+    samples are then a uniform sample of that metric's values, as with one reservoir per
+    metric; only the choices are shared (the kept size, count and CPU samples come from
+    the same tuples), which no estimate made from them depends on. ``count`` samples of
+    tuples of the same batch are one sample (one per call, as before).
+
     CPU values are per tuple: the timed call's total divided by ``len(batch)``.
     """
 
@@ -307,10 +340,14 @@ class MetricRecorder:
         "subscribers",
         "_stride",
         "_sizeof",
-        "_count",
+        "_nsub",
         "_size",
-        "_submit",
-        "_process",
+        "_rng",
+        "_seen",
+        "_width",
+        "_flat",
+        "_first",
+        "_last",
         "_thread",
         "_total",
     )
@@ -324,19 +361,27 @@ class MetricRecorder:
         seed: int,
         sizeof: Callable[[object], int],
     ) -> None:
-        def res(metric: str, sub: str | None = None) -> Reservoir:
-            return Reservoir(reservoir_size, _rng_for(seed, key, sub, metric))
-
         self.key = key
         self.subscribers = subscribers
         self._stride = StrideSampler(sample_rate)
-        self._sizeof = sizeof
-        self._count = _Cumulative(res("count"))
-        self._size = res("size")
-        self._submit = res("submit_cpu")
-        subs: tuple[str | None, ...] = subscribers if key.dir == "out" else (None,)
-        self._process = [res("process_cpu", sub) for sub in subs]
-        self._thread = _Cumulative(res("thread_cpu"))
+        self._sizeof = packer_size() if sizeof is msgpack_size else sizeof
+        # sample_submit takes one timing per subscriber, sample_process exactly one
+        self._nsub = len(subscribers) if key.dir == "out" else -1
+        # The point's reservoir of records, as one flat list: record i is
+        # _flat[i*w : (i+1)*w] = [ts, count, size, batch length, submit ns, process ns
+        # of each subscriber (one for an in point)]. Numbers only, so keeping thousands
+        # of records allocates nothing the cyclic garbage collector tracks and scans.
+        _check_size(reservoir_size)
+        self._size = reservoir_size
+        self._rng = _rng_for(seed, key, None, "record").random
+        self._seen = 0  # records offered to the reservoir
+        self._width = 5 + (len(subscribers) if key.dir == "out" else 1)
+        self._flat: list[float] = []
+        self._first: Sample | None = None  # the exact first and last count samples
+        self._last: Sample | None = None
+        self._thread = _Cumulative(
+            Reservoir(reservoir_size, _rng_for(seed, key, None, "thread_cpu"))
+        )
         self._total: Sample | None = None
 
     @property
@@ -344,20 +389,57 @@ class MetricRecorder:
         """The countdown the generated code starts from (tuples until the first sample)."""
         return self._stride.countdown
 
-    def _sample_batch(self, cd: int, batch: Sequence[Any]) -> tuple[float, range | list[int]]:
+    def _record(
+        self, cd: int, batch: Sequence[Any], submit_ns: int, process_ns: Sequence[int]
+    ) -> int:
+        """Advance the stride; offer one record per sampled tuple to the point's reservoir.
+
+        Runs once per sampled call, so it is kept flat: the stride's one-sample case
+        (``StrideSampler.advance`` with ``due == 1``) and Vitter's Algorithm R
+        (``Reservoir.add``) are inlined here; their own tests pin the arithmetic, and
+        tests/profiling/test_recorder.py checks this copy against them.
+        """
+        stride = self._stride
         k = len(batch)
-        offsets = self._stride.advance(cd, k)
-        ts = time.time()
+        seen = stride._seen_at_arm + stride.countdown - cd
+        taken = stride.taken
+        num = stride._num
+        den = stride._den
+        if seen * num // den - taken == 1:
+            stride.seen = stride._seen_at_arm = seen
+            stride.taken = taken + 1
+            stride.countdown = -((-(taken + 2) * den) // num) - seen
+            offsets: Sequence[int] = (-((-(taken + 1) * den) // num) - seen + k - 1,)
+        else:
+            offsets = stride.advance(cd, k)
         if offsets:
-            self._count.add((ts, self._stride.seen))
+            ts = time.time()
+            count = (ts, seen)
+            if self._first is None:
+                self._first = count
+            self._last = count
             sizeof = self._sizeof
-            add = self._size.add
+            size = self._size
+            flat = self._flat
+            w = self._width
             for i in offsets:
-                add((ts, sizeof(batch[i])))
-        return ts, offsets
+                rec = (ts, seen, sizeof(batch[i]), k, submit_ns, *process_ns)
+                j = self._seen
+                self._seen = j + 1
+                if j < size:
+                    flat.extend(rec)
+                    continue
+                j = int(self._rng() * (j + 1))
+                if j < size:
+                    flat[j * w : j * w + w] = rec
+        return stride.countdown
 
     def sample_submit(
-        self, cd: int, batch: Sequence[Any], submit_ns: int, process_ns: Sequence[int] = ()
+        self,
+        cd: int,
+        batch: Sequence[Any],
+        submit_ns: int,
+        process_ns: Sequence[int] = (),
     ) -> int:
         """Record a sampled submit on an ``out`` point; return the re-armed countdown.
 
@@ -365,25 +447,15 @@ class MetricRecorder:
         thread CPU ns of the whole submit. ``process_ns``: thread CPU ns of each
         subscriber's process call, in the order of ``subscribers``.
         """
-        if self.key.dir != "out" or len(process_ns) != len(self.subscribers):
+        if len(process_ns) != self._nsub:
             self._misuse("sample_submit", f" with {len(process_ns)} process timing(s)")
-        ts, offsets = self._sample_batch(cd, batch)
-        if offsets:
-            per = _NS / len(batch)
-            n = len(offsets)
-            _add_n(self._submit, (ts, submit_ns * per), n)
-            for res, ns in zip(self._process, process_ns, strict=True):
-                _add_n(res, (ts, ns * per), n)
-        return self._stride.countdown
+        return self._record(cd, batch, submit_ns, process_ns)
 
     def sample_process(self, cd: int, batch: Sequence[Any], process_ns: int) -> int:
         """Record a sampled process call on an ``in`` point; return the re-armed countdown."""
         if self.key.dir != "in":
             self._misuse("sample_process")
-        ts, offsets = self._sample_batch(cd, batch)
-        if offsets:
-            _add_n(self._process[0], (ts, process_ns * _NS / len(batch)), len(offsets))
-        return self._stride.countdown
+        return self._record(cd, batch, 0, (process_ns,))
 
     def sample_thread(self, cpu_ns: int | None = None) -> None:
         """Record the calling thread's cumulative CPU time (``time.thread_time_ns()``)."""
@@ -413,31 +485,29 @@ class MetricRecorder:
         """Kept samples as ``(subscriber, metric, (ts, value))``, in a stable order."""
         out: list[tuple[str | None, str, Sample]] = []
 
-        def put(sub: str | None, metric: str, samples: list[Sample]) -> None:
+        def put(sub: str | None, metric: str, samples: Iterable[Sample]) -> None:
             out.extend((sub, metric, s) for s in sorted(samples))
 
         if self.key.dir == "thread":
             put(None, "thread_cpu", self._thread.kept())
             return out
-        put(None, "count", self._count.kept())
-        put(None, "size", self._size.values)
+        w = self._width
+        flat = self._flat
+        ts = flat[0::w]
+        counts = set(zip(ts, flat[1::w], strict=True))
+        counts.update(c for c in (self._first, self._last) if c is not None)
+        put(None, "count", counts)
+        put(None, "size", zip(ts, flat[2::w], strict=True))
+        scale = [_NS / k for k in flat[3::w]]  # ns per batch -> CPU seconds per tuple
         if self.key.dir == "out":
-            put(None, "submit_cpu", self._submit.values)
-            for sub, res in zip(self.subscribers, self._process, strict=True):
-                put(sub, "process_cpu", res.values)
+            put(None, "submit_cpu", zip(ts, map(mul, flat[4::w], scale), strict=True))
+            for q, sub in enumerate(self.subscribers):
+                put(sub, "process_cpu", zip(ts, map(mul, flat[5 + q :: w], scale), strict=True))
         else:
-            put(None, "process_cpu", self._process[0].values)
+            put(None, "process_cpu", zip(ts, map(mul, flat[5::w], scale), strict=True))
         if self._total is not None:
             put(None, "total", [self._total])
         return out
-
-
-def _add_n(res: Reservoir, sample: Sample, n: int) -> None:
-    if n == 1:
-        res.add(sample)
-        return
-    for _ in range(n):
-        res.add(sample)
 
 
 def _check_name(what: str, value: object) -> None:

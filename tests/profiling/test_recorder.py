@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from collections import Counter
 
 import msgpack
@@ -9,7 +10,12 @@ import pytest
 
 from spadeopt.errors import ProfileError, UsageError
 from spadeopt.profiling.records import METRICS, SampleRecord
-from spadeopt.profiling.sampling import MetricRecorder, PointKey, Profiler
+from spadeopt.profiling.sampling import (
+    MetricRecorder,
+    PointKey,
+    Profiler,
+    StrideSampler,
+)
 
 OUT = PointKey("B", "out0", "out")
 
@@ -209,3 +215,49 @@ def test_dump_is_sorted_by_point_then_metric() -> None:
         rec = prof.point(key)
         rec.sample_submit(rec.countdown - 1, [1], 1)
     assert [r.op for r in prof.dump()] == ["A"] * 3 + ["Z"] * 3
+
+
+# --- issue 14: one reservoir per point, cheaper bookkeeping ------------------------------
+
+
+@pytest.mark.parametrize("s", [1, 0.5, 0.3, 0.1, 0.007, 0.001])
+def test_recorder_samples_the_same_tuples_as_the_stride_sampler(s: float) -> None:
+    """The recorder's inlined stride step picks exactly the tuples StrideSampler picks."""
+    rng = random.Random(5)
+    batches, start = [], 0
+    for _ in range(300):
+        k = rng.choice([1, 3, 7, 64, 512, 2000])
+        batches.append(list(range(start, start + k)))
+        start += k
+    ref = StrideSampler(s)
+    expected = [b[i] for b in batches for i in ref.offer(len(b))]
+    prof = Profiler("pe_1", sample_rate=s, reservoir_size=10**6, sizeof=lambda t: t)
+    rec = prof.point(OUT)  # the size of tuple i is i: sizes name the sampled tuples
+    cd = _drive(rec, batches)
+    assert sorted(int(r.value) for r in prof.dump() if r.metric == "size") == expected
+    rec.close(cd)
+    assert [r.value for r in prof.dump() if r.metric == "total"] == [start]
+
+
+def test_one_record_per_sampled_tuple_keeps_metrics_together() -> None:
+    """Every kept record holds all of a sampled tuple's metrics: same ts, in every series."""
+    prof = Profiler("pe_1", sample_rate=0.01, reservoir_size=7, seed=3)
+    rec = prof.point(OUT, subscribers=("C.in0", "D.in0"))
+    _drive(rec, [[0] * 50] * 400)  # 20_000 tuples, 200 samples, 7 kept
+    by_metric = Counter((r.metric, r.sub) for r in prof.dump())
+    assert by_metric[("size", None)] == by_metric[("submit_cpu", None)] == 7
+    assert by_metric[("process_cpu", "C.in0")] == by_metric[("process_cpu", "D.in0")] == 7
+    ts = {m: sorted(r.ts for r in prof.dump() if (r.metric, r.sub) == m) for m in by_metric}
+    assert ts[("size", None)] == ts[("submit_cpu", None)] == ts[("process_cpu", "D.in0")]
+
+
+def test_sizes_are_msgpack_lengths_and_bad_tuples_still_raise() -> None:
+    prof = Profiler("pe_1", sample_rate=1)
+    rec = prof.point(OUT)
+    tuples = [(1, b"x" * 300, "y", 2.5, [1, 2], {"k": None})]
+    rec.sample_submit(rec.countdown - 1, tuples, 1)
+    assert [r.value for r in prof.dump() if r.metric == "size"] == [
+        len(msgpack.packb(tuples[0], use_bin_type=True))
+    ]
+    with pytest.raises(ProfileError, match="msgpack"):
+        rec.sample_submit(rec.countdown - 1, [{1, 2}], 1)

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from scipy import stats
 
 from spadeopt.errors import UsageError
-from spadeopt.profiling.sampling import Reservoir
+from spadeopt.profiling.sampling import PointKey, Profiler, Reservoir
 
 
 @settings(max_examples=200, deadline=None)
@@ -90,8 +90,24 @@ def _uniformity_p_value(sample: Callable[[int, int, random.Random], list[int]]) 
     return float(stats.chisquare(counts, expected).pvalue)
 
 
+def _point_reservoir(size: int, n: int, rng: random.Random) -> list[int]:
+    """A recorder's own reservoir (one record per sampled tuple, Algorithm R inlined in
+    ``MetricRecorder._record``): value v is the tuple whose msgpack size is v + 1."""
+    rec = Profiler("pe_1", sample_rate=1, reservoir_size=size, seed=rng.getrandbits(32)).point(
+        PointKey("B", "out0", "out")
+    )
+    cd = rec.countdown
+    for v in range(n):
+        cd = rec.sample_submit(cd - 1, ["x" * v], 1)
+    return [int(value) - 1 for _, metric, (_, value) in rec.samples() if metric == "size"]
+
+
 def test_reservoir_contents_are_uniform() -> None:
     assert _uniformity_p_value(_algorithm_r) > 0.01
+
+
+def test_point_reservoir_contents_are_uniform() -> None:
+    assert _uniformity_p_value(_point_reservoir) > 0.01
 
 
 @pytest.mark.parametrize("biased", [_paper_literal, _keep_last_slot])
