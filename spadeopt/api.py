@@ -247,7 +247,7 @@ def optimize(app_ref: str, profile_path: Path, out: Path, calibration: Path | No
     The app is rebuilt with the parameters recorded in the profile (``params`` may
     repeat or override them; the graph fingerprint must still match the profile's).
     """
-    from spadeopt.optimize.fatm import OperatorProfile, fuse_auto
+    from spadeopt.optimize.fatm import fuse_auto
     from spadeopt.optimize.rate import parse_rate
     from spadeopt.outputs import claim_dir
     from spadeopt.refine.comm import CommCost
@@ -270,10 +270,9 @@ def optimize(app_ref: str, profile_path: Path, out: Path, calibration: Path | No
         raise _foreign_profile(profile_path, prof.app, graph.name, app_ref)
     calibration = Path(calibration or default_calibration())
     comm = CommCost.for_this_host(calibration, cpu_score)  # MIPS-scaled if another CPU
-    auto = fuse_auto(graph, OperatorProfile(prof.app, prof.graph_fingerprint, prof.load, prof.link_tuples(),
-                                            prof.source_rate),
-                     comm, nodes, cores, max_frac, min_util, exact, rate=rate, absorb=absorb,
-                     widths=dict(widths or {}), fission=fission)
+    model = perf_model(calibration)
+    auto = fuse_auto(graph, operator_profile(prof), comm, nodes, cores, max_frac, min_util, exact, rate=rate, absorb=absorb,
+                     widths=dict(widths or {}), fission=fission, model=model)
     plan = auto.plan if collapse else dataclasses.replace(auto.plan, collapse=False)
     build = generate(graph, plan, Path(out), ref)
     auto.explain["profile"] = str(Path(profile_path).resolve())
@@ -286,9 +285,46 @@ def optimize(app_ref: str, profile_path: Path, out: Path, calibration: Path | No
         "comm_scaling": comm.scaling, "nodes": nodes, "cores": cores, "max_frac": max_frac,
         "min_util": min_util, "rate": rate, "absorb": absorb, "exact": exact,
         "fission": fission, "widths": dict(sorted((widths or {}).items())),
+        "perf_model": model.to_json(),
     }
     write_json(build.directory / "explain.json", auto.explain)
     return build, auto.explain
+
+
+def operator_profile(prof):
+    """What the optimizer reads of a refined ``Profile``: loads, links, source rate, and
+    whether it was one run of one PE (then that PE ran flat out: ``unattributed_call_s``)."""
+    from spadeopt.optimize.fatm import OperatorProfile
+
+    one_pe = len(prof.runs) == 1 and prof.runs[0].get("pes") == 1
+    return OperatorProfile(prof.app, prof.graph_fingerprint, prof.load, prof.link_tuples(), prof.source_rate,
+                           one_pe_run=one_pe)
+
+
+def perf_model(calibration: Path):
+    """The prediction constants of a calibration file (:mod:`spadeopt.optimize.predict`)."""
+    from spadeopt.optimize.predict import model_from_calibration
+    from spadeopt.refine.profile import read_json
+
+    return model_from_calibration(read_json(Path(calibration), "calibration", "recalibrate"), str(calibration))
+
+
+def predict_build(build_dir: Path, profile_path: Path, calibration: Path | None = None,
+                  cpu_score: float | None = None):
+    """The predicted source rate of any build (any strategy) from a refined profile of its app:
+    the model FATM plans with, evaluated on the build's ``plan.json``."""
+    from spadeopt.optimize.fatm import predict_plan
+    from spadeopt.refine.comm import CommCost
+    from spadeopt.refine.profile import Profile
+
+    plan = Plan.load(Path(build_dir) / "plan.json")
+    deploy = json.loads((Path(build_dir) / "deploy.json").read_text())
+    prof = Profile.load_file(profile_path)
+    params = {k: str(v) for k, v in prof.params.items()}
+    graph, _ = load_graph(deploy.get("app_ref") or plan.app, params)
+    calibration = Path(calibration or default_calibration())
+    comm = CommCost.for_this_host(calibration, cpu_score)
+    return predict_plan(graph, operator_profile(prof), plan, comm, perf_model(calibration))
 
 
 def check_profile_app(app_ref: str, profiled: str, profiled_params: Mapping[str, Any],

@@ -44,7 +44,7 @@ def test_a_dominant_region_is_widened_when_there_are_spare_cores(peer):
     tried = {t["width"]: t["planned_rate"] for t in doc["search"]["regions"]["chain"]["tried"]}
     assert set(tried) == {1, 2, 3, 4} and doc["search"]["search"] == "exhaustive"
     assert tried[region.width] == max(tried.values()) > tried[1]
-    assert auto.explain["rate"]["planned"] == pytest.approx(tried[region.width])
+    assert auto.explain["rate"]["predicted"] == pytest.approx(tried[region.width])
     # every channel copy is in the plan
     pe_of = auto.plan.pe_of
     for c in range(region.width):
@@ -57,7 +57,7 @@ def test_one_core_keeps_width_one(peer):
     auto = fuse_auto(graph, prof, COMM, nodes=1, cores=1, rate="max")
     assert auto.plan.regions[0].width == 1
     assert auto.explain["fission"]["search"]["regions"]["chain"]["tried"] == [
-        {"width": 1, "planned_rate": auto.explain["rate"]["planned"]}]
+        {"width": 1, "planned_rate": auto.explain["rate"]["predicted"]}]
 
 
 def test_a_cheap_region_stays_narrow(peer):
