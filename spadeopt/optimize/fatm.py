@@ -135,19 +135,7 @@ def fuse_auto(graph: AppGraph, prof: OperatorProfile, comm: CommModel, nodes: in
     fission_doc: dict[str, Any] = {"enabled": fission, "pinned": dict(sorted((widths or {}).items())),
                                    "search": None}
     if free:
-        def evaluate(rs):
-            try:
-                got = _plan_physical(graph, prof, rs, comm, nodes, cores, max_frac, min_util, capacity_frac,
-                                     "max", absorb)
-            except OptimizeError:
-                return None
-            _, result_w, placement_w, tmp_w, _, _ = got
-            trial = make_plan(graph, "auto", [list(p) for p in result_w.partitions],
-                              [placement_w[t] for t in tmp_w], nodes, cores, regions=rs)
-            try:
-                return predict_plan(graph, prof, trial, comm, model).rate
-            except OptimizeError:
-                return None
+        evaluate = width_scorer(graph, prof, comm, nodes, cores, max_frac, min_util, capacity_frac, absorb, model)
         regions, fission_doc["search"] = choose_widths(regions, free, nodes * cores, evaluate)
     problem, result, placement, tmp_ids, factor, search = _plan_physical(
         graph, prof, regions, comm, nodes, cores, max_frac, min_util, capacity_frac, rate, absorb)
@@ -176,6 +164,26 @@ def fuse_auto(graph: AppGraph, prof: OperatorProfile, comm: CommModel, nodes: in
     fission_doc["widths"] = {r.name: r.width for r in regions}
     explain["fission"] = fission_doc
     return AutoPlan(plan, result, explain)
+
+
+def width_scorer(graph: AppGraph, prof: OperatorProfile, comm: CommModel, nodes: int, cores: int,
+                 max_frac: float, min_util: float, capacity_frac: float, absorb: bool, model: PerfModel):
+    """The score of a width vector (regions with their widths): the predicted source rate
+    of the plan FATM makes for it at ``--rate max``, or ``None`` when nothing fits."""
+    def evaluate(rs) -> float | None:
+        try:
+            got = _plan_physical(graph, prof, rs, comm, nodes, cores, max_frac, min_util, capacity_frac,
+                                 "max", absorb)
+        except OptimizeError:
+            return None
+        _, result_w, placement_w, tmp_w, _, _ = got
+        trial = make_plan(graph, "auto", [list(p) for p in result_w.partitions],
+                          [placement_w[t] for t in tmp_w], nodes, cores, regions=rs)
+        try:
+            return predict_plan(graph, prof, trial, comm, model).rate
+        except OptimizeError:
+            return None
+    return evaluate
 
 
 def _plan_physical(graph: AppGraph, prof: OperatorProfile, regions, comm: CommModel, nodes: int, cores: int,
