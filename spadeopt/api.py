@@ -432,6 +432,15 @@ def explain_text(build_dir: Path) -> str:
         lines.append(f"warning: {w}")
     lines.append(f"\nnode load (cores): {', '.join(f'{x:.2f}' for x in doc['node_load'])}; "
                  f"inter-node rate {doc['inter_node_rate']:,.0f} tuples/s")
+    pred = doc.get("prediction")
+    if pred and pred.get("rate"):
+        model = pred.get("model", {})
+        consts = ", ".join(f"{k} {v:g}" for k, v in sorted(model.items()) if k != "source")
+        lines.append(f"fused for {doc['rate']['planned']:,.0f} source tuples/s; predicted throughput "
+                     f"{pred['rate']:,.0f} source tuples/s (bound: {pred['bottleneck']}; model: {consts}; "
+                     f"call_s {pred['call_s']:.3g}; {model.get('source')})")
+    elif pred:
+        lines.append(f"no throughput prediction: {pred.get('error')}")
     if plan is not None and plan.regions:
         lines += ["", *regions_text(plan), *fission_text(doc.get("fission"))]
     return "\n".join(lines)
