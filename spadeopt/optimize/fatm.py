@@ -276,7 +276,7 @@ def predict_plan(graph: AppGraph, prof: OperatorProfile, plan: Plan, comm: CommM
     problem = problem_for(physical, pprof, comm, 1.0, 1.0)
     return predict(problem, [(pe.pe_id, pe.operators, pe.node) for pe in plan.pes], plan.nodes, plan.cores,
                    prof.source_rate, model, unattributed_call_s(prof, model),
-                   collapsed_links(physical, plan) if plan.collapse else frozenset())
+                   collapsed_links(physical, plan) if plan.collapse and model.collapse_saves_s > 0 else frozenset())
 
 
 def collapsed_links(graph: AppGraph, plan: Plan) -> frozenset[tuple[str, str]]:

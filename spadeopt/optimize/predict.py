@@ -188,7 +188,7 @@ def _inlined_load(problem: FusionProblem, op: str, saves_s: float) -> float:
     return max(0.0, problem.load[op] - saves_s * rate_in)
 
 
-DEFAULT_MODEL = PerfModel(oper_scale=0.7, sched=0.03, busy=0.0, collapse_saves_s=0.3e-6,
+DEFAULT_MODEL = PerfModel(oper_scale=0.7, sched=0.03, busy=0.0, collapse_saves_s=0.0,
                           source="spadeopt defaults (fitted on bargain and chain compare runs, 2-core VM; "
                                  "docs/decisions.md)")
 """Used when the calibration file holds no ``perf_model`` (constants: docs/decisions.md)."""

@@ -33,8 +33,12 @@ def peer():
     return graph, _profile(graph, 0.2, 0.01, 10_000)
 
 
-def test_a_dominant_region_is_widened_when_there_are_spare_cores(peer):
-    graph, prof = peer
+def test_a_dominant_region_is_widened_when_there_are_spare_cores():
+    """One heavy operator in the region: pipelining cannot spread it over the cores,
+    replication can. (A chain of several region operators already pipelines over the
+    cores, and the prediction's per-PE scheduling cost then keeps width 1.)"""
+    graph, _ = api.load_graph("apps/peer.py", {"tuples": "1000", "n": "1"})
+    prof = _profile(graph, 0.8, 0.01, 10_000)
     auto = fuse_auto(graph, prof, COMM, nodes=1, cores=4, rate="max")
     (region,) = auto.plan.regions
     assert region.name == "chain" and region.width > 1
@@ -48,7 +52,7 @@ def test_a_dominant_region_is_widened_when_there_are_spare_cores(peer):
     # every channel copy is in the plan
     pe_of = auto.plan.pe_of
     for c in range(region.width):
-        assert all(f"f{i}__{c}" in pe_of for i in range(4))
+        assert f"f0__{c}" in pe_of
     assert any("__" in o for pe in auto.explain["pes"] for o in pe["operators"])
 
 
