@@ -97,3 +97,30 @@ def width_gap_study(*, n_graphs: int = 20, seed: int = 2009, nodes: int = 1, cor
             "generator": "spadeopt.bench.width_gap.random_region_app (synthetic)", "seed": seed,
             "nodes": nodes, "cores": cores, "score": "predicted source rate of FATM's plan at --rate max",
             "summary": summary, "cases": cases}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m spadeopt.bench.width_gap OUT.json [--graphs N]``: part (c) of
+    ``spadeopt bench optimizer`` alone (without the GreedyFuse gap and speed parts)."""
+    import argparse
+    import sys
+    from pathlib import Path
+
+    from spadeopt.bench.optimizer_bench import _write_json
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--graphs", type=int, default=12)
+    parser.add_argument("--seed", type=int, default=2009)
+    args = parser.parse_args(argv)
+    doc = width_gap_study(n_graphs=args.graphs, seed=args.seed)
+    doc["command"] = "python -m spadeopt.bench.width_gap " + " ".join(argv if argv is not None else sys.argv[1:])
+    _write_json(args.out, doc)
+    s = doc["summary"]
+    print(f"width heuristic vs exhaustive over {s['graphs']} graphs: zero gap {s['zero_gap']}, mean {s['mean']:.4f}, "
+          f"max {s['max']:.4f}; vectors planned {s['vectors_ascent_mean']:.1f} vs {s['vectors_exhaustive_mean']:.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
