@@ -89,16 +89,17 @@ class Prediction:
     rate: float
     factor: float
     pe_load: Mapping[str, float]
-    node_load: tuple[float, ...]
-    node_capacity: tuple[float, ...]
-    busy_pes: tuple[int, ...]
+    node_load: Mapping[int, float]  # nodes that host PEs only
+    node_capacity: Mapping[int, float]
+    busy_pes: Mapping[int, int]
     bottleneck: str
     call_s: float
 
     def to_json(self) -> dict[str, Any]:
         return {"rate": self.rate, "factor": self.factor, "bottleneck": self.bottleneck, "call_s": self.call_s,
-                "pe_load": dict(self.pe_load), "node_load": list(self.node_load),
-                "node_capacity": list(self.node_capacity), "busy_pes": list(self.busy_pes)}
+                "pe_load": dict(self.pe_load), "node_load": {str(n): v for n, v in self.node_load.items()},
+                "node_capacity": {str(n): v for n, v in self.node_capacity.items()},
+                "busy_pes": {str(n): v for n, v in self.busy_pes.items()}}
 
 
 @dataclass(frozen=True)
@@ -144,18 +145,20 @@ def predict(problem: FusionProblem, pes: Sequence[tuple[str, Sequence[str], int]
     def loads(k: float) -> list[float]:
         return [k * p.linear + model.comm_scale * evaluate_comm(problem, k * p.rate, p.size) for p in parts]
 
-    def check(k: float) -> tuple[bool, list[float], list[float], list[float], list[int], str]:
+    used = sorted({p.node for p in parts})  # only nodes that host PEs (a cluster may have 100,000)
+
+    def check(k: float) -> tuple[bool, list[float], dict[int, float], dict[int, float], dict[int, int], str]:
         ls = loads(k)
-        node_load = [0.0] * nodes
-        busy = [0] * nodes
+        node_load = dict.fromkeys(used, 0.0)
+        busy = dict.fromkeys(used, 0)
         why = ""
         for p, load in zip(parts, ls, strict=True):
             node_load[p.node] += load
             busy[p.node] += load >= model.busy
             if load > model.pe_cap and not why:
                 why = f"PE {p.name} needs more than {model.pe_cap:g} core"
-        cap = [cores / (1.0 + model.sched * max(0, b - cores)) for b in busy]
-        for n in range(nodes):
+        cap = {n: cores / (1.0 + model.sched * max(0, b - cores)) for n, b in busy.items()}
+        for n in used:
             if node_load[n] > cap[n] and not why:
                 why = f"node {n}: {busy[n]} busy PE(s) need more than its {cap[n]:.2f} cores"
         return not why, ls, node_load, cap, busy, why
@@ -163,7 +166,7 @@ def predict(problem: FusionProblem, pes: Sequence[tuple[str, Sequence[str], int]
     total = math.fsum(p.linear for p in parts)
     if total <= 0:
         raise OptimizeError("the profile measured no CPU load at all; profile a longer run (-p / --duration)")
-    hi = nodes * cores / total  # above this, the linear part alone overfills every core
+    hi = len(used) * cores / total  # above this, the linear part alone overfills every used core
     lo = 0.0
     ok, *_ = check(hi)
     if not ok:
@@ -179,7 +182,7 @@ def predict(problem: FusionProblem, pes: Sequence[tuple[str, Sequence[str], int]
     _, ls, node_load, cap, busy, _ = check(k)
     _, *_, why = check(k * (1 + 1e-6) if k > 0 else 1e-9)
     return Prediction(rate=k * profiled_rate, factor=k, pe_load={p.name: x for p, x in zip(parts, ls, strict=True)},
-                      node_load=tuple(node_load), node_capacity=tuple(cap), busy_pes=tuple(busy),
+                      node_load=node_load, node_capacity=cap, busy_pes=busy,
                       bottleneck=why or "every core busy with operator work", call_s=call_s)
 
 

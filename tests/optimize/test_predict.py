@@ -40,7 +40,7 @@ def test_more_busy_pes_than_cores_predict_less_than_the_same_work_within_the_cor
     within, over = predict(p, two, 1, 2, 1000.0, model), predict(p, six, 1, 2, 1000.0, model)
     assert over.rate < within.rate
     assert over.node_capacity[0] == pytest.approx(2 / (1 + 0.05 * 4)) and within.node_capacity[0] == 2
-    assert over.busy_pes == (6,) and "node 0" in over.bottleneck
+    assert over.busy_pes == {0: 6} and "node 0" in over.bottleneck
     # without the scheduling term (and free communication) the same work predicts the same rate
     plain = PerfModel()
     assert predict(p, six, 1, 2, 1000.0, plain).rate == pytest.approx(predict(p, two, 1, 2, 1000.0, plain).rate)
