@@ -33,8 +33,8 @@ $(STAMP): pyproject.toml
 check-java: ## Spark needs Java 17+
 	@java -version >/dev/null 2>&1 || { echo "Java 17+ is required by Spark: sudo apt-get install -y openjdk-17-jre-headless (or set JAVA_HOME)"; exit 2; }
 
-demo: $(STAMP) check-java ## the whole story on bargain (~4 min): profile, refine, optimize, compare NONE/FALL/FMAN/FATM
-	rm -rf out/demo
+demo: $(STAMP) check-java ## the whole story on bargain (~6 min): profile, refine, optimize, compare; then fission on peer
+	@# no rm -rf: every step below recognises and replaces only its own earlier output
 	@echo "== stage 1: profile $(APP) (fused, instrumented, s = 0.01)"
 	$(BIN)/spadeopt profile apps/$(APP).py --fusion all $(SIZE_$(APP)) --sample-rate 0.01 -o out/demo/profile-run
 	@echo "== refine the samples on Spark into per-operator CPU fractions and link rates"
@@ -45,6 +45,9 @@ demo: $(STAMP) check-java ## the whole story on bargain (~4 min): profile, refin
 	$(BIN)/spadeopt explain out/demo/build-auto --png out/demo/plan.png --dot out/demo/plan.dot
 	@echo "== compare NONE / FALL / FMAN / FATM, interleaved, same workload"
 	$(BIN)/spadeopt compare apps/$(APP).py $(SIZE_$(APP)) --profile out/demo/profile.json --repeat 3 --out out/demo/compare
+	@echo "== fission: FATM chooses how wide the peer workload's parallel region runs; FATM-w1 is --no-fission"
+	$(BIN)/spadeopt compare apps/peer.py -p tuples=300000 --strategies all,auto --no-fission --repeat 3 --out out/demo/peer
+	$(BIN)/spadeopt explain out/demo/peer/build-auto --png out/demo/peer-plan.png
 
 test: $(STAMP) check-java ## run the test suite (real Spark in local mode)
 	$(BIN)/python -m pytest -q

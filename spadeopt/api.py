@@ -424,7 +424,9 @@ def explain_text(build_dir: Path) -> str:
     if doc["not_merged"]:
         lines += ["", "neighbouring PEs not merged:"]
         lines += [f"  {a} + {b}: {r['why']}" for r in doc["not_merged"] for a, b in [r["pes"]]]
-    if doc.get("exact"):
+    if (doc.get("exact") or {}).get("skipped"):
+        lines += ["", f"exact optimum: skipped, {doc['exact']['skipped']}"]
+    elif doc.get("exact"):
         e = doc["exact"]
         lines += ["", f"exact optimum: objective {e['objective']:,.0f} vs GreedyFuse {e['greedy_objective']:,.0f} "
                       f"(gap {e['gap']:.1%} of the unfused objective)"]

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from spadeopt.errors import OptimizeError, PlacementInfeasible
+from spadeopt.errors import OptimizeError, PlacementInfeasible, UsageError
 from spadeopt.model.graph import AppGraph, PortRef
 from spadeopt.optimize.cost import metrics, objective
 from spadeopt.optimize.exact import exact_fuse, gap
@@ -141,9 +141,14 @@ def fuse_auto(graph: AppGraph, prof: OperatorProfile, comm: CommModel, nodes: in
         graph, prof, regions, comm, nodes, cores, max_frac, min_util, capacity_frac, rate, absorb)
     exact_doc = None
     if exact:
-        best = exact_fuse(problem)
-        exact_doc = {"objective": best.objective, "greedy_objective": result.objective,
-                     "gap": gap(result, best), "partitions": [list(p) for p in best.partitions]}
+        try:
+            best = exact_fuse(problem)
+        except UsageError as exc:  # too many units; fission may have widened a small app past the limit
+            exact_doc = {"skipped": f"no exact optimum for the {len(problem.operators)}-operator physical graph: "
+                                    f"{str(exc).split(';')[0]}"}
+        else:
+            exact_doc = {"objective": best.objective, "greedy_objective": result.objective,
+                         "gap": gap(result, best), "partitions": [list(p) for p in best.partitions]}
     groups = [list(p) for p in result.partitions]
     plan = make_plan(graph, "auto", groups, [placement[p] for p in tmp_ids], nodes, cores, regions=regions)
     explain = _explain(plan, problem, result, placement, exact_doc, max_frac, min_util)

@@ -110,13 +110,16 @@ def place(
     cluster_node = _assign(clusters, nodes, capacity)
     node_of = {pe: cluster_node[cid] for cid, c in clusters.items() for pe in c.pes}
     node_of = {pe: node_of[pe] for pe, _ in pes}
-    per_node: list[list[float]] = [[] for _ in range(nodes)]
+    per_node: dict[int, list[float]] = {}  # sparse: a big cluster has mostly empty nodes
     for pe, load in pes:
-        per_node[node_of[pe]].append(load)
+        per_node.setdefault(node_of[pe], []).append(load)
+    node_load = [0.0] * nodes
+    for k, ls in per_node.items():
+        node_load[k] = math.fsum(ls)
     cut = math.fsum(r for (a, b), r in rates.items() if node_of[a] != node_of[b])
     return Placement(
         node_of=node_of,
-        node_load=tuple(math.fsum(ls) for ls in per_node),
+        node_load=tuple(node_load),
         capacity=capacity,
         inter_node_rate=cut,
     )
@@ -298,7 +301,8 @@ def _assign(clusters: dict[int, _Cluster], nodes: int, capacity: float) -> dict[
         key=lambda cid: (-clusters[cid].load, clusters[cid].key),
     )
     if len(clusters) <= nodes:
-        open_nodes = [k for k in range(nodes) if k not in result.values()]
+        taken = set(result.values())
+        open_nodes = (k for k in range(nodes) if k not in taken)
         result.update(zip(free, open_nodes, strict=False))
         return result
     node_load = [0.0] * nodes

@@ -25,7 +25,12 @@ logical (width-1) graph. For a candidate width vector (one width per region):
    :mod:`spadeopt.optimize.rate` with GreedyFuse and placement at each rate. Its
    planned rate scores the vector.
 
-Search (:func:`choose_widths`): every width in ``1..nodes x cores`` per region. With
+Search (:func:`choose_widths`): the candidate widths of a region are
+:func:`candidate_widths` of ``nodes x cores``: every width up to ``DENSE`` and then
+12, 16, 24, 32, 48 and 64 up to ``MAX_WIDTH`` (a rate search per candidate costs ~18 GreedyFuse
+runs on a graph that grows with the width, so a 100,000-node cluster must not mean
+200,000 candidates; beyond ``MAX_WIDTH`` channels per region the per-channel split and
+merge costs dominate any workload we profile). With
 few regions (at most ``EXHAUSTIVE_MAX`` vectors) every vector is tried; otherwise
 coordinate ascent: starting from all 1, each region in turn tries every width with the
 others fixed and keeps the best, until a full pass changes nothing (at most
@@ -56,6 +61,8 @@ MERGE_S = {"static": 0.04e-6, "dynamic": 0.6e-6}
 SEQ_BYTES = 9.0  # msgpack of the sequence number a dynamic region's tuples carry
 EXHAUSTIVE_MAX = 64  # width vectors tried exhaustively; above this, coordinate ascent
 ASCENT_PASSES = 4
+DENSE = 8  # every width up to this one is a candidate
+MAX_WIDTH = 64  # widest region FATM plans (a pinned --width may be wider)
 TIE = 0.01  # a wider vector must plan > 1 % more to win (bisection resolution is 0.02 %)
 
 Link = tuple[str, str, float, float]
@@ -138,6 +145,19 @@ def _better(a: WidthTry, b: WidthTry | None) -> bool:
     return a.rate > b.rate * (1 + TIE)
 
 
+def candidate_widths(max_width: int) -> tuple[int, ...]:
+    """Widths FATM tries for one region on ``max_width`` cores.
+
+    >>> candidate_widths(4)
+    (1, 2, 3, 4)
+    >>> candidate_widths(200_000)
+    (1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 24, 32, 48, 64)
+    """
+    top = max(1, min(max_width, MAX_WIDTH))
+    ladder = [w for w in (*range(1, DENSE + 1), 12, 16, 24, 32, 48, 64) if w < top]
+    return (*ladder, top)
+
+
 def choose_widths(regions: tuple[Region, ...], free: tuple[str, ...], max_width: int,
                   evaluate: Callable[[tuple[Region, ...]], float | None],
                   exhaustive_max: int = EXHAUSTIVE_MAX) -> tuple[tuple[Region, ...], dict[str, Any]]:
@@ -159,7 +179,7 @@ def choose_widths(regions: tuple[Region, ...], free: tuple[str, ...], max_width:
             cache[widths] = WidthTry(widths, evaluate(at(widths)))
         return cache[widths]
 
-    choices = range(1, max(1, max_width) + 1)
+    choices = candidate_widths(max_width)
     n_vectors = len(choices) ** len(idx)
     best: WidthTry | None = None
     if n_vectors <= exhaustive_max:

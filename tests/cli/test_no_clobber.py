@@ -202,6 +202,20 @@ def test_a_missing_input_file_is_found_before_spark_starts(tmp_path: Path) -> No
     assert "starting Spark" not in proc.stderr
 
 
+def test_a_bad_csv_value_fails_the_run_and_leaves_no_sink_file(tmp_path: Path) -> None:
+    """Only the run finds a bad value: exit 1, the message names file, line and value, and
+    --out holds no result.jsonl (sinks are written as parts and committed on success)."""
+    csv = tmp_path / "rows.csv"
+    csv.write_text("k,v\na,1\nb,2\nc,not-a-number\n")
+    app = _csv_app(tmp_path, csv)
+    out = tmp_path / "out"
+    proc = cli("run", str(app), "--out", str(out), "--build-dir", str(tmp_path / "b"))
+    assert proc.returncode == 1, proc.stderr
+    assert "rows.csv:4" in proc.stderr and "not-a-number" in proc.stderr and "PE pe0" in proc.stderr, proc.stderr
+    assert not (out / "result.jsonl").exists()
+    assert not [p for p in out.rglob("*") if p.is_file() and p.name != ".spadeopt.json"], list(out.rglob("*"))
+
+
 def test_expression_types_are_checked_at_build_time(tmp_path: Path) -> None:
     f = tmp_path / "typed.py"
     f.write_text(textwrap.dedent("""

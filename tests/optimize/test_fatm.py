@@ -83,7 +83,15 @@ def test_optimize_explain_and_run_the_build(chain_profile, tmp_path):
     # cores=8: this checks the path, not capacity (measured loads vary with the machine's speed)
     build, explain = api.optimize("apps/chain.py", d / "profile.json", tmp_path / "auto", cal, cores=8, exact=True)
     assert (build.directory / "explain.json").is_file() and build.plan.strategy == "auto"
-    assert explain["exact"] is not None and 0 <= explain["exact"]["gap"] <= 1
+    # where FATM widens chain's region on 8 cores, the physical graph outgrows what the exact
+    # optimizer enumerates: explain says so instead of failing the optimize
+    if sum(len(pe.operators) for pe in build.plan.pes) > 12:  # exact_fuse's default max_units
+        assert "exact optimum: skipped" in api.explain_text(build.directory) and explain["exact"]["skipped"]
+    else:
+        assert 0 <= explain["exact"]["gap"] <= 1
+    narrow, doc = api.optimize("apps/chain.py", d / "profile.json", tmp_path / "w1", cal, cores=8, exact=True,
+                               fission=False)
+    assert 0 <= doc["exact"]["gap"] <= 1 and "exact optimum: objective" in api.explain_text(narrow.directory)
     text = api.explain_text(build.directory)
     assert "OperLoad" in text and "EffUtil" in text and "objective" in text
     res = api.run(str(build.directory))

@@ -77,7 +77,7 @@ def _chain_profile(work_us: float, n: int = 6, rate: float = 10_000.0):
 def test_max_rate_is_the_highest_rate_that_fits(nodes, cores):
     graph, prof = _chain_profile(work_us=20.0)
     comm = LinearCommModel(per_tuple_s=2e-6)
-    auto = fuse_auto(graph, prof, comm, nodes, cores, rate="max", fission=False)  # the logical graph's PEs
+    auto = fuse_auto(graph, prof, comm, nodes, cores, rate="max", fission=False)  # the logical graph
     planned = auto.explain["rate"]["planned"]
     assert auto.explain["rate"]["mode"] == "max" and planned > 0
     # the plan fits at the planned rate: no PE above MaxFrac, no node above its cores
