@@ -462,5 +462,5 @@ def fission_text(doc: Mapping[str, Any] | None) -> list[str]:
                               for t in r["tried"])
             lines.append(f"region '{name}': FATM chose width {r['chosen']} ({search['search']} search over "
                          f"widths 1..{search['max_width']}, {search['vectors_tried']} width vector(s) planned; "
-                         f"planned source rate by width: {tried})")
+                         f"predicted source rate by width: {tried})")
     return lines
