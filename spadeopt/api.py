@@ -269,7 +269,7 @@ def optimize(app_ref: str, profile_path: Path, out: Path, calibration: Path | No
     The app is rebuilt with the parameters recorded in the profile (``params`` may
     repeat or override them; the graph fingerprint must still match the profile's).
     """
-    from spadeopt.optimize.fatm import OperatorProfile, fuse_auto
+    from spadeopt.optimize.fatm import fuse_auto
     from spadeopt.optimize.rate import parse_rate
     from spadeopt.outputs import claim_dir
     from spadeopt.refine.comm import CommCost
@@ -292,10 +292,9 @@ def optimize(app_ref: str, profile_path: Path, out: Path, calibration: Path | No
         raise _foreign_profile(profile_path, prof.app, graph.name, app_ref)
     calibration = Path(calibration or default_calibration())
     comm = CommCost.for_this_host(calibration, cpu_score)  # MIPS-scaled if another CPU
-    auto = fuse_auto(graph, OperatorProfile(prof.app, prof.graph_fingerprint, prof.load, prof.link_tuples(),
-                                            prof.source_rate),
-                     comm, nodes, cores, max_frac, min_util, exact, rate=rate, absorb=absorb,
-                     widths=dict(widths or {}), fission=fission)
+    model = perf_model(calibration)
+    auto = fuse_auto(graph, operator_profile(prof), comm, nodes, cores, max_frac, min_util, exact, rate=rate, absorb=absorb,
+                     widths=dict(widths or {}), fission=fission, model=model)
     plan = auto.plan if collapse else dataclasses.replace(auto.plan, collapse=False)
     build = generate(graph, plan, Path(out), ref)
     auto.explain["profile"] = str(Path(profile_path).resolve())
@@ -308,9 +307,46 @@ def optimize(app_ref: str, profile_path: Path, out: Path, calibration: Path | No
         "comm_scaling": comm.scaling, "nodes": nodes, "cores": cores, "max_frac": max_frac,
         "min_util": min_util, "rate": rate, "absorb": absorb, "exact": exact,
         "fission": fission, "widths": dict(sorted((widths or {}).items())),
+        "perf_model": model.to_json(),
     }
     write_json(build.directory / "explain.json", auto.explain)
     return build, auto.explain
+
+
+def operator_profile(prof):
+    """What the optimizer reads of a refined ``Profile``: loads, links, source rate, and
+    whether it was one run of one PE (then that PE ran flat out: ``unattributed_call_s``)."""
+    from spadeopt.optimize.fatm import OperatorProfile
+
+    one_pe = len(prof.runs) == 1 and prof.runs[0].get("pes") == 1
+    return OperatorProfile(prof.app, prof.graph_fingerprint, prof.load, prof.link_tuples(), prof.source_rate,
+                           one_pe_run=one_pe)
+
+
+def perf_model(calibration: Path):
+    """The prediction constants of a calibration file (:mod:`spadeopt.optimize.predict`)."""
+    from spadeopt.optimize.predict import model_from_calibration
+    from spadeopt.refine.profile import read_json
+
+    return model_from_calibration(read_json(Path(calibration), "calibration", "recalibrate"), str(calibration))
+
+
+def predict_build(build_dir: Path, profile_path: Path, calibration: Path | None = None,
+                  cpu_score: float | None = None):
+    """The predicted source rate of any build (any strategy) from a refined profile of its app:
+    the model FATM plans with, evaluated on the build's ``plan.json``."""
+    from spadeopt.optimize.fatm import predict_plan
+    from spadeopt.refine.comm import CommCost
+    from spadeopt.refine.profile import Profile
+
+    plan = Plan.load(Path(build_dir) / "plan.json")
+    deploy = json.loads((Path(build_dir) / "deploy.json").read_text())
+    prof = Profile.load_file(profile_path)
+    params = {k: str(v) for k, v in prof.params.items()}
+    graph, _ = load_graph(deploy.get("app_ref") or plan.app, params)
+    calibration = Path(calibration or default_calibration())
+    comm = CommCost.for_this_host(calibration, cpu_score)
+    return predict_plan(graph, operator_profile(prof), plan, comm, perf_model(calibration))
 
 
 def check_profile_app(app_ref: str, profiled: str, profiled_params: Mapping[str, Any],
@@ -420,6 +456,15 @@ def explain_text(build_dir: Path) -> str:
         lines.append(f"warning: {w}")
     lines.append(f"\nnode load (cores): {', '.join(f'{x:.2f}' for x in doc['node_load'])}; "
                  f"inter-node rate {doc['inter_node_rate']:,.0f} tuples/s")
+    pred = doc.get("prediction")
+    if pred and pred.get("rate"):
+        model = pred.get("model", {})
+        consts = ", ".join(f"{k} {v:g}" for k, v in sorted(model.items()) if k != "source")
+        lines.append(f"fused for {doc['rate']['planned']:,.0f} source tuples/s; predicted throughput "
+                     f"{pred['rate']:,.0f} source tuples/s (bound: {pred['bottleneck']}; model: {consts}; "
+                     f"call_s {pred['call_s']:.3g}; {model.get('source')})")
+    elif pred:
+        lines.append(f"no throughput prediction: {pred.get('error')}")
     if plan is not None and plan.regions:
         lines += ["", *regions_text(plan), *fission_text(doc.get("fission"))]
     return "\n".join(lines)
@@ -439,5 +484,5 @@ def fission_text(doc: Mapping[str, Any] | None) -> list[str]:
                               for t in r["tried"])
             lines.append(f"region '{name}': FATM chose width {r['chosen']} ({search['search']} search over "
                          f"widths 1..{search['max_width']}, {search['vectors_tried']} width vector(s) planned; "
-                         f"planned source rate by width: {tried})")
+                         f"predicted source rate by width: {tried})")
     return lines

@@ -6,8 +6,10 @@ the steady-state aggregate source rate (after a warm-up; see ``steady_rate``). F
 needs a profile: unless one is given, the app is profiled (under FALL by default) and
 refined first. FATM chooses its parallel regions' widths; ``auto1`` (FATM-w1, added by
 ``--no-fission``) is the ablation that keeps every region at width 1, planned from the
-same profile. For every FATM strategy the table reports its planned rate (its own
-throughput prediction) beside the measured one. A strategy that fails is reported with
+same profile. Whenever there is a profile (FATM is among the strategies, or
+``--profile``), every strategy's plan gets the predicted source rate of the model FATM
+plans with (:func:`spadeopt.api.predict_build`; for FATM it equals explain.json's
+``rate.predicted``), reported as "planned" beside the measured rate. A strategy that fails is reported with
 its error; the others still run.
 """
 
@@ -67,7 +69,7 @@ def compare(app_ref: str, out_dir: Path, strategies: Sequence[str] = ("none", "a
     plan = api.make_plan(graph, "none", nodes, cores)
     preflight(graph, master, plan.nodes, plan.cores, say)
     out_dir.mkdir(parents=True, exist_ok=True)
-    mark_dir(out_dir, "compare", ["compare.json", "compare.png", "profile-run", "profile.json", "sinks",
+    mark_dir(out_dir, "compare", ["compare.json", "compare.txt", "compare.png", "profile-run", "profile.json", "sinks",
                                   *(f"build-{st}" for st in strategies)])
     builds, errors, explains = {}, {}, {}
     profiled_here = profile is None
@@ -108,19 +110,30 @@ def compare(app_ref: str, out_dir: Path, strategies: Sequence[str] = ("none", "a
     doc = _summarise(graph.name, app_ref, dict(params or {}), nodes, cores, master, repeat, runs, errors)
     doc["answers"] = _answers(answers)
     doc["command"] = command
+    for st, row in doc["strategies"].items():
+        if profile is None:
+            break  # no profile: nothing to predict from (only NONE/FALL/FMAN were asked for)
+        try:
+            pred = api.predict_build(builds[st].directory, profile, calibration)
+        except SpadeoptError as exc:
+            row["prediction_error"] = str(exc)
+            continue
+        row["planned_rate"] = pred.rate
+        row["prediction"] = {**pred.to_json(), "model": api.perf_model(calibration or api.default_calibration()).to_json()}
+        row["predicted_over_measured"] = pred.rate / row["throughput_median"]
     for st, explain in explains.items():
         key = "fatm_plan" if st == "auto" else f"fatm_plan_{st}"
-        doc[key] = {"planned_rate": explain["rate"]["planned"], "rate_mode": explain["rate"]["mode"],
+        doc[key] = {"planned_rate": explain["rate"].get("predicted"), "fused_at_rate": explain["rate"]["planned"],
+                    "perf_model": explain["prediction"]["model"], "rate_mode": explain["rate"]["mode"],
                     "profiled_rate": explain["rate"]["profiled"], "max_frac": explain["max_frac"],
                     "min_util": explain["min_util"], "profile": str(profile),
                     "widths": explain.get("fission", {}).get("widths", {}),
                     "profiled_under": LABELS.get(profile_fusion, profile_fusion) if profiled_here else None}
         row = doc["strategies"].get(st)
         if row is not None:
-            row["planned_rate"] = explain["rate"]["planned"]
-            row["predicted_over_measured"] = explain["rate"]["planned"] / row["throughput_median"]
             row["widths"] = doc[key]["widths"]
     write_atomic(out_dir / "compare.json", json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    write_atomic(out_dir / "compare.txt", table(doc) + "\n")
     plot(doc, out_dir / "compare.png")
     return doc
 
@@ -164,7 +177,8 @@ def _summarise(app, app_ref, params, nodes, cores, master, repeat, runs, errors)
         mid = min(rs, key=lambda r: abs(r["steady_throughput"] - med))
         rows[st] = {"label": LABELS[st], "throughput_median": med, "throughput": thr,
                     "pes": mid["pes"], "nodes_used": mid["nodes_used"], "cpu_per_node": mid["cpu_per_node"],
-                    "sinks": mid["sinks"], "wall_s": [r["wall_s"] for r in rs]}
+                    "sinks": mid["sinks"], "wall_s": [r["wall_s"] for r in rs],
+                    "per_pe": _per_pe(mid)}
     base = rows.get("auto", {}).get("throughput_median")
     best_other = max((r["throughput_median"] for st, r in rows.items() if st in ("all", "manual", "auto1")),
                      default=None)
@@ -176,6 +190,12 @@ def _summarise(app, app_ref, params, nodes, cores, master, repeat, runs, errors)
             "failed": {st: msg for st, msg in errors.items()},
             "fatm_over_best_other": base / best_other if base and best_other else None,
             "note": "steady-state aggregate source rate, median of the repeats; runs interleaved"}
+
+
+def _per_pe(run: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Each PE of one run: node, CPU seconds, wall seconds and their ratio (cores it used)."""
+    return [{"pe": p["pe"], "node": p["node"], "cpu_s": p["cpu_s"], "wall_s": p["wall_s"],
+             "util": p["cpu_s"] / p["wall_s"] if p["wall_s"] > 0 else 0.0} for p in run.get("per_pe", [])]
 
 
 def table(doc: dict[str, Any]) -> str:
@@ -200,10 +220,17 @@ def table(doc: dict[str, Any]) -> str:
         plan = doc.get("fatm_plan" if st == "auto" else f"fatm_plan_{st}")
         if plan:
             widths = ", ".join(f"{k}={v}" for k, v in plan.get("widths", {}).items()) or "no parallel regions"
-            lines.append(f"{chr(10) if first else ''}{LABELS[st]} planned for {plan['planned_rate']:,.0f} source tuples/s "
+            lines.append(f"{chr(10) if first else ''}{LABELS[st]} fused for {plan.get('fused_at_rate', 0):,.0f} and "
+                         f"predicts {plan['planned_rate'] or 0:,.0f} source tuples/s "
                          f"(--rate {plan['rate_mode']}; profiled at {plan['profiled_rate']:,.0f}/s), MaxFrac "
                          f"{plan['max_frac']}, MinUtil {plan['min_util']}; region widths: {widths}")
             first = False
+    model = next((r["prediction"].get("model") for r in doc["strategies"].values() if r.get("prediction")), None)
+    if model is None and doc.get("fatm_plan"):
+        model = doc["fatm_plan"].get("perf_model")
+    if model:
+        consts = ", ".join(f"{k} {v:g}" for k, v in sorted(model.items()) if k != "source")
+        lines.append(f"planned = predicted source rate of each plan (one model: {consts}; {model.get('source')})")
     if doc.get("fatm_over_best_other"):
         lines.append(f"FATM / best of FALL, FMAN, FATM-w1 measured: {doc['fatm_over_best_other']:.2f}x")
     ans = doc.get("answers")

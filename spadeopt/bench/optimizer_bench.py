@@ -13,8 +13,12 @@ summary reruns greedy with MinUtil = 1 to show the part due to the greedy choice
 (:func:`spadeopt.optimize.synthetic.random_app_problem`); best and median of ``repeats``
 runs, against the targets of 1 s and 60 s.
 
+(c) Widths. FATM's width heuristic (coordinate ascent) against the exhaustive width
+search on small random apps with parallel regions (:mod:`spadeopt.bench.width_gap`).
+
 The problems are synthetic, not profiles of real applications. Writes
-``optimizer_gap.json`` and ``optimizer_speed.json`` into ``out_dir``.
+``optimizer_gap.json``, ``optimizer_speed.json`` and ``optimizer_widths.json`` into
+``out_dir``.
 
 Usage: ``python -m spadeopt.bench.optimizer_bench OUT_DIR``
 """
@@ -49,15 +53,21 @@ def run(
     seed: int = 2009,
     speed_sizes: Sequence[int] = (200, 2000),
     repeats: int = 3,
+    width_graphs: int = 12,
 ) -> dict:
-    """Run both parts, write the two JSON files into ``out_dir``, return ``{"gap", "speed"}``."""
+    """Run the three parts, write their JSON files into ``out_dir``, return
+    ``{"gap", "speed", "widths"}``."""
+    from spadeopt.bench.width_gap import width_gap_study
+
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     gap_report = gap_study(n_graphs=n_graphs, seed=seed)
     speed_report = speed_study(sizes=speed_sizes, seed=seed, repeats=repeats)
+    width_report = width_gap_study(n_graphs=width_graphs, seed=seed)
     _write_json(out_dir / "optimizer_gap.json", gap_report)
     _write_json(out_dir / "optimizer_speed.json", speed_report)
-    return {"gap": gap_report, "speed": speed_report}
+    _write_json(out_dir / "optimizer_widths.json", width_report)
+    return {"gap": gap_report, "speed": speed_report, "widths": width_report}
 
 
 def gap_study(*, n_graphs: int, seed: int) -> dict:
@@ -186,14 +196,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--graphs", type=int, default=200, help="random small graphs for (a)")
     parser.add_argument("--seed", type=int, default=2009)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--width-graphs", type=int, default=12, help="random apps with regions for (c)")
     args = parser.parse_args(argv)
-    report = run(args.out_dir, n_graphs=args.graphs, seed=args.seed, repeats=args.repeats)
+    report = run(args.out_dir, n_graphs=args.graphs, seed=args.seed, repeats=args.repeats,
+                 width_graphs=args.width_graphs)
     for key, label in (("summary", ""), ("summary_min_util_1", " (greedy at MinUtil 1)")):
         s = report["gap"][key]
         print(
             f"gap over {s['graphs']} graphs{label}: zero {s['zero_gap']}, mean {s['mean']:.4f}, "
             f"median {s['median']:.4f}, p90 {s['p90']:.4f}, max {s['max']:.4f}"
         )
+    w = report["widths"]["summary"]
+    print(f"width heuristic vs exhaustive over {w['graphs']} graphs: zero {w['zero_gap']}, mean {w['mean']:.4f}, "
+          f"max {w['max']:.4f}; vectors planned {w['vectors_ascent_mean']:.1f} vs {w['vectors_exhaustive_mean']:.1f}")
     for r in report["speed"]["runs"]:
         print(
             f"GreedyFuse {r['operators']} operators / {r['links']} links: "

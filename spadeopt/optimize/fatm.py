@@ -16,11 +16,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from spadeopt.errors import OptimizeError, PlacementInfeasible, UsageError
-from spadeopt.model.graph import AppGraph
+from spadeopt.model.graph import AppGraph, PortRef
 from spadeopt.optimize.cost import metrics, objective
 from spadeopt.optimize.exact import exact_fuse, gap
 from spadeopt.optimize.greedy_fuse import absorb_leftovers, greedy_fuse, why_not_merged
 from spadeopt.optimize.placement import pe_graph, place
+from spadeopt.optimize.predict import DEFAULT_MODEL, PerfModel, Prediction, predict
 from spadeopt.optimize.problem import CommModel, FusionProblem
 from spadeopt.optimize.rate import max_rate, parse_rate, scale
 from spadeopt.optimize.result import FusionResult
@@ -39,6 +40,7 @@ class OperatorProfile:
     load: Mapping[str, float]  # u per operator (CPU fraction, in cores)
     links: tuple[tuple[str, str, float, float], ...]  # (src op, dst op, tuples/s, bytes/tuple)
     source_rate: float = 0.0  # aggregate source rate (tuples/s) the loads were measured at
+    one_pe_run: bool = False  # profiled in one run of one PE (FALL, one node): that PE ran one core flat out
 
 
 def unfusable_pairs(graph: AppGraph) -> tuple[frozenset[str], ...]:
@@ -112,14 +114,18 @@ class AutoPlan:
 def fuse_auto(graph: AppGraph, prof: OperatorProfile, comm: CommModel, nodes: int, cores: int,
               max_frac: float = 0.5, min_util: float = 0.95, exact: bool = False,
               capacity_frac: float = 1.0, rate: str | float = "profiled", absorb: bool = True,
-              widths: Mapping[str, int] | None = None, fission: bool = True) -> AutoPlan:
+              widths: Mapping[str, int] | None = None, fission: bool = True,
+              model: PerfModel | None = None) -> AutoPlan:
     """Fission x GreedyFuse x placement at the planning ``rate`` (see :mod:`spadeopt.optimize.rate`).
 
     Every declared parallel region not pinned by ``widths`` (``--width``) gets the width
     that gives the highest planned rate (``--rate max`` search on the physical graph;
     :mod:`spadeopt.optimize.widths`); ``fission=False`` keeps them at width 1. Then the
-    physical graph of the chosen widths is fused and placed at ``rate``.
+    physical graph of the chosen widths is fused and placed at ``rate``. Width vectors are
+    scored, and the plan's throughput predicted, by :func:`predict_plan` under ``model``
+    (:mod:`spadeopt.optimize.predict`; default constants when ``None``).
     """
+    model = model or DEFAULT_MODEL
     rate = parse_rate(rate)
     check_profile(graph, prof)  # before searching
     if nodes < 1 or cores < 1:
@@ -129,13 +135,7 @@ def fuse_auto(graph: AppGraph, prof: OperatorProfile, comm: CommModel, nodes: in
     fission_doc: dict[str, Any] = {"enabled": fission, "pinned": dict(sorted((widths or {}).items())),
                                    "search": None}
     if free:
-        def evaluate(rs):
-            try:
-                got = _plan_physical(graph, prof, rs, comm, nodes, cores, max_frac, min_util, capacity_frac,
-                                     "max", absorb)
-            except OptimizeError:
-                return None
-            return got[-1].rate
+        evaluate = width_scorer(graph, prof, comm, nodes, cores, max_frac, min_util, capacity_frac, absorb, model)
         regions, fission_doc["search"] = choose_widths(regions, free, nodes * cores, evaluate)
     problem, result, placement, tmp_ids, factor, search = _plan_physical(
         graph, prof, regions, comm, nodes, cores, max_frac, min_util, capacity_frac, rate, absorb)
@@ -157,10 +157,38 @@ def fuse_auto(graph: AppGraph, prof: OperatorProfile, comm: CommModel, nodes: in
                        "capacity_cores": nodes * cores * capacity_frac,
                        "search_tries": search.tries if search else 0,
                        "at_upper_bound": search.at_upper_bound if search else False}
+    try:
+        predicted = predict_plan(graph, prof, plan, comm, model)
+    except OptimizeError as exc:  # e.g. a profile whose sources sent nothing: no rate to predict
+        explain["rate"]["predicted"] = None
+        explain["prediction"] = {"error": str(exc), "model": model.to_json()}
+    else:
+        explain["rate"]["predicted"] = predicted.rate
+        explain["prediction"] = {**predicted.to_json(), "model": model.to_json()}
     explain["absorb_leftovers"] = absorb
     fission_doc["widths"] = {r.name: r.width for r in regions}
     explain["fission"] = fission_doc
     return AutoPlan(plan, result, explain)
+
+
+def width_scorer(graph: AppGraph, prof: OperatorProfile, comm: CommModel, nodes: int, cores: int,
+                 max_frac: float, min_util: float, capacity_frac: float, absorb: bool, model: PerfModel):
+    """The score of a width vector (regions with their widths): the predicted source rate
+    of the plan FATM makes for it at ``--rate max``, or ``None`` when nothing fits."""
+    def evaluate(rs) -> float | None:
+        try:
+            got = _plan_physical(graph, prof, rs, comm, nodes, cores, max_frac, min_util, capacity_frac,
+                                 "max", absorb)
+        except OptimizeError:
+            return None
+        _, result_w, placement_w, tmp_w, _, _ = got
+        trial = make_plan(graph, "auto", [list(p) for p in result_w.partitions],
+                          [placement_w[t] for t in tmp_w], nodes, cores, regions=rs)
+        try:
+            return predict_plan(graph, prof, trial, comm, model).rate
+        except OptimizeError:
+            return None
+    return evaluate
 
 
 def _plan_physical(graph: AppGraph, prof: OperatorProfile, regions, comm: CommModel, nodes: int, cores: int,
@@ -240,3 +268,52 @@ def _pe_links(plan: Plan, problem: FusionProblem) -> list[dict[str, Any]]:
         key = (owner[lk.src], owner[lk.dst])
         acc[key] = acc.get(key, 0.0) + lk.rate
     return [{"src": a, "dst": b, "rate": r} for (a, b), r in sorted(acc.items())]
+
+
+def predict_plan(graph: AppGraph, prof: OperatorProfile, plan: Plan, comm: CommModel,
+                 model: PerfModel) -> Prediction:
+    """The predicted source rate of any strategy's ``plan`` of ``graph`` from the profile
+    (:mod:`spadeopt.optimize.predict`): its parallel regions are mapped onto the physical
+    graph as FATM maps them, then the plan's PEs and nodes are evaluated."""
+    check_profile(graph, prof)
+    physical = physical_graph(graph, plan.regions)
+    pprof = physical_profile(graph, prof, plan.regions)
+    problem = problem_for(physical, pprof, comm, 1.0, 1.0)
+    return predict(problem, [(pe.pe_id, pe.operators, pe.node) for pe in plan.pes], plan.nodes, plan.cores,
+                   prof.source_rate, model, unattributed_call_s(prof, model),
+                   collapsed_links(physical, plan) if plan.collapse and model.collapse_saves_s > 0 else frozenset())
+
+
+def collapsed_links(graph: AppGraph, plan: Plan) -> frozenset[tuple[str, str]]:
+    """Links ``a -> b`` that codegen compiles into one loop (``spadeopt.codegen.collapse``'s
+    run rule, read off the graph): ``a`` and ``b`` functors of one PE, ``a`` with one output
+    port whose only subscriber is ``b``, ``b`` without a filter and with no other publisher."""
+    pe_of = plan.pe_of
+    out = set()
+    for op in graph.operators:
+        if op.kind != "functor" or len(op.outputs) != 1:
+            continue
+        subs = graph.subscribers(PortRef(op.name, op.outputs[0].name))
+        if len(subs) != 1:
+            continue
+        nxt = graph.op(subs[0].op)
+        if (nxt.kind == "functor" and not getattr(nxt.params, "filter", None)
+                and len(graph.publishers(subs[0])) == 1 and pe_of.get(op.name) == pe_of.get(nxt.name)):
+            out.add((op.name, nxt.name))
+    return frozenset(out)
+
+
+def unattributed_call_s(prof: OperatorProfile, model: PerfModel) -> float:
+    """CPU seconds per fused tuple delivery that no operator's timer saw.
+
+    A profile of one PE whose sources read flat out (``one_pe_run``) measured a process
+    that was busy ``model.pe_cap`` cores at the profiled rate; what the operators' own
+    loads do not account for is the generated code between them (submits, calls, batching,
+    the PE's loop), spread over every tuple delivered inside that PE. Otherwise (or when
+    the operators account for it all) ``model.call_s``.
+    """
+    if not prof.one_pe_run:
+        return model.call_s
+    spare = model.pe_cap - math.fsum(prof.load.values())
+    internal = math.fsum(r for a, b, r, _ in prof.links if a is not None and b is not None)
+    return spare / internal if spare > 0 and internal > 0 else model.call_s

@@ -159,9 +159,11 @@ def candidate_widths(max_width: int) -> tuple[int, ...]:
 
 
 def choose_widths(regions: tuple[Region, ...], free: tuple[str, ...], max_width: int,
-                  evaluate: Callable[[tuple[Region, ...]], float | None]) -> tuple[tuple[Region, ...], dict[str, Any]]:
+                  evaluate: Callable[[tuple[Region, ...]], float | None],
+                  exhaustive_max: int = EXHAUSTIVE_MAX) -> tuple[tuple[Region, ...], dict[str, Any]]:
     """The width vector (over the ``free`` regions; the others keep theirs) with the
-    best planned rate, and a record of the search for ``explain.json``."""
+    best planned rate, and a record of the search for ``explain.json``. Up to
+    ``exhaustive_max`` vectors are searched exhaustively (the benchmark forces either)."""
     names = [r.name for r in regions]
     idx = [names.index(n) for n in free]
     cache: dict[tuple[int, ...], WidthTry] = {}
@@ -180,7 +182,7 @@ def choose_widths(regions: tuple[Region, ...], free: tuple[str, ...], max_width:
     choices = candidate_widths(max_width)
     n_vectors = len(choices) ** len(idx)
     best: WidthTry | None = None
-    if n_vectors <= EXHAUSTIVE_MAX:
+    if n_vectors <= exhaustive_max:
         search = "exhaustive"
         for widths in itertools.product(choices, repeat=len(idx)):
             t = score(widths)

@@ -44,18 +44,22 @@ def test_compare_runs_all_four_strategies_and_their_answers_agree(compared):
         assert label in proc.stdout, proc.stdout
 
 
-def test_compare_reports_fatm_predictions_with_and_without_fission(compared):
-    """--no-fission adds FATM-w1 (every region at width 1) from the same profile; both
-    FATM rows carry their planned rate and planned / measured."""
+def test_compare_reports_predictions_for_every_strategy(compared):
+    """--no-fission adds FATM-w1 (every region at width 1) from the same profile; every
+    row (NONE, FALL, FMAN too) carries the model's predicted rate and predicted / measured,
+    and FATM's is the rate its explain.json predicts for its own plan."""
     out, _ = compared
     doc = json.loads((out / "compare.json").read_text())
     rows = doc["strategies"]
     assert doc["fatm_plan_auto1"]["widths"] == {"ops": 1}
     assert set(doc["fatm_plan"]["widths"]) == {"ops"}
-    for st in ("auto", "auto1"):
+    for st in ("none", "all", "manual", "auto", "auto1"):
         assert rows[st]["planned_rate"] > 0
         assert rows[st]["predicted_over_measured"] == rows[st]["planned_rate"] / rows[st]["throughput_median"]
-    assert "planned_rate" not in rows["all"]
+        assert rows[st]["prediction"]["model"]["source"]
+    explain = json.loads((out / "build-auto" / "explain.json").read_text())
+    assert rows["auto"]["planned_rate"] == explain["rate"]["predicted"] == doc["fatm_plan"]["planned_rate"]
+    assert (out / "compare.txt").read_text().startswith("chain on ")
     best = max(rows[st]["throughput_median"] for st in ("all", "manual", "auto1"))
     assert doc["fatm_over_best_other"] == rows["auto"]["throughput_median"] / best
     plan1 = json.loads((out / "build-auto1" / "plan.json").read_text())

@@ -33,8 +33,12 @@ def peer():
     return graph, _profile(graph, 0.2, 0.01, 10_000)
 
 
-def test_a_dominant_region_is_widened_when_there_are_spare_cores(peer):
-    graph, prof = peer
+def test_a_dominant_region_is_widened_when_there_are_spare_cores():
+    """One heavy operator in the region: pipelining cannot spread it over the cores,
+    replication can. (A chain of several region operators already pipelines over the
+    cores, and the prediction's per-PE scheduling cost then keeps width 1.)"""
+    graph, _ = api.load_graph("apps/peer.py", {"tuples": "1000", "n": "1"})
+    prof = _profile(graph, 0.8, 0.01, 10_000)
     auto = fuse_auto(graph, prof, COMM, nodes=1, cores=4, rate="max")
     (region,) = auto.plan.regions
     assert region.name == "chain" and region.width > 1
@@ -44,11 +48,11 @@ def test_a_dominant_region_is_widened_when_there_are_spare_cores(peer):
     tried = {t["width"]: t["planned_rate"] for t in doc["search"]["regions"]["chain"]["tried"]}
     assert set(tried) == {1, 2, 3, 4} and doc["search"]["search"] == "exhaustive"
     assert tried[region.width] == max(tried.values()) > tried[1]
-    assert auto.explain["rate"]["planned"] == pytest.approx(tried[region.width])
+    assert auto.explain["rate"]["predicted"] == pytest.approx(tried[region.width])
     # every channel copy is in the plan
     pe_of = auto.plan.pe_of
     for c in range(region.width):
-        assert all(f"f{i}__{c}" in pe_of for i in range(4))
+        assert f"f0__{c}" in pe_of
     assert any("__" in o for pe in auto.explain["pes"] for o in pe["operators"])
 
 
@@ -57,7 +61,7 @@ def test_one_core_keeps_width_one(peer):
     auto = fuse_auto(graph, prof, COMM, nodes=1, cores=1, rate="max")
     assert auto.plan.regions[0].width == 1
     assert auto.explain["fission"]["search"]["regions"]["chain"]["tried"] == [
-        {"width": 1, "planned_rate": auto.explain["rate"]["planned"]}]
+        {"width": 1, "planned_rate": auto.explain["rate"]["predicted"]}]
 
 
 def test_a_cheap_region_stays_narrow(peer):
@@ -112,9 +116,9 @@ def test_the_chosen_plan_runs_on_spark_with_the_answers_of_fall(tmp_path):
     from spadeopt.codegen.render import generate
     from spadeopt.deploy.launcher import run_build
 
-    params = {"tuples": "3000", "n": "4", "sink": "file"}
+    params = {"tuples": "3000", "n": "1", "sink": "file"}  # one heavy region operator: widened (see above)
     graph, ref = api.load_graph("apps/peer.py", params)
-    auto = fuse_auto(graph, _profile(graph, 0.2, 0.01, 10_000), COMM, nodes=1, cores=2, rate="max")
+    auto = fuse_auto(graph, _profile(graph, 0.8, 0.01, 10_000), COMM, nodes=1, cores=2, rate="max")
     assert auto.plan.regions[0].width == 2
     build = generate(graph, auto.plan, tmp_path / "b-auto", ref)
     run_build(build.directory, None, tmp_path / "auto")

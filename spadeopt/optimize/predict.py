@@ -1,0 +1,216 @@
+"""Predicted throughput of a plan: the source rate at which its busiest resource saturates.
+
+GreedyFuse and placement decide *which* PEs to build under MaxFrac and the node
+capacity (policy); this module answers a different question for any finished plan
+(FATM's, FALL's, FMAN's or NONE's): at which aggregate source rate will it run when the
+sources read as fast as the rest keeps up? The same function scores FATM's width
+vectors and is what ``explain.json`` and ``compare`` report as the planned rate, so the
+planned rate of every strategy is one model evaluated on its plan.
+
+Model. The profile gives, at its source rate ``R0``, every operator's CPU fraction ``u``
+and every link's tuple rate; everything grows linearly with the factor ``k = R / R0``.
+For a PE ``P`` (a set of operators of the physical graph) at factor ``k``::
+
+    L_P(k) = k * oper_scale * (OperLoad(P) + call_s * Internal(P)) + comm_scale * v(k * Rate(P), Size(P))
+
+* ``OperLoad`` and ``Rate``/``Size`` are digest 003's (:mod:`spadeopt.optimize.cost`),
+  ``v`` the calibrated communication cost (paper 000's δ: what crossing a PE boundary
+  costs per tuple, both ends);
+* ``Internal(P)``: tuple rate of the links with both ends in ``P``; ``call_s`` the CPU
+  seconds the generated code spends delivering one tuple from one fused operator to the
+  next (submits, calls, batching, the PE's loop) that no operator's own timer sees. When
+  the profile is one run of one PE whose sources read flat out, that PE was busy one core
+  (``pe_cap``), so ``call_s`` is measured from the profile itself: the core minus the
+  operators' loads, per internal tuple (``spadeopt.optimize.fatm.unattributed_call_s``);
+  otherwise the model's constant;
+* ``oper_scale``: the profile is measured on an instrumented build (timers around every
+  sampled call), which runs slower than the production build; its loads are scaled by
+  this factor (measured: FALL production / FALL profiled rate);
+* ``collapse_saves_s``: a production build compiles each run of static-rate functors of a
+  PE into one loop (``spadeopt.codegen.collapse``), which the profiled (instrumented)
+  build does not: a link inside a run costs no ``call_s``, and an operator inlined into
+  its predecessor's loop saves this many CPU seconds per input tuple (its call, its
+  tuple; never below 0); the work of its expressions stays;
+* ``comm_scale`` corrects ``v`` (calibrated on a lone forwarding pipeline) for the PEs of
+  a real app.
+
+Capacity. A PE is one Python process: it can use at most ``pe_cap`` cores. A node offers
+``cores`` cores to its PEs while it runs at most ``cores`` PEs that count (``L_P >=
+busy``; with ``busy = 0`` every PE counts: an idle PE still wakes for every small batch
+and timer); with ``n > cores`` of them the OS time-slices and every switch costs, so the
+node offers ``cores / (1 + sched * (n - cores))`` (the node capacity rule for more PEs
+than cores). The predicted factor is the largest ``k`` for which every PE and every node
+fits, found by bisection (``L_P`` only grows with ``k`` and so does the count of PEs that
+count, so feasibility is monotone). Deterministic: a pure function of the plan, the
+profile, the calibration and :class:`PerfModel`. The defaults are fitted on this
+project's 2-core VM (docs/decisions.md); a calibration file's ``perf_model`` block
+replaces them.
+
+The split and merge of a parallel region are operators of the physical graph; their
+cost per tuple is :mod:`spadeopt.optimize.widths`' ``SPLIT_S``/``MERGE_S``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from spadeopt.errors import OptimizeError
+from spadeopt.optimize.cost import crossing_links, evaluate_comm
+from spadeopt.optimize.problem import FusionProblem
+
+BISECT_STEPS = 60
+
+
+@dataclass(frozen=True)
+class PerfModel:
+    """The constants of the prediction (module docstring); explain.json records them."""
+
+    call_s: float = 0.0
+    oper_scale: float = 1.0
+    collapse_saves_s: float = 0.0
+    comm_scale: float = 1.0
+    pe_cap: float = 1.0
+    sched: float = 0.0
+    busy: float = 0.1
+    source: str = "defaults"
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """What :func:`predict` found: the source ``rate`` (``factor`` x the profiled rate),
+    every PE's load and every node's load and capacity there, and what binds."""
+
+    rate: float
+    factor: float
+    pe_load: Mapping[str, float]
+    node_load: Mapping[int, float]  # nodes that host PEs only
+    node_capacity: Mapping[int, float]
+    busy_pes: Mapping[int, int]
+    bottleneck: str
+    call_s: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"rate": self.rate, "factor": self.factor, "bottleneck": self.bottleneck, "call_s": self.call_s,
+                "pe_load": dict(self.pe_load), "node_load": {str(n): v for n, v in self.node_load.items()},
+                "node_capacity": {str(n): v for n, v in self.node_capacity.items()},
+                "busy_pes": {str(n): v for n, v in self.busy_pes.items()}}
+
+
+@dataclass(frozen=True)
+class _PE:
+    name: str
+    node: int
+    linear: float  # load per unit factor, without communication
+    rate: float  # Rate(P) at factor 1
+    size: float
+
+
+def predict(problem: FusionProblem, pes: Sequence[tuple[str, Sequence[str], int]], nodes: int, cores: int,
+            profiled_rate: float, model: PerfModel, call_s: float | None = None,
+            collapsed: frozenset[tuple[str, str]] = frozenset()) -> Prediction:
+    """The predicted source rate of the PEs ``pes`` (``(name, operators, node)``) of
+    ``problem`` (a problem at the profiled rate, factor 1) on ``nodes`` x ``cores``;
+    ``call_s`` replaces ``model.call_s`` (e.g. measured from the profile); ``collapsed``
+    are the internal links codegen compiles into one loop."""
+    call_s = model.call_s if call_s is None else call_s
+    if not (profiled_rate > 0 and math.isfinite(profiled_rate)):
+        raise OptimizeError("the profile's sources sent no tuples, so there is no rate to predict; "
+                            "profile a run whose sources emit tuples")
+    seen: set[str] = set()
+    parts = []
+    for name, ops, node in pes:
+        members = frozenset(ops)
+        if members & seen or not members <= problem.operator_set or not 0 <= node < nodes:
+            raise OptimizeError(f"PE '{name}' does not belong to a partition of this app's operators "
+                                f"on {nodes} node(s); rebuild the plan from this profile")
+        seen |= members
+        crossing = list(crossing_links(members, problem))
+        tuples = math.fsum(lk.rate for lk in crossing)
+        size = math.fsum(lk.byte_rate for lk in crossing) / tuples if tuples > 0 else 0.0
+        internal = math.fsum(lk.rate for op in members for lk in problem.incident[op]
+                             if lk.src == op and lk.dst in members and (lk.src, lk.dst) not in collapsed)
+        inlined = {b for a, b in collapsed if a in members and b in members}
+        oper = math.fsum(_inlined_load(problem, op, model.collapse_saves_s) if op in inlined else problem.load[op]
+                         for op in members)
+        parts.append(_PE(name, node, model.oper_scale * (oper + call_s * internal), tuples, size))
+    if seen != problem.operator_set:
+        raise OptimizeError("the plan's PEs do not cover every operator of the app; rebuild the plan")
+
+    def loads(k: float) -> list[float]:
+        return [k * p.linear + model.comm_scale * evaluate_comm(problem, k * p.rate, p.size) for p in parts]
+
+    used = sorted({p.node for p in parts})  # only nodes that host PEs (a cluster may have 100,000)
+
+    def check(k: float) -> tuple[bool, list[float], dict[int, float], dict[int, float], dict[int, int], str]:
+        ls = loads(k)
+        node_load = dict.fromkeys(used, 0.0)
+        busy = dict.fromkeys(used, 0)
+        why = ""
+        for p, load in zip(parts, ls, strict=True):
+            node_load[p.node] += load
+            busy[p.node] += load >= model.busy
+            if load > model.pe_cap and not why:
+                why = f"PE {p.name} needs more than {model.pe_cap:g} core"
+        cap = {n: cores / (1.0 + model.sched * max(0, b - cores)) for n, b in busy.items()}
+        for n in used:
+            if node_load[n] > cap[n] and not why:
+                why = f"node {n}: {busy[n]} busy PE(s) need more than its {cap[n]:.2f} cores"
+        return not why, ls, node_load, cap, busy, why
+
+    total = math.fsum(p.linear for p in parts)
+    if total <= 0:
+        raise OptimizeError("the profile measured no CPU load at all; profile a longer run (-p / --duration)")
+    hi = len(used) * cores / total  # above this, the linear part alone overfills every used core
+    lo = 0.0
+    ok, *_ = check(hi)
+    if not ok:
+        for _ in range(BISECT_STEPS):
+            mid = (lo + hi) / 2
+            if check(mid)[0]:
+                lo = mid
+            else:
+                hi = mid
+        k = lo
+    else:
+        k = hi
+    _, ls, node_load, cap, busy, _ = check(k)
+    _, *_, why = check(k * (1 + 1e-6) if k > 0 else 1e-9)
+    return Prediction(rate=k * profiled_rate, factor=k, pe_load={p.name: x for p, x in zip(parts, ls, strict=True)},
+                      node_load=node_load, node_capacity=cap, busy_pes=busy,
+                      bottleneck=why or "every core busy with operator work", call_s=call_s)
+
+
+def _inlined_load(problem: FusionProblem, op: str, saves_s: float) -> float:
+    rate_in = math.fsum(lk.rate for lk in problem.incident[op] if lk.dst == op)
+    return max(0.0, problem.load[op] - saves_s * rate_in)
+
+
+DEFAULT_MODEL = PerfModel(oper_scale=0.7, sched=0.03, busy=0.0, collapse_saves_s=0.0,
+                          source="spadeopt defaults (fitted on bargain and chain compare runs, 2-core VM; "
+                                 "docs/decisions.md)")
+"""Used when the calibration file holds no ``perf_model`` (constants: docs/decisions.md)."""
+
+
+def model_from_calibration(doc: Mapping[str, Any], source: str) -> PerfModel:
+    """The calibration's ``perf_model`` block (``OptimizeError`` if malformed), else
+    :data:`DEFAULT_MODEL`."""
+    block = doc.get("perf_model")
+    if block is None:
+        return DEFAULT_MODEL
+    fields = {f for f in PerfModel.__dataclass_fields__ if f != "source"}
+    if not isinstance(block, Mapping) or set(block) - fields - {"source", "fitted"}:
+        raise OptimizeError(f"{source}: 'perf_model' must be an object with keys among {sorted(fields)}; "
+                            f"recalibrate or remove it")
+    values = {k: block[k] for k in fields if k in block}
+    bad = [k for k, v in values.items()
+           if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v < 0]
+    if bad or min(values.get(k, 1.0) for k in ("pe_cap", "comm_scale", "oper_scale")) <= 0:
+        raise OptimizeError(f"{source}: 'perf_model' values must be finite numbers >= 0 (pe_cap, comm_scale, "
+                            f"oper_scale > 0); got {dict(values)}")
+    return PerfModel(**{k: float(v) for k, v in values.items()}, source=f"{source} perf_model")
