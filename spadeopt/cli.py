@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from spadeopt.errors import SpadeoptError, UsageError
@@ -391,8 +392,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
         signal.signal(signal.SIGTERM, _terminate)
+    return guarded(lambda: args.func(args))
+
+
+def guarded(command: Callable[[], int]) -> int:
+    """Run ``command`` as every entry point does: a SpadeoptError becomes its message and
+    exit code, Ctrl-C (or SIGTERM) exit 130, and Spark is stopped either way."""
     try:
-        return args.func(args)
+        return command()
     except SpadeoptError as exc:
         _stop_spark()
         print(f"spadeopt: error: {exc}", file=sys.stderr)

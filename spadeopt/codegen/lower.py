@@ -15,8 +15,7 @@ from spadeopt.errors import CodegenError
 from spadeopt.model.expr import compile_expr
 from spadeopt.model.graph import AppGraph, Operator, SymbolRef
 from spadeopt.model.schema import Schema
-from spadeopt.plan.regions import SEQ
-from spadeopt.runtime.fission import FINAL_BASE
+from spadeopt.runtime.fission import FINAL_BASE, SEQ
 
 Imports = dict[tuple[str, str], str]
 

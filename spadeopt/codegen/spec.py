@@ -15,7 +15,7 @@ from spadeopt.codegen import collapse
 from spadeopt.model.graph import AppGraph, Operator, PortRef
 from spadeopt.model.schema import gid
 from spadeopt.plan.plan import PE, Plan
-from spadeopt.plan.regions import SEQ
+from spadeopt.runtime.fission import SEQ
 
 NEEDS_LOCK_KINDS = frozenset({"aggregate", "join", "merge", "custom", "sink", "fission_split", "fission_merge"})
 

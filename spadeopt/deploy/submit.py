@@ -35,27 +35,22 @@ def main(argv: list[str] | None = None) -> int:
     if args.path:
         print(Path(__file__).resolve())
         return 0
-    from spadeopt.cli import _end_status, _progress, _stop_spark, _table
-    from spadeopt.errors import SpadeoptError, UsageError
+    from spadeopt.cli import _end_status, _progress, _table, guarded
+    from spadeopt.errors import UsageError
 
-    try:
+    def submitted() -> int:
         if args.build is None:
             raise UsageError("give the build directory: spark-submit ... submit.py BUILD_DIR [--out DIR]")
         from spadeopt import api
+
         result = api.run_submitted(args.build, args.out, _progress, force=args.force)
         _end_status()
         print(_table(result))
         if args.json:
             api.write_json(args.json, result.to_json())
         return 0
-    except SpadeoptError as exc:
-        print(f"spadeopt: error: {exc}", file=sys.stderr)
-        return exc.exit_code
-    except KeyboardInterrupt:
-        print("spadeopt: interrupted", file=sys.stderr)
-        return 130
-    finally:
-        _stop_spark()
+
+    return guarded(submitted)
 
 
 if __name__ == "__main__":

@@ -38,7 +38,8 @@ from spadeopt.model.graph import (
     Stream,
 )
 from spadeopt.model.schema import Schema
-from spadeopt.plan.regions import BLOCK, DYNAMIC, SEQ, Region, check_region
+from spadeopt.plan.regions import BLOCK, DYNAMIC, Region, check_region
+from spadeopt.runtime.fission import SEQ  # the hidden sequence-number attribute (its wire name)
 from spadeopt.toolkit.params import AggOutput, FissionMergeParams, FissionSplitParams
 
 

@@ -39,11 +39,7 @@ import networkx as nx
 
 from spadeopt.errors import UsageError
 from spadeopt.model.graph import PARTITIONED, STATEFUL, AppGraph, Operator, PortRef, Stream
-from spadeopt.runtime.fission import (
-    SEQ as FISSION_SEQ,  # the wire-level name, checked at PE boundaries
-)
 
-SEQ = FISSION_SEQ  # the hidden sequence-number attribute of a dynamic region's channels
 BLOCK = 64  # tuples per round-robin block (split and merge agree on it)
 STATIC, DYNAMIC = "static", "dynamic"
 

@@ -34,11 +34,44 @@ FINAL_BASE = 1 << 62  # sequence numbers of rows flushed at end of stream: after
 _COMPACT = 4096
 
 
-class SeqMerge:
+class _ChannelQueues:
+    """Per-channel queues read from a head index (no per-tuple pops); shared by both merges."""
+
     def __init__(self, n: int) -> None:
         self.queues: list[list] = [[] for _ in range(n)]
         self.heads = [0] * n
         self.live = [True] * n
+
+    @property
+    def buffered(self) -> int:
+        return sum(len(q) - h for q, h in zip(self.queues, self.heads, strict=True))
+
+    def _consume(self, i: int, pos: int) -> None:
+        """Channel ``i``'s queue is read up to ``pos``: drop it when empty, compact it when long."""
+        q = self.queues[i]
+        if pos == len(q):
+            self.queues[i] = []
+            self.heads[i] = 0
+        elif pos > _COMPACT:
+            del q[:pos]
+            self.heads[i] = 0
+        else:
+            self.heads[i] = pos
+
+    def _end(self, channel: int, why: str = "") -> list:
+        self.live[channel] = False
+        out = self._release()
+        if not any(self.live) and self.buffered:  # pragma: no cover - a bug, never data
+            raise RuntimeError(f"fission merge: {self.buffered} tuples left after every channel ended{why}")
+        return out
+
+    def _release(self) -> list:
+        raise NotImplementedError
+
+
+class SeqMerge(_ChannelQueues):
+    def __init__(self, n: int) -> None:
+        super().__init__(n)
         self.floor = [-1] * n  # per channel: its last pulse (no later tuple has a smaller number)
 
     def push(self, channel: int, batch) -> list[tuple]:
@@ -49,15 +82,7 @@ class SeqMerge:
         return self._release()
 
     def finish(self, channel: int) -> list[tuple]:
-        self.live[channel] = False
-        out = self._release()
-        if not any(self.live) and self.buffered:  # pragma: no cover - a bug, never data
-            raise RuntimeError(f"fission merge: {self.buffered} tuples left after every channel ended")
-        return out
-
-    @property
-    def buffered(self) -> int:
-        return sum(len(q) - h for q, h in zip(self.queues, self.heads, strict=True))
+        return self._end(channel)
 
     def _release(self) -> list[tuple]:
         queues, heads = self.queues, self.heads
@@ -79,26 +104,17 @@ class SeqMerge:
             if end == h:
                 continue
             parts.append(q[h:end] if h or end < n else q)
-            if end == n:
-                queues[i] = []
-                heads[i] = 0
-            elif end > _COMPACT:
-                del q[:end]
-                heads[i] = 0
-            else:
-                heads[i] = end
+            self._consume(i, end)
         if not parts:
             return []
         merged = parts[0] if len(parts) == 1 else sorted(chain.from_iterable(parts), key=_SEQ)
         return [t[:-1] for t in merged]
 
 
-class BlockMerge:
+class BlockMerge(_ChannelQueues):
     def __init__(self, n: int, block: int) -> None:
+        super().__init__(n)
         self.n, self.block = n, block
-        self.queues: list[list] = [[] for _ in range(n)]
-        self.heads = [0] * n
-        self.live = [True] * n
         self.cur = 0
         self.left = block
 
@@ -107,16 +123,7 @@ class BlockMerge:
         return self._release()
 
     def finish(self, channel: int) -> list:
-        self.live[channel] = False
-        out = self._release()
-        if not any(self.live) and self.buffered:  # pragma: no cover - a bug, never data
-            raise RuntimeError(f"fission merge: {self.buffered} tuples left after every channel ended "
-                               f"(a channel did not emit one tuple per tuple)")
-        return out
-
-    @property
-    def buffered(self) -> int:
-        return sum(len(q) - h for q, h in zip(self.queues, self.heads, strict=True))
+        return self._end(channel, " (a channel did not emit one tuple per tuple)")
 
     def _release(self) -> list:
         out: list = []
@@ -131,14 +138,7 @@ class BlockMerge:
             take = avail if avail < left else left
             out.extend(q[h:h + take])
             h += take
-            if h == len(q):
-                queues[cur] = []
-                heads[cur] = 0
-            elif h > _COMPACT:
-                del q[:h]
-                heads[cur] = 0
-            else:
-                heads[cur] = h
+            self._consume(cur, h)
             left -= take
             if not left:
                 cur = (cur + 1) % self.n

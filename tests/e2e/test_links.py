@@ -126,14 +126,21 @@ def test_malformed_frame_from_a_legitimate_upstream_stops_the_job_naming_pe_port
     assert not _pe_pids(tmp_path)
 
 
+def _running_chain(build: Path, n: int, ready: str):
+    """A long chain run in the background (stall timeout 3 s), once its n + 1 PEs listen
+    and ``progress/<ready>`` exists."""
+    t, box = _in_background(lambda: api.run("apps/chain.py", "none", {"n": str(n), "tuples": "5000000"},
+                                            build_dir=build, stall_timeout=3))
+    _listening(build / "logs", want=n + 1)
+    deadline = time.time() + 60
+    while not (build / "progress" / ready).exists() and time.time() < deadline:
+        time.sleep(0.1)
+    return t, box
+
+
 def test_a_stopped_pe_ends_the_run_after_the_stall_timeout_naming_it(tmp_path):
     build = tmp_path / "b"
-    t, box = _in_background(lambda: api.run("apps/chain.py", "none", {"n": "2", "tuples": "5000000"},
-                                            build_dir=build, stall_timeout=3))
-    _listening(build / "logs", want=3)
-    deadline = time.time() + 60
-    while not (build / "progress" / "pe1.json").exists() and time.time() < deadline:
-        time.sleep(0.1)
+    t, box = _running_chain(build, 2, "pe1.json")
     (pid,) = _pe_pids(build, "pe1")
     os.kill(pid, signal.SIGSTOP)
     t.join(120)
@@ -147,12 +154,7 @@ def test_a_stopped_pe_ends_the_run_after_the_stall_timeout_naming_it(tmp_path):
 
 def test_the_driver_notices_a_node_agent_that_stopped_reporting(tmp_path):
     build = tmp_path / "b"
-    t, box = _in_background(lambda: api.run("apps/chain.py", "none", {"n": "1", "tuples": "5000000"},
-                                            build_dir=build, stall_timeout=3))
-    _listening(build / "logs", want=2)
-    deadline = time.time() + 60
-    while not (build / "progress" / "agent-0.beat").exists() and time.time() < deadline:
-        time.sleep(0.1)
+    t, box = _running_chain(build, 1, "agent-0.beat")
     agent = int(Path(f"/proc/{_pe_pids(build, 'pe1')[0]}/stat").read_text().rsplit(")", 1)[1].split()[1])
     os.kill(agent, signal.SIGSTOP)
     try:
