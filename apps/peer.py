@@ -1,12 +1,15 @@
 """The common peer workload: records through a chain of functors, counting sink.
 
-``tuples`` records ``(id:int, price:float, symbol:str, volume:float, ts:int)`` (seeded)
-pass through ``n`` functors that each (re)compute ``notional = price * volume``, into a
-counting sink (or a file sink with ``sink="file"``). The whole chain is declared as one
-parallel region ``chain`` of ``width`` channels (stateless and static-rate: the split
-deals blocks round robin, the merge takes them back in turn). FMAN: source (and split)
-in one PE, each channel one PE, merge and sink in one PE; at width 1 the functors are
-one PE.
+``tuples`` records ``(id:int, price:float, symbol:str, volume:float, ts:int)`` (seeded
+per split of ``split`` records, so the source is splittable) pass through ``n``
+functors that each (re)compute ``notional = price * volume``, into a counting sink (or
+a file sink with ``sink="file"``). The source and the whole chain are declared as one
+parallel region ``chain`` of ``width`` channels, as the data-parallel peers (Bytewax,
+one input partition per worker) run it: each channel reads its own splits and runs the
+chain, and the merge takes whole splits back in turn (stateless and static-rate: no
+split operator, no sequence number), so the answer is the width-1 answer. FMAN: each
+channel one PE (source and functors), merge and sink in one PE; at width 1 the source
+and the functors are one PE each.
 """
 
 from __future__ import annotations
@@ -15,31 +18,36 @@ import random
 from collections.abc import Iterator
 
 from spadeopt import App, app
+from spadeopt.toolkit.sources import splittable
 
 SCHEMA = "id:int, price:float, symbol:str, volume:float, ts:int"
+TS0 = 1_700_000_000_000
 
 
-def records(n: int, symbols: int = 100, seed: int = 1) -> Iterator[tuple]:
-    """``n`` seeded records ``(id, price, symbol, volume, ts)``."""
-    rng = random.Random(seed)
+@splittable("split")
+def records(n: int, symbols: int = 100, seed: int = 1, split: int = 4096, *, part: int = 0,
+            parts: int = 1) -> Iterator[list]:
+    """Splits ``part, part + parts, ...`` of ``n`` seeded records ``(id, price, symbol, volume, ts)``,
+    ``split`` records each; every split is seeded on its own, so any channel can make it."""
     syms = [f"S{i:03d}" for i in range(symbols)]
-    rand, ts = rng.random, 1_700_000_000_000
-    for i in range(n):
-        ts += 1
-        yield (i, round(10.0 + 90.0 * rand(), 2), syms[int(rand() * symbols)], round(1.0 + 999.0 * rand(), 1), ts)
+    for s in range(part, -(-n // split), parts):
+        rand = random.Random(seed * 1_000_003 + s).random
+        yield [(i, round(10.0 + 90.0 * rand(), 2), syms[int(rand() * symbols)], round(1.0 + 999.0 * rand(), 1),
+                TS0 + i + 1) for i in range(s * split, min(n, (s + 1) * split))]
 
 
 @app
-def peer(tuples: int = 1_000_000, n: int = 16, width: int = 1, symbols: int = 100, sink: str = "count") -> App:
+def peer(tuples: int = 1_000_000, n: int = 16, width: int = 1, symbols: int = 100, sink: str = "count",
+         split: int = 4096) -> App:
     a = App("peer")
-    s = a.source("src", SCHEMA, generator=records, args={"n": tuples, "symbols": symbols, "seed": 1})
+    s = a.source("src", SCHEMA, generator=records, args={"n": tuples, "symbols": symbols, "seed": 1, "split": split})
     ops = []
     for i in range(n):
         s = a.functor(f"f{i}", s, output={"id": "id", "price": "price", "symbol": "symbol", "volume": "volume",
                                           "ts": "ts", "notional:float": "price * volume"})
         ops.append(f"f{i}")
     a.sink("sink", s, mode=sink)
-    a.parallel(*ops, width=width, name="chain")
+    a.parallel("src", *ops, width=width, name="chain")
     if len(ops) > 1:
         a.fuse(*ops)
     return a

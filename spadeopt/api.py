@@ -392,11 +392,14 @@ def regions_text(plan: Plan) -> list[str]:
     pe_of = plan.pe_of
     node = {p.pe_id: p.node for p in plan.pes}
     for r in plan.regions:
-        how = (f"hash of {', '.join(r.key)}" if r.key else "round robin") + ", " + (
-            "weighted round robin merge" if r.ordering == "static" else "sequence-number merge")
+        feed = (f"hash of {', '.join(r.key)}" if r.key else "round robin") if r.has_split else (
+            "each channel reads its own source splits")
+        how = feed + ", " + ("weighted round robin merge" if r.ordering == "static" else "sequence-number merge")
         lines.append(f"region '{r.name}': width {r.width}, {how}; operators {', '.join(r.operators)}")
         if r.width > 1:
             for what, op in (("split", r.split), ("merge", r.merge)):
+                if op not in pe_of:  # a region led by a splittable source has no split
+                    continue
                 lines.append(f"  {what:<8} {op} in {pe_of[op]} on node {node[pe_of[op]]}")
             for c in range(r.width):
                 pes = sorted({pe_of[Region.channel_op(o, c)] for o in r.operators})

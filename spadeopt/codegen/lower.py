@@ -203,7 +203,12 @@ def _args(op: Operator, pairs: tuple) -> str:
 
 def lower_source(graph: AppGraph, op: Operator, imports: Imports) -> dict[str, Any]:
     p = op.params
-    return {"gen": _alias(p.generator, imports), "args": _args(op, p.args)}
+    args = _args(op, p.args)
+    if p.split:  # a splittable generator: this copy's share of the splits (all of them outside a region)
+        args = ", ".join(a for a in (args, f"part={p.part}, parts={p.parts}") if a)
+    out = op.out_port("out").schema
+    return {"gen": _alias(p.generator, imports), "args": args, "split": p.split, "part": p.part,
+            "parts": p.parts, "seq": out is not None and SEQ in out}
 
 
 def lower_functor(graph: AppGraph, op: Operator, imports: Imports) -> dict[str, Any]:

@@ -42,6 +42,7 @@ from spadeopt.model.graph import (
     SymbolRef,
 )
 from spadeopt.model.schema import Schema, is_identifier
+from spadeopt.toolkit.sources import split_size
 from spadeopt.toolkit.params import (
     CustomParams,
     MergeParams,
@@ -137,7 +138,9 @@ class App:
                args: Mapping[str, Any] | None = None, file: str | None = None,
                format: str | None = None) -> StreamHandle:
         """A source: a seeded generator ``generator(**args)`` yielding tuples, or a file
-        replay (CSV with a header, JSON lines, or Parquet) of ``file``."""
+        replay (CSV with a header, JSON lines, or Parquet) of ``file``. A generator marked
+        ``spadeopt.toolkit.sources.splittable`` yields splits instead, and may lead a
+        parallel region (each channel reads its own splits)."""
         decl = _Decl(name, "source", {}, {}, state=STATEFUL)
         sch = self._schema(schema, decl, "schema")
         decl.out_schemas = {"out": sch} if sch else None
@@ -156,8 +159,15 @@ class App:
                 )
         else:
             try:
+                try:
+                    split = split_size(generator, dict(args or {}))
+                except ValueError as exc:
+                    raise UsageError(f"source '{name}': {exc}") from None
+                if split and {"part", "parts"} & set(args or {}):
+                    raise UsageError(f"source '{name}': args must not set part/parts of a splittable "
+                                     f"generator; fission sets them for each channel")
                 decl.raw["params"] = SourceParams(symbol_of(generator, f"source '{name}'"),
-                                                  tuple(sorted((args or {}).items())))
+                                                  tuple(sorted((args or {}).items())), split=split)
             except UsageError as exc:
                 decl.problems.append(str(exc))
         self._add(decl)

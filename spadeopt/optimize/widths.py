@@ -12,6 +12,8 @@ logical (width-1) graph. For a candidate width vector (one width per region):
    - a channel copy gets ``1/w`` of its operator's load and of every link rate inside
      the region (the split deals round robin, or hashes the key: we *assume uniform
      keys*; a skewed key makes one channel hotter than planned);
+   - a region that starts at a splittable source has no split: each copy of the source
+     reads ``1/w`` of the splits, so it gets ``1/w`` of the source's load like any copy;
    - the split costs ``SPLIT_S`` CPU seconds per tuple entering the region, the merge
      ``MERGE_S`` per tuple leaving it (static-rate or sequence-number variant; constants
      measured by ``python -m spadeopt.bench.fission_cost``, see docs/decisions.md);
@@ -92,8 +94,9 @@ def _map_region(graph: AppGraph, r: Region, load: Mapping[str, float],
     for o in r.operators:
         for c in range(w):
             out_load[Region.channel_op(o, c)] = load.get(o, 0.0) / w
-    # the entering stream: one profile link (src -> entry op) stands for it
-    entry = (shape.entry.src.op, shape.entry.dst.op)
+    # the entering stream: one profile link (src -> entry op) stands for it (none when the
+    # region starts at a splittable source: each copy reads its splits, no split, no link)
+    entry = (shape.entry.src.op, shape.entry.dst.op) if shape.entry is not None else None
     n_entry = sum(1 for s in graph.streams if (s.src.op, s.dst.op) == entry)
     out: list[Link] = []
     in_rate = 0.0
@@ -121,7 +124,8 @@ def _map_region(graph: AppGraph, r: Region, load: Mapping[str, float],
     if exit_rate is None:  # the profile saw no tuple leave the region (unseen streams become
         exit_rate = 0.0    # zero-rate links in problem_for)
     mode = r.ordering
-    out_load[r.split] = in_rate * SPLIT_S[mode]
+    if entry is not None:
+        out_load[r.split] = in_rate * SPLIT_S[mode]
     out_load[r.merge] = exit_rate * MERGE_S[mode]
     return out_load, out
 

@@ -2,7 +2,10 @@
 
 A region of width k > 1 becomes, in the physical graph:
 
-- a ``fission_split`` operator ``<region>__split`` on the one stream entering the region;
+- a ``fission_split`` operator ``<region>__split`` on the one stream entering the region
+  (none when the region starts at a splittable source: channel c's copy of the source
+  reads splits c, c + k, c + 2k, ... itself, and a static region's merge takes back
+  whole splits in turn);
 - k copies of every region operator, ``<op>__<c>`` for channel c (shown as ``op@c``),
   wired exactly like the originals inside the region;
 - a ``fission_merge`` operator ``<region>__merge`` collecting the k copies of the one
@@ -53,14 +56,16 @@ def _with_seq(schema: Schema | None, where: str) -> Schema | None:
     return Schema((*schema.attrs, (SEQ, "int")))
 
 
-def _channel_copy(op: Operator, c: int, dynamic: bool) -> Operator:
+def _channel_copy(op: Operator, c: int, k: int, dynamic: bool) -> Operator:
     name = Region.channel_op(op.name, c)
+    p = op.params
+    if op.is_source:  # a splittable source: this copy reads splits c, c + k, c + 2k, ...
+        p = dataclasses.replace(p, part=c, parts=k)
     if not dynamic:
-        return dataclasses.replace(op, name=name)
+        return dataclasses.replace(op, name=name, params=p)
     where = f"operator '{op.name}'"
     ins = tuple(dataclasses.replace(p, schema=_with_seq(p.schema, where)) for p in op.inputs)
     outs = tuple(dataclasses.replace(p, schema=_with_seq(p.schema, where)) for p in op.outputs)
-    p = op.params
     if op.kind == "functor" and p.output is not None:
         p = dataclasses.replace(p, output=(*p.output, (SEQ, SEQ)))
     elif op.kind == "aggregate":
@@ -75,29 +80,35 @@ def _rewrite_one(graph: AppGraph, region: Region) -> AppGraph:
     members = set(region.operators)
     k = region.width
     dynamic = region.ordering == DYNAMIC
-    new_names = [region.split, region.merge] + [Region.channel_op(o, c) for o in region.operators for c in range(k)]
+    fed = shape.entry is not None  # else the region starts at a splittable source: no split
+    new_names = ([region.split] if fed else []) + [region.merge] + [
+        Region.channel_op(o, c) for o in region.operators for c in range(k)]
     clash = sorted(n for n in new_names if n in graph.by_name)
     if clash:
         raise UsageError(f"parallel region '{region.name}': the physical operator name(s) {', '.join(clash)} "
                          f"are already taken by operators of the app; rename them")
-    entry_schema = graph.op(shape.entry.dst.op).in_port(shape.entry.dst.port).schema
     exit_schema = graph.op(shape.exit.op).out_port(shape.exit.port).schema
-    chan_schema = _with_seq(entry_schema, f"region '{region.name}'") if dynamic else entry_schema
     exit_chan = _with_seq(exit_schema, f"region '{region.name}'") if dynamic else exit_schema
-    split = Operator(region.split, "fission_split", (InPort("in", entry_schema),),
-                     tuple(OutPort(f"out{c}", chan_schema) for c in range(k)),
-                     FissionSplitParams(k, region.key, region.ordering, BLOCK), STATEFUL, (),
-                     f"parallel region '{region.name}'")
+    # a source-led static region's merge takes back whole splits in turn
+    block = BLOCK if fed else shape.split_size
+    head: list[Operator] = []
+    if fed:
+        entry_schema = graph.op(shape.entry.dst.op).in_port(shape.entry.dst.port).schema
+        chan_schema = _with_seq(entry_schema, f"region '{region.name}'") if dynamic else entry_schema
+        head.append(Operator(region.split, "fission_split", (InPort("in", entry_schema),),
+                             tuple(OutPort(f"out{c}", chan_schema) for c in range(k)),
+                             FissionSplitParams(k, region.key, region.ordering, BLOCK), STATEFUL, (),
+                             f"parallel region '{region.name}'"))
     merge = Operator(region.merge, "fission_merge", tuple(InPort(f"in{c}", exit_chan) for c in range(k)),
-                     (OutPort("out", exit_schema),), FissionMergeParams(k, region.ordering, BLOCK),
+                     (OutPort("out", exit_schema),), FissionMergeParams(k, region.ordering, block),
                      STATEFUL, (), f"parallel region '{region.name}'")
     ops: list[Operator] = []
     for op in graph.operators:
         if op.name not in members:
             ops.append(op)
         elif op.name == region.operators[0]:
-            ops.append(split)
-            ops.extend(_channel_copy(graph.op(o), c, dynamic) for c in range(k) for o in region.operators)
+            ops.extend(head)
+            ops.extend(_channel_copy(graph.op(o), c, k, dynamic) for c in range(k) for o in region.operators)
             ops.append(merge)
     streams: list[Stream] = []
     exit_done = False
@@ -120,11 +131,11 @@ def _rewrite_one(graph: AppGraph, region: Region) -> AppGraph:
             streams.append(Stream(PortRef(region.merge, "out"), s.dst))
     order = {op.name: i for i, op in enumerate(graph.operators)}
     consumers = sorted({s.dst.op for s in graph.streams if s.src == shape.exit}, key=order.__getitem__)
-    ann = _annotations(graph.annotations, region, members, shape.entry.src.op, consumers[0])
+    ann = _annotations(graph.annotations, region, members, shape.entry.src.op if fed else None, consumers[0])
     return AppGraph(graph.name, tuple(ops), tuple(streams), ann, graph.params, graph.module)
 
 
-def _annotations(ann: Annotations, region: Region, members: set[str], producer: str,
+def _annotations(ann: Annotations, region: Region, members: set[str], producer: str | None,
                  consumer: str) -> Annotations:
     k = region.width
 
@@ -150,7 +161,8 @@ def _annotations(ann: Annotations, region: Region, members: set[str], producer: 
         chan = tuple(Region.channel_op(o, c) for o in region.operators)
         if len(chan) > 1:
             fuse.append(chan)
-    fuse.append((producer, region.split))
+    if producer is not None:
+        fuse.append((producer, region.split))
     fuse.append((region.merge, consumer))
     return Annotations(
         colocate=per_channel(ann.colocate, "colocate", mixed_ok=False),

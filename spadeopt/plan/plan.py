@@ -74,7 +74,8 @@ class Plan:
         if r.width > 1:
             pe_of = self.pe_of
             node = {p.pe_id: p.node for p in self.pes}
-            doc["split"] = {"operator": r.split, "pe": pe_of.get(r.split), "node": node.get(pe_of.get(r.split))}
+            if r.has_split:
+                doc["split"] = {"operator": r.split, "pe": pe_of.get(r.split), "node": node.get(pe_of.get(r.split))}
             doc["merge"] = {"operator": r.merge, "pe": pe_of.get(r.merge), "node": node.get(pe_of.get(r.merge))}
             doc["routing"] = r.routing
             doc["channels"] = [

@@ -7,7 +7,11 @@ under FMAN, ``--width`` on the command line) and lives elsewhere.
 
 Legality (002 §3-4, 000 §A2, with what an order-preserving merge needs):
 
-- every operator exists and is neither a source nor a sink (never replicated);
+- every operator exists and is not a sink; a source may lead a region only when its
+  generator is splittable (``toolkit.sources.splittable``): then the region has no
+  entering stream and no split, each channel's copy of the source reads its own share
+  of the splits, and the region may hold no partitioned operator (splits are not
+  partitioned by key);
 - no operator is stateful (``state`` derived from parameters by the DSL: aggregate
   without ``by``, merge, a custom operator that does not declare otherwise);
 - the partitioned operators' keys intersect, every key attribute is in the stream that
@@ -61,6 +65,11 @@ class Region:
     width: int
     key: tuple[str, ...] = ()  # partition key (empty: stateless, dealt round robin)
     ordering: str = DYNAMIC  # STATIC: weighted round robin; DYNAMIC: sequence numbers
+    fed: str = "split"  # "split": a split deals the entering stream; "source": it starts at a splittable source
+
+    @property
+    def has_split(self) -> bool:
+        return self.fed == "split"
 
     @property
     def split(self) -> str:
@@ -77,26 +86,34 @@ class Region:
 
     @property
     def routing(self) -> str:
+        if not self.has_split:
+            return "source_splits"
         return "hash" if self.key else "round_robin"
 
     def to_json(self) -> dict:
         return {"name": self.name, "operators": list(self.operators), "width": self.width,
-                "key": list(self.key), "ordering": self.ordering}
+                "key": list(self.key), "ordering": self.ordering, "fed": self.fed}
 
     @classmethod
     def from_json(cls, doc: dict) -> Region:
         return cls(doc["name"], tuple(doc["operators"]), int(doc["width"]), tuple(doc["key"]),
-                   doc["ordering"])
+                   doc["ordering"], doc.get("fed", "split"))
 
 
 @dataclass(frozen=True)
 class Shape:
     """Where a legal region meets the rest of the graph."""
 
-    entry: Stream  # the one stream entering it
+    entry: Stream | None  # the one stream entering it; None when it starts at a splittable source
     exit: PortRef  # the one output port leaving it
     key: tuple[str, ...]
     ordering: str
+    source: str | None = None  # the splittable source leading it
+    split_size: int = 0  # that source's records per split
+
+    @property
+    def fed(self) -> str:
+        return "split" if self.source is None else "source"
 
 
 def _forwards(op: Operator, attr: str) -> bool:
@@ -114,8 +131,13 @@ def _forwards(op: Operator, attr: str) -> bool:
 
 
 def _op_problem(op: Operator) -> str | None:
-    if op.is_source or op.kind == "sink":
-        return f"operator '{op.name}' is a {op.kind}: sources and sinks are never replicated"
+    if op.kind == "sink":
+        return f"operator '{op.name}' is a sink: sinks are never replicated"
+    if op.is_source:
+        if getattr(op.params, "split", 0):
+            return None
+        return (f"operator '{op.name}' is a source whose generator is not splittable: only a generator "
+                f"marked spadeopt.toolkit.sources.splittable can be read by several channels")
     if op.state == STATEFUL:
         why = {"aggregate": "an aggregate without by= keeps one state for all tuples",
                "merge": "a merge orders all its inputs together",
@@ -159,7 +181,14 @@ def check_region(graph: AppGraph, name: str, ops: tuple[str, ...]) -> Shape:
     if not nx.is_connected(inner):
         parts = sorted(sorted(c) for c in nx.connected_components(inner))
         problems.append(f"the region is not connected: {' | '.join(', '.join(p) for p in parts)}")
-    if len(entries) != 1:
+    sources = [o for o in ops if graph.op(o).is_source]
+    if len(sources) > 1:
+        problems.append(f"the region holds {len(sources)} sources ({', '.join(sources)}); at most one "
+                        f"splittable source may lead it")
+    elif sources and entries:
+        problems.append(f"the region starts at source '{sources[0]}' and must not be entered by any other "
+                        f"stream; it is entered by {', '.join(f'{s.src} -> {s.dst}' for s in entries)}")
+    elif not sources and len(entries) != 1:
         problems.append(f"the region must be entered by exactly one stream; it is entered by "
                         f"{len(entries)}: {', '.join(f'{s.src} -> {s.dst}' for s in entries) or 'none'}")
     if len(exits) != 1:
@@ -185,11 +214,15 @@ def check_region(graph: AppGraph, name: str, ops: tuple[str, ...]) -> Shape:
     if problems:
         raise UsageError(f"parallel region '{name}' cannot be replicated:\n"
                          + "\n".join(f"  - {p}" for p in problems))
-    entry, exit_port = entries[0], exits[0]
+    entry, exit_port = (entries[0] if entries else None), exits[0]
     # partition keys: intersect, present on entry, forwarded up to every partitioned operator
     part = [graph.op(o) for o in ops if graph.op(o).state == PARTITIONED]
     key: tuple[str, ...] = ()
-    if part:
+    if part and entry is None:
+        problems.append(f"the region starts at source '{sources[0]}', whose splits are not partitioned by key, "
+                        f"so it cannot hold partitioned operator(s) "
+                        f"{', '.join(op.name for op in part)}; start the region after the source")
+    elif part and entry is not None:
         common = set(part[0].key)
         for op in part[1:]:
             common &= set(op.key)
@@ -212,7 +245,11 @@ def check_region(graph: AppGraph, name: str, ops: tuple[str, ...]) -> Shape:
     if problems:
         raise UsageError(f"parallel region '{name}' cannot be replicated:\n"
                          + "\n".join(f"  - {p}" for p in problems))
-    ordering = STATIC if all(selectivity_kind(graph.op(o)) == STATIC for o in ops) else DYNAMIC
+    ordering = STATIC if all(selectivity_kind(graph.op(o)) == STATIC for o in ops
+                             if not graph.op(o).is_source) else DYNAMIC
+    if entry is None:
+        src = graph.op(sources[0])
+        return Shape(None, exit_port, key, ordering, src.name, src.params.split)
     return Shape(entry, exit_port, key, ordering)
 
 
@@ -236,7 +273,7 @@ def resolve_regions(graph: AppGraph, strategy: str, widths: dict[str, int] | Non
             raise UsageError(f"region '{name}': width must be an integer >= 1, got {width!r}")
         ops = tuple(sorted(ops, key=lambda o: order.get(o, -1)))
         shape = check_region(graph, name, ops)
-        out.append(Region(name, ops, width, shape.key, shape.ordering))
+        out.append(Region(name, ops, width, shape.key, shape.ordering, shape.fed))
     return tuple(out)
 
 

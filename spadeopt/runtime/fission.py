@@ -145,3 +145,32 @@ class BlockMerge(_ChannelQueues):
                 left = self.block
         self.cur, self.left = cur, left
         return out
+
+
+def read_splits(source: str, splits, part: int, parts: int, size: int, stamp: bool):
+    """The records of a splittable source's copy (``toolkit.sources.splittable``), flat.
+
+    ``splits`` yields splits ``part, part + parts, ...`` of ``size`` records each, the
+    stream's last possibly short; a short split must be the copy's last (checked: a
+    merge taking back whole splits in turn would otherwise reorder the stream). With
+    ``stamp`` (a dynamic region) every record gets its position in the width-1 stream
+    as the hidden sequence number.
+
+    >>> list(read_splits("s", iter([[(0,), (1,)], [(4,)]]), 0, 2, 2, stamp=True))
+    [(0, 0), (1, 1), (4, 4)]
+    """
+    short = None
+    for k, split in enumerate(splits):
+        n = len(split)
+        if short is not None or n > size:
+            what = (f"split {short} of {part} of {parts} held fewer than {size} records but was not its last"
+                    if short is not None else f"a split of {n} records, more than the declared {size}")
+            raise ValueError(f"splittable source '{source}' broke its contract: {what} "
+                             f"(see spadeopt.toolkit.sources.splittable)")
+        if n < size:
+            short = k
+        if stamp:
+            base = (part + k * parts) * size
+            yield from (t + (base + j,) for j, t in enumerate(split))
+        else:
+            yield from split

@@ -33,6 +33,9 @@ class Window:
 class SourceParams:
     generator: SymbolRef
     args: tuple[tuple[str, Any], ...] = ()
+    split: int = 0  # records per split of a splittable generator (``toolkit.sources.splittable``); 0: not
+    part: int = 0  # which of ``parts`` interleaved shares of the splits this copy reads (fission)
+    parts: int = 1
 
 
 @dataclass(frozen=True)

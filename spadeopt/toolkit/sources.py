@@ -1,15 +1,70 @@
-"""Built-in source generators: file replay and a seeded tuple counter.
+"""Built-in source generators: file replay and a seeded tuple counter; splittable sources.
 
 Every source is a generator function called in the PE's source thread; its tuples
 are chunked into batches by the runtime.
+
+A *splittable* generator (:func:`splittable`) cuts its stream into *splits* of a fixed
+number of records, numbered 0, 1, 2, ...: called with ``part=p, parts=n`` it yields,
+in order, the splits ``p, p + n, p + 2n, ...``, each as a list (or tuple) of records,
+every split full except the stream's last. With ``part=0, parts=1`` it yields the
+whole stream. Such a source may lead a parallel region (fission): each channel's copy
+reads its own share of the splits, with no split operator and no link in front of it,
+and the region's merge takes the splits back in order, so the answer is the width-1
+answer. Data-parallel readers in the style of Spark's input splits or Flink's source
+splits; the runtime checks the sizes it can (a short split that is not a copy's last
+stops the job naming the source).
 """
 
 from __future__ import annotations
 
 import csv
+import inspect
 import json
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+
+SPLIT_ATTR = "__spadeopt_split__"
+
+
+def splittable(size: int | str) -> Callable[[Callable], Callable]:
+    """Declare a generator splittable into splits of ``size`` records (module docstring);
+    ``size`` may name one of the generator's arguments that holds the split size.
+
+    >>> @splittable(2)
+    ... def numbers(n, *, part=0, parts=1):
+    ...     for s in range(part, -(-n // 2), parts):
+    ...         yield list(range(2 * s, min(2 * s + 2, n)))
+    >>> list(numbers(5, part=1, parts=2))
+    [[2, 3]]
+    >>> split_size(numbers, {"n": 5})
+    2
+    """
+    if isinstance(size, bool) or not (isinstance(size, str) and size.isidentifier()
+                                      or isinstance(size, int) and size >= 1):
+        raise ValueError(f"splittable(size): size must be an integer >= 1 or an argument's name, got {size!r}")
+
+    def mark(fn: Callable) -> Callable:
+        setattr(fn, SPLIT_ATTR, size)
+        return fn
+
+    return mark
+
+
+def split_size(fn: Callable, args: dict) -> int:
+    """Records per split of a :func:`splittable` generator called with ``args``; 0 when it
+    is not splittable. ``ValueError`` when the size argument is not an integer >= 1."""
+    size = getattr(fn, SPLIT_ATTR, 0)
+    if isinstance(size, str):
+        name = size
+        if name in args:
+            size = args[name]
+        else:
+            param = inspect.signature(fn).parameters.get(name)
+            size = None if param is None else param.default
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise ValueError(f"the split size argument {name!r} must be an integer >= 1, got {size!r}")
+    return size if isinstance(size, int) and not isinstance(size, bool) and size > 0 else 0
+
 
 _TRUE = frozenset({"1", "true", "yes", "y", "t", "on"})
 _FALSE = frozenset({"0", "false", "no", "n", "f", "off"})

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from spadeopt import api
+from spadeopt.errors import RunError
 
 
 def _sink_bytes(out: Path) -> dict[str, bytes]:
@@ -16,7 +17,10 @@ def _sink_bytes(out: Path) -> dict[str, bytes]:
 
 
 CASES = [
-    ("apps/peer.py", "chain", {"tuples": "3000", "n": "4", "sink": "file"}, (1, 2, 3, 4)),
+    # peer: the source leads the region (splittable, 100 records per split: 30 splits)
+    ("apps/peer.py", "chain", {"tuples": "3000", "n": "4", "sink": "file", "split": "100"}, (1, 2, 3, 4)),
+    # a source-led dynamic region: a filter that empties whole splits on some channels
+    ("tests/apps/splits.py", "reg", {"tuples": "3000", "split": "64"}, (1, 3)),
     ("apps/bargain_logical.py", "symbols", {"tuples": "3000"}, (1, 2)),
     ("apps/chain.py", "ops", {"n": "4", "tuples": "3000", "sink": "file", "work": "2"}, (1, 3)),
 ]
@@ -56,13 +60,25 @@ def test_bargain_logical_gives_bargains_answers(tmp_path):
     assert rows(hand["hot.jsonl"]) == rows(logical["hot_sink.jsonl"])
 
 
+def test_a_splittable_source_that_breaks_its_contract_stops_the_job(tmp_path):
+    """A short split that is not a copy's last would reorder the merge: the run fails naming
+    the PE, the source copy and the broken contract, and leaves no sink file."""
+    with pytest.raises(RunError) as exc:
+        api.run("tests/apps/splits.py", "none", {"case": "liar", "tuples": "40"}, out=tmp_path / "o",
+                build_dir=tmp_path / "b", widths={"reg": 2})
+    msg = str(exc.value)
+    assert "src__1" in msg and "broke its contract" in msg and "split 0 of 1 of 2" in msg, msg
+    assert not list((tmp_path / "o").glob("*.jsonl"))
+
+
 def test_channels_on_both_nodes_of_a_local_cluster(tmp_path):
-    params = {"tuples": "3000", "n": "4", "sink": "file"}
+    params = {"tuples": "3000", "n": "4", "sink": "file", "split": "100"}
     api.run("apps/peer.py", "all", params, out=tmp_path / "ref", build_dir=tmp_path / "bref")
     res = api.run("apps/peer.py", "manual", params, nodes=2, cores=1, master="local-cluster[2,1,1024]",
                   out=tmp_path / "two", build_dir=tmp_path / "btwo", widths={"chain": 2})
     plan = json.loads((tmp_path / "btwo" / "plan.json").read_text())
     chans = plan["regions"][0]["channels"]
     assert {chans[0]["f0@0"]["node"], chans[1]["f0@1"]["node"]} == {0, 1}
+    assert {chans[0]["src@0"]["node"], chans[1]["src@1"]["node"]} == {0, 1}  # each node reads its splits
     assert res.nodes == 2
     assert _sink_bytes(tmp_path / "two") == _sink_bytes(tmp_path / "ref")

@@ -20,9 +20,10 @@ COMM = LinearCommModel(2e-6, 1e-9)
 
 
 def _profile(graph, region_u: float, other_u: float, rate: float) -> OperatorProfile:
-    """Every stream at ``rate`` tuples/s; region operators cost ``region_u`` cores each."""
+    """Every stream at ``rate`` tuples/s; region operators other than sources cost
+    ``region_u`` cores each, every other operator ``other_u``."""
     members = {o for _, ops, _ in graph.annotations.parallel for o in ops}
-    load = {op.name: (region_u if op.name in members else other_u) for op in graph.operators}
+    load = {op.name: (region_u if op.name in members and not op.is_source else other_u) for op in graph.operators}
     links = tuple((s.src.op, s.dst.op, rate, 60.0) for s in graph.streams)
     return OperatorProfile(graph.name, graph.fingerprint, load, links, rate)
 
@@ -64,12 +65,24 @@ def test_one_core_keeps_width_one(peer):
         {"width": 1, "planned_rate": auto.explain["rate"]["predicted"]}]
 
 
-def test_a_cheap_region_stays_narrow(peer):
-    """When the source, not the region, is the bottleneck, a wider region buys nothing."""
-    graph, _ = peer
+def test_a_cheap_region_stays_narrow():
+    """When a source outside the region is the bottleneck, a wider region buys nothing."""
+    graph, _ = api.load_graph("apps/chain.py", {"tuples": "1000", "n": "4"})
     prof = _profile(graph, 0.001, 0.4, 10_000)
     auto = fuse_auto(graph, prof, COMM, nodes=1, cores=2, rate="max")
     assert auto.plan.regions[0].width == 1
+
+
+def test_a_region_led_by_a_splittable_source_is_widened_when_the_source_is_the_bottleneck(peer):
+    """peer's source is splittable and inside region 'chain': widening splits the source's
+    load too, with no split operator in front (the data-parallel peers' shape)."""
+    graph, _ = peer
+    prof = _profile(graph, 0.001, 0.4, 10_000)
+    auto = fuse_auto(graph, prof, COMM, nodes=1, cores=2, rate="max")
+    (region,) = auto.plan.regions
+    assert region.fed == "source" and region.width == 2
+    assert "chain__split" not in auto.plan.pe_of and {"src__0", "src__1"} <= set(auto.plan.pe_of)
+    assert auto.plan.pe_of["src__0"] != auto.plan.pe_of["src__1"]
 
 
 def test_width_is_pinned_by_width_option_and_off_without_fission(peer):

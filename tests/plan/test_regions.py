@@ -64,13 +64,53 @@ def test_declaration_errors_are_graph_errors():
     assert "unknown operator 'nope'" in str(exc.value) and "width must be an integer >= 1" in str(exc.value)
 
 
-def test_sources_and_sinks_are_never_replicated():
+def test_sinks_and_unsplittable_sources_are_never_replicated():
     a = App("s")
     s = a.source("src", "x:int", generator=counter, args={"n": 1})
     a.sink("sink", a.functor("f", s))
     a.parallel("src", "f", width=2, name="reg")
-    with pytest.raises(UsageError, match="operator 'src' is a source"):
+    with pytest.raises(UsageError, match="operator 'src' is a source whose generator is not splittable"):
         plan_for(a.build(), "manual")
+    a = App("s")
+    s = a.source("src", "x:int", generator=counter, args={"n": 1})
+    a.sink("sink", a.functor("f", s))
+    a.parallel("f", "sink", width=2, name="reg")
+    with pytest.raises(UsageError, match="operator 'sink' is a sink"):
+        plan_for(a.build(), "manual")
+
+
+@pytest.mark.parametrize("case,words", [
+    ("plain", ["source whose generator is not splittable", "splittable"]),
+    ("keyed", ["starts at source 'src'", "not partitioned by key", "operator(s) f",
+               "start the region after the source"]),
+])
+def test_source_led_regions_are_refused_when_they_cannot_keep_answers(case, words):
+    graph, _ = load_graph("tests/apps/splits.py", {"case": case, "width": "2"})
+    with pytest.raises(UsageError) as exc:
+        plan_for(graph, "manual")
+    for w in words:
+        assert w in str(exc.value), (w, str(exc.value))
+
+
+def test_a_source_led_region_has_no_split_and_each_source_copy_reads_its_share():
+    graph, _ = load_graph("tests/apps/splits.py", {"case": "dynamic", "split": "7"})
+    (r,) = resolve_regions(graph, "none", {"reg": 3})
+    assert r.fed == "source" and not r.has_split and r.ordering == DYNAMIC and r.routing == "source_splits"
+    phys = physical_graph(graph, (r,))
+    names = {op.name for op in phys.operators}
+    assert "reg__split" not in names and {"src__0", "src__1", "src__2", "reg__merge"} <= names
+    assert [(phys.op(f"src__{c}").params.part, phys.op(f"src__{c}").params.parts) for c in range(3)] == [
+        (0, 3), (1, 3), (2, 3)]
+    assert phys.op("src__1").params.split == 7
+    assert phys.op("src__1").out_port("out").schema.names[-1] == "_fission_seq"  # stamped by the source copy
+    assert phys.op("reg__merge").out_port("out").schema == graph.op("g").out_port("out").schema
+    static, _ = load_graph("apps/peer.py", {"tuples": "100", "n": "2", "split": "16"})
+    (r,) = resolve_regions(static, "none", {"chain": 2})
+    assert r.ordering == STATIC and r.fed == "source"
+    merge = physical_graph(static, (r,)).op("chain__merge")
+    assert merge.params.block == 16  # a static merge takes back whole splits in turn
+    with pytest.raises(GraphError, match="split size argument 'split' must be an integer >= 1"):
+        load_graph("apps/peer.py", {"split": "0"})
 
 
 def _cli(*args, cwd=ROOT):
@@ -106,27 +146,41 @@ def test_widths_policy_and_the_rewrite():
 
 
 def test_plan_json_records_regions_channels_pes_and_nodes(tmp_path):
-    graph, _ = load_graph("apps/peer.py", {"tuples": "100", "n": "3"})
-    plan = plan_for(graph, "manual", nodes=2, widths={"chain": 2})
+    graph, _ = load_graph("apps/chain.py", {"tuples": "100", "n": "3"})
+    plan = plan_for(graph, "manual", nodes=2, widths={"ops": 2})
     doc = plan.to_json()
     (reg,) = doc["regions"]
     assert reg["width"] == 2 and reg["ordering"] == STATIC and reg["routing"] == "round_robin"
     ch = reg["channels"]
-    assert ch[0]["f1@0"]["operator"] == "f1__0"
-    pes = {c[f"f{i}@{k}"]["pe"] for k, c in enumerate(ch) for i in range(3)}
+    assert ch[0]["op1@0"]["operator"] == "op1__0"
+    pes = {c[f"op{i}@{k}"]["pe"] for k, c in enumerate(ch) for i in range(3)}
     assert len(pes) == 2  # each channel one PE under FMAN
-    assert {ch[0]["f0@0"]["node"], ch[1]["f0@1"]["node"]} == {0, 1}  # channels on both nodes
+    assert {ch[0]["op0@0"]["node"], ch[1]["op0@1"]["node"]} == {0, 1}  # channels on both nodes
     assert reg["split"]["pe"] == plan.pe_of["src"] and reg["merge"]["pe"] == plan.pe_of["sink"]
     again = Plan.from_json(json.loads(json.dumps(doc)))
     assert again == plan
+    # a region led by a splittable source: no split; each channel's PE holds its source copy
+    graph, _ = load_graph("apps/peer.py", {"tuples": "100", "n": "3"})
+    plan = plan_for(graph, "manual", nodes=2, widths={"chain": 2})
+    (reg,) = plan.to_json()["regions"]
+    assert reg["fed"] == "source" and reg["routing"] == "source_splits" and "split" not in reg
+    ch = reg["channels"]
+    assert all(ch[k][f"src@{k}"]["pe"] == ch[k][f"f2@{k}"]["pe"] for k in range(2))
+    assert ch[0]["src@0"]["pe"] != ch[1]["src@1"]["pe"] and reg["merge"]["pe"] == plan.pe_of["sink"]
+    assert Plan.from_json(json.loads(json.dumps(plan.to_json()))) == plan
 
 
 def test_explain_shows_regions_channels_pes_and_nodes(tmp_path):
     from spadeopt import api
 
-    b = api.build("apps/peer.py", "manual", {"n": "3"}, nodes=2, cores=1, out=tmp_path / "b", widths={"chain": 2})
+    b = api.build("apps/chain.py", "manual", {"n": "3"}, nodes=2, cores=1, out=tmp_path / "b", widths={"ops": 2})
     text = api.explain_text(b.directory)
-    assert "region 'chain': width 2, round robin, weighted round robin merge" in text
+    assert "region 'ops': width 2, round robin, weighted round robin merge" in text
     pe_of = b.plan.pe_of
-    assert f"channel 1: f0@1, f1@1, f2@1 -> {pe_of['f0__1']} on node" in text
-    assert f"merge    chain__merge in {pe_of['chain__merge']}" in text
+    assert f"channel 1: op0@1, op1@1, op2@1 -> {pe_of['op0__1']} on node" in text
+    assert f"merge    ops__merge in {pe_of['ops__merge']}" in text
+    b = api.build("apps/peer.py", "manual", {"n": "3"}, nodes=2, cores=1, out=tmp_path / "p", widths={"chain": 2})
+    text = api.explain_text(b.directory)
+    assert "region 'chain': width 2, each channel reads its own source splits, weighted round robin merge" in text
+    assert f"channel 1: src@1, f0@1, f1@1, f2@1 -> {b.plan.pe_of['src__1']} on node" in text
+    assert "split    " not in text
