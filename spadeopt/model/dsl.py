@@ -42,7 +42,6 @@ from spadeopt.model.graph import (
     SymbolRef,
 )
 from spadeopt.model.schema import Schema, is_identifier
-from spadeopt.toolkit.sources import split_size
 from spadeopt.toolkit.params import (
     CustomParams,
     MergeParams,
@@ -51,6 +50,7 @@ from spadeopt.toolkit.params import (
     UnionParams,
     Window,
 )
+from spadeopt.toolkit.sources import split_size
 
 
 @dataclass(frozen=True)
