@@ -7,9 +7,11 @@ a file sink with ``sink="file"``). The source and the whole chain are declared a
 parallel region ``chain`` of ``width`` channels, as the data-parallel peers (Bytewax,
 one input partition per worker) run it: each channel reads its own splits and runs the
 chain, and the merge takes whole splits back in turn (stateless and static-rate: no
-split operator, no sequence number), so the answer is the width-1 answer. FMAN: each
-channel one PE (source and functors), merge and sink in one PE; at width 1 the source
-and the functors are one PE each.
+split operator, no sequence number), so the answer is the width-1 answer. With the
+default counting sink the sink is in the region too: each channel counts and the run
+reports the sum, with no merge at all. FMAN: each channel one PE (source, functors and
+a counting sink), a file sink with the merge in one PE; at width 1 the source and the
+functors are one PE each.
 """
 
 from __future__ import annotations
@@ -47,7 +49,9 @@ def peer(tuples: int = 1_000_000, n: int = 16, width: int = 1, symbols: int = 10
                                           "ts": "ts", "notional:float": "price * volume"})
         ops.append(f"f{i}")
     a.sink("sink", s, mode=sink)
-    a.parallel("src", *ops, width=width, name="chain")
+    # a counting sink is commutative, so it runs in the region too (each channel counts;
+    # the run reports the sum) and the region needs no merge; a file sink keeps the order
+    a.parallel("src", *ops, *(["sink"] if sink == "count" else []), width=width, name="chain")
     if len(ops) > 1:
         a.fuse(*ops)
     return a

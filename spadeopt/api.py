@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -191,8 +192,10 @@ def profile(app_ref: str, run_dir: Path, fusion: str = "none", params: Mapping[s
             sample_rate: float = 0.001, reservoir: int = 5000, duration: float | None = None,
             seed: int = 0, nodes: int = 1, cores: int = 2, master: str | None = None,
             progress: Callable[[str], None] | None = None, insecure_links: bool = False,
-            stall_timeout: float | None = None, conf: Mapping[str, str] | None = None) -> tuple[RunResult, Path]:
-    """Stage 1: run an instrumented build of the app and write its raw samples.
+            stall_timeout: float | None = None, conf: Mapping[str, str] | None = None,
+            production_probe: bool = True) -> tuple[RunResult, Path]:
+    """Stage 1: run an instrumented build of the app and write its raw samples; then
+    (``production_probe``) run its production FALL build once (:func:`_production_probe`).
 
     Everything is checked before anything is written: the sampling parameters, the
     run directory (writable, holding no other run) and the app itself.
@@ -236,7 +239,33 @@ def profile(app_ref: str, run_dir: Path, fusion: str = "none", params: Mapping[s
         pe_files=tuple(pe_file(pe.pe_id) for pe in plan.pes),
     )
     write_manifest(run_dir, manifest)
+    if production_probe:
+        _production_probe(graph, ref, Path(run_dir), cores, master, progress, {"duration": duration, **links}, conf)
     return result, Path(run_dir)
+
+
+PRODUCTION_PROBE = "production.json"
+
+
+def _production_probe(graph: AppGraph, ref: str, run_dir: Path, cores: int, master: str | None,
+                      progress: Callable[[str], None] | None, overrides: dict[str, Any],
+                      conf: Mapping[str, str] | None) -> None:
+    """Run the production FALL build (one PE, not instrumented, static runs collapsed) of
+    the profiled app once and record its steady source rate in ``RUN_DIR/production.json``.
+
+    The profile's loads come from an instrumented build with operator boundaries; this
+    one figure is what the same operators cost fused and collapsed, so FATM can fit what
+    collapsing saves (``spadeopt.optimize.fatm.collapse_fraction``) instead of guessing."""
+    unreplicated = {name: 1 for name, _, _ in graph.annotations.parallel}
+    plan = make_plan(graph, "all", 1, cores, unreplicated)
+    if progress:
+        progress("production probe: the FALL production build once, to measure what collapsing saves")
+    build = generate(graph, plan, run_dir / "build-production", ref)
+    res = run_build(build.directory, master, None, progress, overrides, conf=conf)
+    write_json(run_dir / PRODUCTION_PROBE, {
+        "fusion": "all", "collapse": plan.collapse, "tuples": res.tuples, "wall_s": res.wall_s,
+        "throughput": res.throughput, "steady_throughput": res.steady_throughput,
+        "cpu_s": math.fsum(p["cpu_s"] for p in res.per_pe)})
 
 
 CALIBRATION_DIR = Path(__file__).resolve().parent.parent / "profiles" / "calibration"
@@ -319,8 +348,11 @@ def operator_profile(prof):
     from spadeopt.optimize.fatm import OperatorProfile
 
     one_pe = len(prof.runs) == 1 and prof.runs[0].get("pes") == 1
+    probes = [r["production"] for r in prof.runs if isinstance(r.get("production"), dict)]
+    rates = [p.get("steady_throughput") or p.get("throughput") or 0.0 for p in probes]
+    fall_rate = max(rates) if rates else 0.0
     return OperatorProfile(prof.app, prof.graph_fingerprint, prof.load, prof.link_tuples(), prof.source_rate,
-                           one_pe_run=one_pe)
+                           one_pe_run=one_pe, production_fall_rate=fall_rate)
 
 
 def perf_model(calibration: Path):
@@ -395,6 +427,8 @@ def regions_text(plan: Plan) -> list[str]:
         feed = (f"hash of {', '.join(r.key)}" if r.key else "round robin") if r.has_split else (
             "each channel reads its own source splits")
         how = feed + ", " + ("weighted round robin merge" if r.ordering == "static" else "sequence-number merge")
+        if r.width > 1 and r.merge not in pe_of:
+            how = feed + ", no merge (each channel's counting sink counts; the run reports the sum)"
         lines.append(f"region '{r.name}': width {r.width}, {how}; operators {', '.join(r.operators)}")
         if r.width > 1:
             for what, op in (("split", r.split), ("merge", r.merge)):

@@ -362,7 +362,8 @@ def lower_custom(graph: AppGraph, op: Operator, imports: Imports) -> dict[str, A
 
 def lower_sink(graph: AppGraph, op: Operator, imports: Imports) -> dict[str, Any]:
     schema = op.in_port("in").schema
-    return {"mode": op.params.mode, "names": list(schema.names), "types": [t for _, t in schema.attrs]}
+    return {"mode": op.params.mode, "names": list(schema.names), "types": [t for _, t in schema.attrs],
+            "report_as": op.params.report_as or op.name}
 
 
 LOWER = {

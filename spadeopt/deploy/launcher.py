@@ -371,7 +371,8 @@ def _result(deploy: dict, reports: list[dict], master: str, wall: float, build_d
                            "executor": rep.get("executor", "?"), "executor_pid": rep["executor_pid"],
                            "sources": st["sources"],
                            "where": st.get("where", {}), "refused": st.get("refused", {})})
-            sinks.update(st["sinks"])
+            for name, count in st["sinks"].items():  # a counting sink's channel copies add up
+                sinks[name] = sinks.get(name, 0) + count
             ends.append(st["t_end"])
             for count, first, _last, _timeline in st["sources"].values():
                 tuples += count

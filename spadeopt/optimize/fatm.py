@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from spadeopt.errors import OptimizeError, PlacementInfeasible, UsageError
@@ -25,7 +25,7 @@ from spadeopt.optimize.predict import DEFAULT_MODEL, PerfModel, Prediction, pred
 from spadeopt.optimize.problem import CommModel, FusionProblem
 from spadeopt.optimize.rate import max_rate, parse_rate, scale
 from spadeopt.optimize.result import FusionResult
-from spadeopt.optimize.widths import choose_widths, free_regions, physical_profile
+from spadeopt.optimize.widths import TIE, choose_widths, free_regions, physical_profile
 from spadeopt.plan.fission import physical_graph
 from spadeopt.plan.plan import Plan, make_plan
 from spadeopt.plan.regions import resolve_regions
@@ -41,6 +41,7 @@ class OperatorProfile:
     links: tuple[tuple[str, str, float, float], ...]  # (src op, dst op, tuples/s, bytes/tuple)
     source_rate: float = 0.0  # aggregate source rate (tuples/s) the loads were measured at
     one_pe_run: bool = False  # profiled in one run of one PE (FALL, one node): that PE ran one core flat out
+    production_fall_rate: float = 0.0  # steady source rate of the production FALL build (0: not measured)
 
 
 def unfusable_pairs(graph: AppGraph) -> tuple[frozenset[str], ...]:
@@ -134,11 +135,25 @@ def fuse_auto(graph: AppGraph, prof: OperatorProfile, comm: CommModel, nodes: in
     free = free_regions(graph, widths, fission)
     fission_doc: dict[str, Any] = {"enabled": fission, "pinned": dict(sorted((widths or {}).items())),
                                    "search": None}
+    frac = collapse_fraction(graph, prof, model)
     if free:
         evaluate = width_scorer(graph, prof, comm, nodes, cores, max_frac, min_util, capacity_frac, absorb, model)
         regions, fission_doc["search"] = choose_widths(regions, free, nodes * cores, evaluate)
-    problem, result, placement, tmp_ids, factor, search = _plan_physical(
-        graph, prof, regions, comm, nodes, cores, max_frac, min_util, capacity_frac, rate, absorb)
+    tried_frac = []
+    best = None
+    for mf in max_frac_candidates(max_frac, rate):
+        got = _plan_physical(graph, prof, regions, comm, nodes, cores, mf, min_util, capacity_frac, rate, absorb,
+                             frac)
+        trial = make_plan(graph, "auto", [list(p) for p in got[1].partitions], [got[2][t] for t in got[3]],
+                          nodes, cores, regions=regions)
+        try:
+            score = predict_plan(graph, prof, trial, comm, model).rate
+        except OptimizeError:
+            score = None
+        tried_frac.append({"max_frac": mf, "pes": len(trial.pes), "predicted": score})
+        if best is None or (score is not None and (best[0] is None or score > best[0] * (1 + TIE))):
+            best = (score, mf, got)
+    _, max_frac, (problem, result, placement, tmp_ids, factor, search) = best
     exact_doc = None
     if exact:
         try:
@@ -165,6 +180,9 @@ def fuse_auto(graph: AppGraph, prof: OperatorProfile, comm: CommModel, nodes: in
     else:
         explain["rate"]["predicted"] = predicted.rate
         explain["prediction"] = {**predicted.to_json(), "model": model.to_json()}
+    explain["collapse"] = {"inlined_frac": frac, "production_fall_rate": prof.production_fall_rate,
+                           "fitted": frac > 0}
+    explain["max_frac_search"] = tried_frac
     explain["absorb_leftovers"] = absorb
     fission_doc["widths"] = {r.name: r.width for r in regions}
     explain["fission"] = fission_doc
@@ -175,10 +193,12 @@ def width_scorer(graph: AppGraph, prof: OperatorProfile, comm: CommModel, nodes:
                  max_frac: float, min_util: float, capacity_frac: float, absorb: bool, model: PerfModel):
     """The score of a width vector (regions with their widths): the predicted source rate
     of the plan FATM makes for it at ``--rate max``, or ``None`` when nothing fits."""
-    def evaluate(rs) -> float | None:
+    frac = collapse_fraction(graph, prof, model)
+
+    def one(rs, mf: float) -> float | None:
         try:
-            got = _plan_physical(graph, prof, rs, comm, nodes, cores, max_frac, min_util, capacity_frac,
-                                 "max", absorb)
+            got = _plan_physical(graph, prof, rs, comm, nodes, cores, mf, min_util, capacity_frac,
+                                 "max", absorb, frac)
         except OptimizeError:
             return None
         _, result_w, placement_w, tmp_w, _, _ = got
@@ -188,15 +208,41 @@ def width_scorer(graph: AppGraph, prof: OperatorProfile, comm: CommModel, nodes:
             return predict_plan(graph, prof, trial, comm, model).rate
         except OptimizeError:
             return None
+
+    def evaluate(rs) -> float | None:
+        scores = [s for mf in max_frac_candidates(max_frac, "max") if (s := one(rs, mf)) is not None]
+        return max(scores) if scores else None
     return evaluate
 
 
+MAX_FRAC_LADDER = (0.75, 1.0)
+"""Under ``--rate max`` FATM also fuses with these MaxFrac values and keeps the plan the
+prediction rates highest: MaxFrac leaves headroom for a planned rate, which a
+flat-out run does not need, and GreedyFuse under a low MaxFrac must cut a channel that
+needs a whole core into pipeline stages whose links cost more than they buy."""
+
+
+def max_frac_candidates(max_frac: float, rate) -> tuple[float, ...]:
+    """The user's MaxFrac, and under ``--rate max`` the larger ones of :data:`MAX_FRAC_LADDER`."""
+    if rate != "max":
+        return (max_frac,)
+    return (max_frac, *(m for m in MAX_FRAC_LADDER if m > max_frac))
+
+
 def _plan_physical(graph: AppGraph, prof: OperatorProfile, regions, comm: CommModel, nodes: int, cores: int,
-                   max_frac: float, min_util: float, capacity_frac: float, rate: str | float, absorb: bool):
+                   max_frac: float, min_util: float, capacity_frac: float, rate: str | float, absorb: bool,
+                   inlined_frac: float = 0.0):
     """GreedyFuse + placement of the physical graph of ``regions`` at ``rate``; returns
-    (problem, result, placement, tmp_ids, factor, RateSearch or None)."""
+    (problem, result, placement, tmp_ids, factor, RateSearch or None). Operators that
+    collapse into their predecessor's loop when fused with it are costed at
+    ``1 - inlined_frac`` of their profiled load (:func:`collapse_fraction`): GreedyFuse
+    sees what a collapsed run costs, so it does not cut a cheap run into pieces."""
     physical = physical_graph(graph, regions)
     pprof = physical_profile(graph, prof, regions)
+    if inlined_frac > 0:
+        inlined = {b for _, b in collapsible_links(physical)}
+        pprof = replace(pprof, load={op: u * (1.0 - inlined_frac) if op in inlined else u
+                                     for op, u in pprof.load.items()})
     if rate == "max":
         def attempt(k: float):
             try:
@@ -279,16 +325,18 @@ def predict_plan(graph: AppGraph, prof: OperatorProfile, plan: Plan, comm: CommM
     physical = physical_graph(graph, plan.regions)
     pprof = physical_profile(graph, prof, plan.regions)
     problem = problem_for(physical, pprof, comm, 1.0, 1.0)
+    frac = collapse_fraction(graph, prof, model)
+    collapsing = plan.collapse and (model.collapse_saves_s > 0 or frac > 0)
     return predict(problem, [(pe.pe_id, pe.operators, pe.node) for pe in plan.pes], plan.nodes, plan.cores,
                    prof.source_rate, model, unattributed_call_s(prof, model),
-                   collapsed_links(physical, plan) if plan.collapse and model.collapse_saves_s > 0 else frozenset())
+                   collapsed_links(physical, plan) if collapsing else frozenset(), frac)
 
 
-def collapsed_links(graph: AppGraph, plan: Plan) -> frozenset[tuple[str, str]]:
-    """Links ``a -> b`` that codegen compiles into one loop (``spadeopt.codegen.collapse``'s
-    run rule, read off the graph): ``a`` and ``b`` functors of one PE, ``a`` with one output
-    port whose only subscriber is ``b``, ``b`` without a filter and with no other publisher."""
-    pe_of = plan.pe_of
+def collapsible_links(graph: AppGraph) -> frozenset[tuple[str, str]]:
+    """Links ``a -> b`` that codegen compiles into one loop when ``a`` and ``b`` share a PE
+    (``spadeopt.codegen.collapse``'s run rule, read off the graph): ``a`` and ``b``
+    functors, ``a`` with one output port whose only subscriber is ``b``, ``b`` without a
+    filter and with no other publisher."""
     out = set()
     for op in graph.operators:
         if op.kind != "functor" or len(op.outputs) != 1:
@@ -298,9 +346,44 @@ def collapsed_links(graph: AppGraph, plan: Plan) -> frozenset[tuple[str, str]]:
             continue
         nxt = graph.op(subs[0].op)
         if (nxt.kind == "functor" and not getattr(nxt.params, "filter", None)
-                and len(graph.publishers(subs[0])) == 1 and pe_of.get(op.name) == pe_of.get(nxt.name)):
+                and len(graph.publishers(subs[0])) == 1):
             out.add((op.name, nxt.name))
     return frozenset(out)
+
+
+def collapsed_links(graph: AppGraph, plan: Plan) -> frozenset[tuple[str, str]]:
+    """The :func:`collapsible_links` of ``graph`` whose two ends share a PE of ``plan``."""
+    pe_of = plan.pe_of
+    return frozenset((a, b) for a, b in collapsible_links(graph) if pe_of.get(a) == pe_of.get(b))
+
+
+def collapse_fraction(graph: AppGraph, prof: OperatorProfile, model: PerfModel) -> float:
+    """The share of an inlined operator's profiled load that collapsing saves, fitted on
+    the app's production FALL run (``prof.production_fall_rate``; 0 when none was made).
+
+    FALL is one PE whose sources read flat out, so its production run costs ``pe_cap / R``
+    CPU seconds per source tuple at its steady rate ``R``. The model without collapsing
+    says ``A + B`` per source tuple: ``A`` for every operator not inlined plus ``call_s``
+    on the links collapsing keeps, ``B`` for the inlined ones (both ``oper_scale``
+    times the profiled loads, over the profiled rate). The fraction ``f`` with
+    ``A + (1 - f) B`` equal to the measurement, clamped to [0, 1], is charged to the
+    inlined operators alone: the code collapsing removes (a call, a tuple and a list per
+    operator and batch, overwritten expressions) is theirs.
+    """
+    if not (prof.production_fall_rate > 0 and prof.source_rate > 0):
+        return 0.0
+    links = collapsible_links(graph)
+    inlined = {b for _, b in links}
+    if not inlined:
+        return 0.0
+    call_s = unattributed_call_s(prof, model)
+    kept = math.fsum(r for a, b, r, _ in prof.links if a is not None and b is not None and (a, b) not in links)
+    a_part = model.oper_scale * (math.fsum(u for op, u in prof.load.items() if op not in inlined) + call_s * kept)
+    b_part = model.oper_scale * math.fsum(prof.load.get(op, 0.0) for op in inlined)
+    if b_part <= 0:
+        return 0.0
+    measured = model.pe_cap * prof.source_rate / prof.production_fall_rate  # load at factor 1, in cores
+    return min(1.0, max(0.0, 1.0 - (measured - a_part) / b_part))
 
 
 def unattributed_call_s(prof: OperatorProfile, model: PerfModel) -> float:

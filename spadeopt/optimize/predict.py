@@ -26,11 +26,15 @@ For a PE ``P`` (a set of operators of the physical graph) at factor ``k``::
 * ``oper_scale``: the profile is measured on an instrumented build (timers around every
   sampled call), which runs slower than the production build; its loads are scaled by
   this factor (measured: FALL production / FALL profiled rate);
-* ``collapse_saves_s``: a production build compiles each run of static-rate functors of a
-  PE into one loop (``spadeopt.codegen.collapse``), which the profiled (instrumented)
-  build does not: a link inside a run costs no ``call_s``, and an operator inlined into
-  its predecessor's loop saves this many CPU seconds per input tuple (its call, its
-  tuple; never below 0); the work of its expressions stays;
+* collapse: a production build compiles each run of static-rate functors of a PE into
+  one loop (``spadeopt.codegen.collapse``), which the profiled (instrumented) build does
+  not: a link inside a run costs no ``call_s``, and an operator inlined into its
+  predecessor's loop keeps ``1 - inlined_frac`` of its profiled load, where
+  ``inlined_frac`` is *fitted per app* from one production FALL run made with the
+  profile (``spadeopt.optimize.fatm.collapse_fraction``: what that run measured against
+  what the model says without collapsing, charged to the inlined operators); a
+  calibration's ``collapse_saves_s`` (CPU seconds per input tuple) is subtracted on top
+  (never below 0);
 * ``comm_scale`` corrects ``v`` (calibrated on a lone forwarding pipeline) for the PEs of
   a real app.
 
@@ -113,11 +117,13 @@ class _PE:
 
 def predict(problem: FusionProblem, pes: Sequence[tuple[str, Sequence[str], int]], nodes: int, cores: int,
             profiled_rate: float, model: PerfModel, call_s: float | None = None,
-            collapsed: frozenset[tuple[str, str]] = frozenset()) -> Prediction:
+            collapsed: frozenset[tuple[str, str]] = frozenset(), inlined_frac: float = 0.0) -> Prediction:
     """The predicted source rate of the PEs ``pes`` (``(name, operators, node)``) of
     ``problem`` (a problem at the profiled rate, factor 1) on ``nodes`` x ``cores``;
     ``call_s`` replaces ``model.call_s`` (e.g. measured from the profile); ``collapsed``
-    are the internal links codegen compiles into one loop."""
+    are the internal links codegen compiles into one loop; an operator inlined there
+    keeps ``1 - inlined_frac`` of its load (``fatm.collapse_fraction``, fitted on the
+    app's production FALL run) less ``model.collapse_saves_s`` per input tuple."""
     call_s = model.call_s if call_s is None else call_s
     if not (profiled_rate > 0 and math.isfinite(profiled_rate)):
         raise OptimizeError("the profile's sources sent no tuples, so there is no rate to predict; "
@@ -136,8 +142,8 @@ def predict(problem: FusionProblem, pes: Sequence[tuple[str, Sequence[str], int]
         internal = math.fsum(lk.rate for op in members for lk in problem.incident[op]
                              if lk.src == op and lk.dst in members and (lk.src, lk.dst) not in collapsed)
         inlined = {b for a, b in collapsed if a in members and b in members}
-        oper = math.fsum(_inlined_load(problem, op, model.collapse_saves_s) if op in inlined else problem.load[op]
-                         for op in members)
+        oper = math.fsum(_inlined_load(problem, op, model.collapse_saves_s, inlined_frac) if op in inlined
+                         else problem.load[op] for op in members)
         parts.append(_PE(name, node, model.oper_scale * (oper + call_s * internal), tuples, size))
     if seen != problem.operator_set:
         raise OptimizeError("the plan's PEs do not cover every operator of the app; rebuild the plan")
@@ -186,9 +192,9 @@ def predict(problem: FusionProblem, pes: Sequence[tuple[str, Sequence[str], int]
                       bottleneck=why or "every core busy with operator work", call_s=call_s)
 
 
-def _inlined_load(problem: FusionProblem, op: str, saves_s: float) -> float:
+def _inlined_load(problem: FusionProblem, op: str, saves_s: float, frac: float) -> float:
     rate_in = math.fsum(lk.rate for lk in problem.incident[op] if lk.dst == op)
-    return max(0.0, problem.load[op] - saves_s * rate_in)
+    return max(0.0, problem.load[op] * (1.0 - frac) - saves_s * rate_in)
 
 
 DEFAULT_MODEL = PerfModel(oper_scale=0.7, sched=0.03, busy=0.0, collapse_saves_s=0.0,

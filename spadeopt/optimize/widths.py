@@ -126,7 +126,8 @@ def _map_region(graph: AppGraph, r: Region, load: Mapping[str, float],
     mode = r.ordering
     if entry is not None:
         out_load[r.split] = in_rate * SPLIT_S[mode]
-    out_load[r.merge] = exit_rate * MERGE_S[mode]
+    if shape.exit is not None:  # a region that ends in counting sinks has no merge
+        out_load[r.merge] = exit_rate * MERGE_S[mode]
     return out_load, out
 
 

@@ -61,6 +61,8 @@ def _channel_copy(op: Operator, c: int, k: int, dynamic: bool) -> Operator:
     p = op.params
     if op.is_source:  # a splittable source: this copy reads splits c, c + k, c + 2k, ...
         p = dataclasses.replace(p, part=c, parts=k)
+    elif op.kind == "sink":  # a counting sink: every copy reports under the logical name (summed)
+        p = dataclasses.replace(p, report_as=op.name)
     if not dynamic:
         return dataclasses.replace(op, name=name, params=p)
     where = f"operator '{op.name}'"
@@ -81,14 +83,17 @@ def _rewrite_one(graph: AppGraph, region: Region) -> AppGraph:
     k = region.width
     dynamic = region.ordering == DYNAMIC
     fed = shape.entry is not None  # else the region starts at a splittable source: no split
-    new_names = ([region.split] if fed else []) + [region.merge] + [
+    merged = shape.exit is not None  # else the region ends in counting sinks: no merge
+    new_names = ([region.split] if fed else []) + ([region.merge] if merged else []) + [
         Region.channel_op(o, c) for o in region.operators for c in range(k)]
     clash = sorted(n for n in new_names if n in graph.by_name)
     if clash:
         raise UsageError(f"parallel region '{region.name}': the physical operator name(s) {', '.join(clash)} "
                          f"are already taken by operators of the app; rename them")
-    exit_schema = graph.op(shape.exit.op).out_port(shape.exit.port).schema
-    exit_chan = _with_seq(exit_schema, f"region '{region.name}'") if dynamic else exit_schema
+    tail: list[Operator] = []
+    if merged:
+        exit_schema = graph.op(shape.exit.op).out_port(shape.exit.port).schema
+        exit_chan = _with_seq(exit_schema, f"region '{region.name}'") if dynamic else exit_schema
     # a source-led static region's merge takes back whole splits in turn
     block = BLOCK if fed else shape.split_size
     head: list[Operator] = []
@@ -99,9 +104,10 @@ def _rewrite_one(graph: AppGraph, region: Region) -> AppGraph:
                              tuple(OutPort(f"out{c}", chan_schema) for c in range(k)),
                              FissionSplitParams(k, region.key, region.ordering, BLOCK), STATEFUL, (),
                              f"parallel region '{region.name}'"))
-    merge = Operator(region.merge, "fission_merge", tuple(InPort(f"in{c}", exit_chan) for c in range(k)),
-                     (OutPort("out", exit_schema),), FissionMergeParams(k, region.ordering, block),
-                     STATEFUL, (), f"parallel region '{region.name}'")
+    if merged:
+        tail.append(Operator(region.merge, "fission_merge", tuple(InPort(f"in{c}", exit_chan) for c in range(k)),
+                             (OutPort("out", exit_schema),), FissionMergeParams(k, region.ordering, block),
+                             STATEFUL, (), f"parallel region '{region.name}'"))
     ops: list[Operator] = []
     for op in graph.operators:
         if op.name not in members:
@@ -109,7 +115,7 @@ def _rewrite_one(graph: AppGraph, region: Region) -> AppGraph:
         elif op.name == region.operators[0]:
             ops.extend(head)
             ops.extend(_channel_copy(graph.op(o), c, k, dynamic) for c in range(k) for o in region.operators)
-            ops.append(merge)
+            ops.extend(tail)
     streams: list[Stream] = []
     exit_done = False
     for s in graph.streams:
@@ -131,12 +137,13 @@ def _rewrite_one(graph: AppGraph, region: Region) -> AppGraph:
             streams.append(Stream(PortRef(region.merge, "out"), s.dst))
     order = {op.name: i for i, op in enumerate(graph.operators)}
     consumers = sorted({s.dst.op for s in graph.streams if s.src == shape.exit}, key=order.__getitem__)
-    ann = _annotations(graph.annotations, region, members, shape.entry.src.op if fed else None, consumers[0])
+    ann = _annotations(graph.annotations, region, members, shape.entry.src.op if fed else None,
+                       consumers[0] if merged else None)
     return AppGraph(graph.name, tuple(ops), tuple(streams), ann, graph.params, graph.module)
 
 
 def _annotations(ann: Annotations, region: Region, members: set[str], producer: str | None,
-                 consumer: str) -> Annotations:
+                 consumer: str | None) -> Annotations:
     k = region.width
 
     def per_channel(groups, kind: str, mixed_ok: bool):
@@ -163,7 +170,8 @@ def _annotations(ann: Annotations, region: Region, members: set[str], producer: 
             fuse.append(chan)
     if producer is not None:
         fuse.append((producer, region.split))
-    fuse.append((region.merge, consumer))
+    if consumer is not None:
+        fuse.append((region.merge, consumer))
     return Annotations(
         colocate=per_channel(ann.colocate, "colocate", mixed_ok=False),
         exlocate=per_channel(ann.exlocate, "exlocate", mixed_ok=False),

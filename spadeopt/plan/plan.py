@@ -76,7 +76,8 @@ class Plan:
             node = {p.pe_id: p.node for p in self.pes}
             if r.has_split:
                 doc["split"] = {"operator": r.split, "pe": pe_of.get(r.split), "node": node.get(pe_of.get(r.split))}
-            doc["merge"] = {"operator": r.merge, "pe": pe_of.get(r.merge), "node": node.get(pe_of.get(r.merge))}
+            if r.merge in pe_of:  # none when the region ends in counting sinks
+                doc["merge"] = {"operator": r.merge, "pe": pe_of.get(r.merge), "node": node.get(pe_of.get(r.merge))}
             doc["routing"] = r.routing
             doc["channels"] = [
                 {f"{o}@{c}": {"operator": Region.channel_op(o, c), "pe": pe_of.get(Region.channel_op(o, c)),

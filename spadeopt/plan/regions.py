@@ -7,7 +7,9 @@ under FMAN, ``--width`` on the command line) and lives elsewhere.
 
 Legality (002 §3-4, 000 §A2, with what an order-preserving merge needs):
 
-- every operator exists and is not a sink; a source may lead a region only when its
+- every operator exists; a sink may be in a region only when it counts (a count is
+  commutative: each channel's copy counts, the run reports the sum, and a region that
+  ends in counting sinks needs no merge); a source may lead a region only when its
   generator is splittable (``toolkit.sources.splittable``): then the region has no
   entering stream and no split, each channel's copy of the source reads its own share
   of the splits, and the region may hold no partitioned operator (splits are not
@@ -105,7 +107,7 @@ class Shape:
     """Where a legal region meets the rest of the graph."""
 
     entry: Stream | None  # the one stream entering it; None when it starts at a splittable source
-    exit: PortRef  # the one output port leaving it
+    exit: PortRef | None  # the one output port leaving it; None when it ends in counting sinks
     key: tuple[str, ...]
     ordering: str
     source: str | None = None  # the splittable source leading it
@@ -132,7 +134,10 @@ def _forwards(op: Operator, attr: str) -> bool:
 
 def _op_problem(op: Operator) -> str | None:
     if op.kind == "sink":
-        return f"operator '{op.name}' is a sink: sinks are never replicated"
+        if op.params.mode == "count":
+            return None  # commutative: each channel counts, the run reports the sum
+        return (f"operator '{op.name}' is a file sink: it writes in the stream's order, so it is never "
+                f"replicated (only a counting sink is: each channel counts, the run reports the sum)")
     if op.is_source:
         if getattr(op.params, "split", 0):
             return None
@@ -191,9 +196,10 @@ def check_region(graph: AppGraph, name: str, ops: tuple[str, ...]) -> Shape:
     elif not sources and len(entries) != 1:
         problems.append(f"the region must be entered by exactly one stream; it is entered by "
                         f"{len(entries)}: {', '.join(f'{s.src} -> {s.dst}' for s in entries) or 'none'}")
-    if len(exits) != 1:
-        problems.append(f"the region must be left by exactly one output port; it is left by "
-                        f"{len(exits)}: {', '.join(map(str, exits)) or 'none'}")
+    sinks = [o for o in ops if graph.op(o).kind == "sink"]
+    if len(exits) > 1 or (not exits and not sinks):
+        problems.append(f"the region must be left by exactly one output port (or end in counting sinks); it is "
+                        f"left by {len(exits)}: {', '.join(map(str, exits)) or 'none'}")
     # a feedback loop: a path from the region back into it through outside operators,
     # or a cycle inside it
     full = nx.DiGraph()
@@ -214,7 +220,7 @@ def check_region(graph: AppGraph, name: str, ops: tuple[str, ...]) -> Shape:
     if problems:
         raise UsageError(f"parallel region '{name}' cannot be replicated:\n"
                          + "\n".join(f"  - {p}" for p in problems))
-    entry, exit_port = (entries[0] if entries else None), exits[0]
+    entry, exit_port = (entries[0] if entries else None), (exits[0] if exits else None)
     # partition keys: intersect, present on entry, forwarded up to every partitioned operator
     part = [graph.op(o) for o in ops if graph.op(o).state == PARTITIONED]
     key: tuple[str, ...] = ()
@@ -245,8 +251,9 @@ def check_region(graph: AppGraph, name: str, ops: tuple[str, ...]) -> Shape:
     if problems:
         raise UsageError(f"parallel region '{name}' cannot be replicated:\n"
                          + "\n".join(f"  - {p}" for p in problems))
+    # sources and counting sinks emit nothing a merge orders: only the operators between count
     ordering = STATIC if all(selectivity_kind(graph.op(o)) == STATIC for o in ops
-                             if not graph.op(o).is_source) else DYNAMIC
+                             if not graph.op(o).is_source and graph.op(o).kind != "sink") else DYNAMIC
     if entry is None:
         src = graph.op(sources[0])
         return Shape(None, exit_port, key, ordering, src.name, src.params.split)

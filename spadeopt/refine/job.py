@@ -49,6 +49,7 @@ class _Run:
     files: tuple[Path, ...]
     links: frozenset[tuple[str, str]]
     strategy: str
+    production: dict | None = None  # the run's production probe (``api._production_probe``), if any
 
 
 def refine(run_dirs: Sequence[str | os.PathLike[str]], out: str | os.PathLike[str] | None = None,
@@ -75,6 +76,8 @@ def refine(run_dirs: Sequence[str | os.PathLike[str]], out: str | os.PathLike[st
         info = {"run_dir": str(r.root), "strategy": r.strategy, "pes": len(r.files),
                 "seed": m.seed, "sample_rate": m.sample_rate, "reservoir_size": m.reservoir_size,
                 "started": m.started, "active_s": window[1] - window[0]}
+        if r.production is not None:
+            info["production"] = r.production
         data.append(RunData(name=str(r.root), pes=_pes_of(r), links=r.links, aggs=aggs.get(i, {}),
                             window=window, info=info))
     profile = estimate(data, app=first.app, fingerprint=first.graph_fingerprint, params=first.params,
@@ -113,7 +116,20 @@ def _check_run(root: Path) -> _Run:
                                f"short while being written); {_RERUN}")
         files.append(f.resolve())
     links, strategy = _deploy_links(root, manifest)
-    return _Run(root, manifest, tuple(files), links, strategy)
+    return _Run(root, manifest, tuple(files), links, strategy, _production(root))
+
+
+def _production(root: Path) -> dict | None:
+    """``RUN_DIR/production.json`` when the run has one: numbers only, checked."""
+    path = root / "production.json"
+    if not path.exists():
+        return None
+    doc = read_json(path, "production probe", _RERUN)
+    keys = ("tuples", "wall_s", "throughput", "steady_throughput", "cpu_s")
+    if not isinstance(doc, dict) or not all(isinstance(doc.get(k), int | float) and not isinstance(doc.get(k), bool)
+                                            and doc[k] >= 0 for k in keys):
+        raise ProfileError(f"{path}: expected an object with non-negative numbers {', '.join(keys)}; {_RERUN}")
+    return {k: doc[k] for k in keys}
 
 
 def _deploy_links(root: Path, manifest: Manifest) -> tuple[frozenset[tuple[str, str]], str]:

@@ -137,10 +137,18 @@ class PERuntime:
     def ordered(self, n: int, key_index: list[int]) -> Ordered:
         return Ordered(n, key_index)
 
-    def sink(self, name: str, mode: str, names: list[str], types: list[str]) -> Sink:
-        s = Sink(name, mode, names, types, self.out_dir)
+    def sink(self, name: str, mode: str, names: list[str], types: list[str], report_as: str | None = None) -> Sink:
+        """``report_as``: a counting sink's channel copy counts under its logical name."""
+        s = Sink(report_as or name, mode, names, types, self.out_dir)
         self.sinks[name] = s
         return s
+
+    def sink_counts(self) -> dict[str, int]:
+        """Tuples per reported sink name (channel copies of a counting sink summed)."""
+        counts: dict[str, int] = {}
+        for s in list(self.sinks.values()):
+            counts[s.name] = counts.get(s.name, 0) + s.count
+        return counts
 
     def input(self, ref: str, fn: Callable, final: Callable, links: int, point: Any = None) -> None:
         self.inputs[ref] = InputPort(ref, fn, final, links, point=point,
@@ -277,7 +285,7 @@ class PERuntime:
             "wall_s": t_end - t0,
             "t_end": t_end,
             "sources": {n: v for n, v in self.source_stats.items()},
-            "sinks": {n: s.count for n, s in self.sinks.items()},
+            "sinks": self.sink_counts(),
             "refused": self.guard.refusals() if self.guard is not None else {},
             "secure_links": self.secure,
         }
@@ -304,7 +312,7 @@ class PERuntime:
         while not self._done.wait(1.0):
             doc = {"pe": self.pe_id, "t": time.time(),
                    "sources": {n: v[0] for n, v in list(self.source_stats.items())},
-                   "sinks": {n: s.count for n, s in self.sinks.items()}}
+                   "sinks": self.sink_counts()}
             tmp = f"{self.progress_file}.tmp"
             with open(tmp, "w") as f:
                 json.dump(doc, f)

@@ -100,6 +100,7 @@ class CustomParams:
 @dataclass(frozen=True)
 class SinkParams:
     mode: str  # "file" | "count"
+    report_as: str = ""  # a counting sink's channel copy reports its count under this (logical) name
 
 
 @dataclass(frozen=True)

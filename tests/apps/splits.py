@@ -4,7 +4,8 @@
 each source copy), ``static`` (functors only), ``keyed`` (a partitioned aggregate in a
 source-led region: refused), ``liar`` (a generator whose splits break the contract: a
 short split in the middle of the stream) and ``plain`` (a source that is not splittable
-leads the region: refused).
+leads the region: refused), ``count`` (the dynamic region ending in a counting sink,
+replicated too) and ``count_split`` (the same after a split: no merge either).
 """
 
 from __future__ import annotations
@@ -47,8 +48,12 @@ def splits(case: str = "dynamic", tuples: int = 500, split: int = 7, width: int 
     else:  # a filter that drops whole splits' worth of tuples on some channels
         f = a.functor("f", s, filter="k != 3 and (id // 50) % 3 != 1")
     g = a.functor("g", f, output={"id": "id", "w:float": "v + 1.0"} if case != "keyed" else None)
-    a.sink("sink", g, mode="file")
-    a.parallel("src", "f", "g", width=width, name="reg")
+    counting = case in ("count", "count_split")
+    a.sink("sink", g, mode="count" if counting else "file")
+    if case == "count_split":  # a split-fed region that ends in a counting sink (no merge)
+        a.parallel("f", "g", "sink", width=width, name="reg")
+    else:
+        a.parallel("src", "f", "g", *(["sink"] if counting else []), width=width, name="reg")
     return a
 
 

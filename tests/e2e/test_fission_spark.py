@@ -82,3 +82,16 @@ def test_channels_on_both_nodes_of_a_local_cluster(tmp_path):
     assert {chans[0]["src@0"]["node"], chans[1]["src@1"]["node"]} == {0, 1}  # each node reads its splits
     assert res.nodes == 2
     assert _sink_bytes(tmp_path / "two") == _sink_bytes(tmp_path / "ref")
+
+
+@pytest.mark.parametrize("case", ["count", "count_split"])
+def test_a_counting_sink_in_a_region_counts_what_width_one_counts(case, tmp_path):
+    """A counting sink replicated with its region (no merge): the copies' counts add up to
+    the width-1 count under every strategy, and fission pulses are not counted."""
+    counts = {}
+    for fusion, w in (("all", 1), ("none", 3), ("manual", 2), ("all", 3)):
+        res = api.run("tests/apps/splits.py", fusion, {"case": case, "tuples": "3000", "split": "64"},
+                      build_dir=tmp_path / f"b-{fusion}-{w}", widths={"reg": w})
+        counts[(fusion, w)] = res.sinks
+    assert counts[("all", 1)] == {"sink": 1600}  # the filter keeps 1600 of 3000 (see the app)
+    assert all(c == counts[("all", 1)] for c in counts.values()), counts

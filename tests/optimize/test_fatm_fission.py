@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from dataclasses import replace
 
 import pytest
 
@@ -175,3 +176,43 @@ def test_many_regions_are_searched_by_coordinate_ascent_and_ties_go_to_narrower(
     assert chosen2 == chosen and doc2 == doc
     small, doc3 = choose_widths(regions[:1], ("a",), 4, lambda rs: 1000.0 + 2 * rs[0].width)
     assert doc3["search"] == "exhaustive" and small[0].width == 1, "0.8 % more is within the 1 % tie"
+
+
+def test_collapse_fraction_is_fitted_on_the_production_fall_run():
+    """peer: 16 collapsible functors. A production FALL rate equal to what the model says
+    without collapsing fits 0; a rate as fast as if the inlined functors cost nothing fits 1;
+    in between, the fraction that closes the gap; no probe, no fit."""
+    from spadeopt.optimize.fatm import collapse_fraction, collapsible_links, unattributed_call_s
+    from spadeopt.optimize.predict import DEFAULT_MODEL as M
+
+    graph, _ = api.load_graph("apps/peer.py", {"tuples": "1000", "n": "4"})
+    prof = _profile(graph, 0.05, 0.05, 10_000)
+    links = collapsible_links(graph)
+    assert links == {("f0", "f1"), ("f1", "f2"), ("f2", "f3")}
+    inlined = {"f1", "f2", "f3"}
+    call_s = unattributed_call_s(prof, M)
+    kept = sum(r for a, b, r, _ in prof.links if (a, b) not in links)
+    a_part = M.oper_scale * (sum(u for o, u in prof.load.items() if o not in inlined) + call_s * kept)
+    b_part = M.oper_scale * sum(prof.load[o] for o in inlined)
+    at = lambda cores: prof.source_rate * M.pe_cap / cores  # noqa: E731 - the FALL rate that costs `cores`
+    assert collapse_fraction(graph, prof, M) == 0.0  # no probe
+    fit = lambda cores: collapse_fraction(graph, replace(prof, production_fall_rate=at(cores)), M)  # noqa: E731
+    assert fit(a_part + b_part) == pytest.approx(0.0, abs=1e-9)
+    assert fit(a_part) == pytest.approx(1.0)
+    assert fit(a_part + 0.25 * b_part) == pytest.approx(0.75)
+    assert fit(a_part + 3 * b_part) == 0.0 and fit(a_part / 2) == 1.0  # clamped
+
+
+def test_under_rate_max_fatm_keeps_the_max_frac_whose_plan_predicts_best(peer):
+    """peer's channels each need about a core: MaxFrac 0.5 cuts every channel into
+    pipeline stages; FATM also fuses with 0.75 and 1.0 and keeps the best predicted plan."""
+    graph, _ = peer
+    prof = _profile(graph, 0.002, 0.3, 10_000)
+    auto = fuse_auto(graph, prof, COMM, nodes=1, cores=2, rate="max")
+    tried = auto.explain["max_frac_search"]
+    assert [t["max_frac"] for t in tried] == [0.5, 0.75, 1.0]
+    best = max(t["predicted"] for t in tried if t["predicted"] is not None)
+    assert auto.explain["rate"]["predicted"] == pytest.approx(best)
+    assert auto.explain["max_frac"] == next(t["max_frac"] for t in tried if t["predicted"] == best)
+    fixed = fuse_auto(graph, prof, COMM, nodes=1, cores=2, rate="profiled")
+    assert [t["max_frac"] for t in fixed.explain["max_frac_search"]] == [0.5]  # a planned rate keeps MaxFrac

@@ -75,8 +75,15 @@ def test_sinks_and_unsplittable_sources_are_never_replicated():
     s = a.source("src", "x:int", generator=counter, args={"n": 1})
     a.sink("sink", a.functor("f", s))
     a.parallel("f", "sink", width=2, name="reg")
-    with pytest.raises(UsageError, match="operator 'sink' is a sink"):
+    with pytest.raises(UsageError, match="operator 'sink' is a file sink: it writes in the stream's order"):
         plan_for(a.build(), "manual")
+    a = App("s")
+    s = a.source("src", "x:int", generator=counter, args={"n": 1})
+    a.sink("sink", a.functor("f", s), mode="count")
+    a.parallel("f", "sink", width=2, name="reg")
+    plan = plan_for(a.build(), "manual")  # a counting sink is commutative: replicated, no merge
+    (reg,) = plan.to_json()["regions"]
+    assert "merge" not in reg and {"sink__0", "sink__1"} <= set(plan.pe_of) and "reg__merge" not in plan.pe_of
 
 
 @pytest.mark.parametrize("case,words", [
@@ -104,7 +111,7 @@ def test_a_source_led_region_has_no_split_and_each_source_copy_reads_its_share()
     assert phys.op("src__1").params.split == 7
     assert phys.op("src__1").out_port("out").schema.names[-1] == "_fission_seq"  # stamped by the source copy
     assert phys.op("reg__merge").out_port("out").schema == graph.op("g").out_port("out").schema
-    static, _ = load_graph("apps/peer.py", {"tuples": "100", "n": "2", "split": "16"})
+    static, _ = load_graph("apps/peer.py", {"tuples": "100", "n": "2", "split": "16", "sink": "file"})
     (r,) = resolve_regions(static, "none", {"chain": 2})
     assert r.ordering == STATIC and r.fed == "source"
     merge = physical_graph(static, (r,)).op("chain__merge")
@@ -160,7 +167,7 @@ def test_plan_json_records_regions_channels_pes_and_nodes(tmp_path):
     again = Plan.from_json(json.loads(json.dumps(doc)))
     assert again == plan
     # a region led by a splittable source: no split; each channel's PE holds its source copy
-    graph, _ = load_graph("apps/peer.py", {"tuples": "100", "n": "3"})
+    graph, _ = load_graph("apps/peer.py", {"tuples": "100", "n": "3", "sink": "file"})
     plan = plan_for(graph, "manual", nodes=2, widths={"chain": 2})
     (reg,) = plan.to_json()["regions"]
     assert reg["fed"] == "source" and reg["routing"] == "source_splits" and "split" not in reg
@@ -168,6 +175,12 @@ def test_plan_json_records_regions_channels_pes_and_nodes(tmp_path):
     assert all(ch[k][f"src@{k}"]["pe"] == ch[k][f"f2@{k}"]["pe"] for k in range(2))
     assert ch[0]["src@0"]["pe"] != ch[1]["src@1"]["pe"] and reg["merge"]["pe"] == plan.pe_of["sink"]
     assert Plan.from_json(json.loads(json.dumps(plan.to_json()))) == plan
+    # ... that ends in a counting sink: no merge either; each channel's PE counts
+    graph, _ = load_graph("apps/peer.py", {"tuples": "100", "n": "3"})
+    plan = plan_for(graph, "manual", nodes=2, widths={"chain": 2})
+    (reg,) = plan.to_json()["regions"]
+    assert "split" not in reg and "merge" not in reg and len(plan.pes) == 2
+    assert all(reg["channels"][k][f"sink@{k}"]["pe"] == reg["channels"][k][f"src@{k}"]["pe"] for k in range(2))
 
 
 def test_explain_shows_regions_channels_pes_and_nodes(tmp_path):
@@ -179,8 +192,13 @@ def test_explain_shows_regions_channels_pes_and_nodes(tmp_path):
     pe_of = b.plan.pe_of
     assert f"channel 1: op0@1, op1@1, op2@1 -> {pe_of['op0__1']} on node" in text
     assert f"merge    ops__merge in {pe_of['ops__merge']}" in text
-    b = api.build("apps/peer.py", "manual", {"n": "3"}, nodes=2, cores=1, out=tmp_path / "p", widths={"chain": 2})
+    b = api.build("apps/peer.py", "manual", {"n": "3", "sink": "file"}, nodes=2, cores=1, out=tmp_path / "p",
+                  widths={"chain": 2})
     text = api.explain_text(b.directory)
     assert "region 'chain': width 2, each channel reads its own source splits, weighted round robin merge" in text
     assert f"channel 1: src@1, f0@1, f1@1, f2@1 -> {b.plan.pe_of['src__1']} on node" in text
     assert "split    " not in text
+    b = api.build("apps/peer.py", "manual", {"n": "3"}, nodes=2, cores=1, out=tmp_path / "c", widths={"chain": 2})
+    text = api.explain_text(b.directory)
+    assert "each channel reads its own source splits, no merge (each channel's counting sink counts" in text
+    assert f"channel 0: src@0, f0@0, f1@0, f2@0, sink@0 -> {b.plan.pe_of['sink__0']} on node" in text

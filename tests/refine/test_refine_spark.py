@@ -117,6 +117,11 @@ def test_fusion_transparency_same_per_tuple_cpu_under_none_and_all(refined):
 def test_runs_of_one_graph_merge(runs):
     p = refine([runs["none"][1], runs["all"][1]])
     assert len(p.runs) == 2 and {r["strategy"] for r in p.runs} == {"none", "all"}
+    # every profiling run also ran the production FALL build once (the collapse fit's input)
+    for r in p.runs:
+        probe = r["production"]
+        assert probe["tuples"] == 60000 and probe["steady_throughput"] > 0 and probe["cpu_s"] > 0
+    assert api.operator_profile(p).production_fall_rate > 0
     assert p.inputs["filt.in"].tuples == 60000
     check_truth(p)
 
