@@ -80,14 +80,18 @@ def test_max_rate_is_the_highest_rate_that_fits(nodes, cores):
     auto = fuse_auto(graph, prof, comm, nodes, cores, rate="max", fission=False)  # the logical graph
     planned = auto.explain["rate"]["planned"]
     assert auto.explain["rate"]["mode"] == "max" and planned > 0
-    # the plan fits at the planned rate: no PE above MaxFrac, no node above its cores
-    problem = problem_for(graph, scale(prof, planned / prof.source_rate), comm, 0.5, 0.95)
+    # the plan fits at the planned rate: no PE above the MaxFrac it was fused with (the
+    # user's 0.5 or, under --rate max, a larger one of the ladder that predicts better),
+    # no node above its cores
+    mf = auto.explain["max_frac"]
+    assert mf in [t["max_frac"] for t in auto.explain["max_frac_search"]]
+    problem = problem_for(graph, scale(prof, planned / prof.source_rate), comm, mf, 0.95)
     for pe in auto.plan.pes:
-        assert metrics(frozenset(pe.operators), problem).comp_load <= 0.5 * (1 + 1e-9)
+        assert metrics(frozenset(pe.operators), problem).comp_load <= mf * (1 + 1e-9)
     assert max(auto.explain["node_load"]) <= cores * (1 + 1e-9)
     # ... and 1 % more does not fit
     with pytest.raises(OptimizeError):
-        over = fuse_auto(graph, prof, comm, nodes, cores, rate=planned * 1.01, fission=False)
+        over = fuse_auto(graph, prof, comm, nodes, cores, rate=planned * 1.01, fission=False, max_frac=mf)
         if over.result.warnings:  # an operator alone above MaxFrac
             raise OptimizeError(over.result.warnings[0])
 

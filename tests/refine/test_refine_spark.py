@@ -120,7 +120,8 @@ def test_runs_of_one_graph_merge(runs):
     # every profiling run also ran the production FALL build once (the collapse fit's input)
     for r in p.runs:
         probe = r["production"]
-        assert probe["tuples"] == 60000 and probe["steady_throughput"] > 0 and probe["cpu_s"] > 0
+        assert probe["tuples"] == runs["none"][0].tuples > 0  # the same source tuples as the profiled run
+        assert probe["steady_throughput"] > 0 and probe["cpu_s"] > 0
     assert api.operator_profile(p).production_fall_rate > 0
     assert p.inputs["filt.in"].tuples == 60000
     check_truth(p)
