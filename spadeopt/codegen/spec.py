@@ -51,6 +51,9 @@ class OpSpec:
     # codegen.collapse: the head of a static run gets the run's loop; the others its name
     run: dict[str, Any] | None = None
     in_run: str | None = None
+    # instrumented builds: the timing window (a build() local) its sampled submits share
+    # with the other operators of its thread, or None: thread CPU timers of their own
+    window: str | None = None
 
     @property
     def g(self) -> str:
@@ -61,12 +64,22 @@ class OpSpec:
     def emit_line(self) -> dict[str, str]:
         """The statement that hands ``out`` to every subscriber of each output port.
 
-        In instrumented builds each port's submit goes through its submit signal
-        (``<op>__submit_<port>``), which samples and times it.
+        In instrumented builds each port counts down its sampling countdown (a one-item
+        list, ``_cd_<op>__<port>``) inline, and only a batch in which a sample is due
+        goes through the port's submit signal (``<op>__submit_<port>``), which times and
+        records it: a batch with no sample costs one subtraction and one comparison, not
+        a function call (issue 14, round 3).
         """
         if self.instrumented:
-            return {p: f"{self.g}__submit_{p}(out)" for p in self.emit}
+            return {p: self._counted_emit(p) for p in self.emit}
         return self.plain_emit_line
+
+    def _counted_emit(self, port: str) -> str:
+        cd = f"_cd_{self.g}__{port}"
+        calls = [f"{t}(out)" for t in self.emit[port]]
+        plain = calls[0] if len(calls) == 1 else f"({', '.join(calls)},)" if calls else "None"
+        return (f"{cd}[0] = _cd = {cd}[0] - len(out); "
+                f"{plain} if _cd > 0 else {self.g}__submit_{port}(out, _cd)")
 
     @property
     def plain_emit_line(self) -> dict[str, str]:
@@ -77,7 +90,7 @@ class OpSpec:
         lines = {p: "; ".join(fs) for p, fs in self.final.items() if fs}
         if self.instrumented:
             for p in self.emit:
-                close = f"_rec_{self.g}__{p}.close(_cd_{self.g}__{p})"
+                close = f"_rec_{self.g}__{p}.close(_cd_{self.g}__{p}[0])"
                 lines[p] = f"{close}; {lines[p]}" if p in lines else close
         return lines
 
@@ -93,6 +106,7 @@ class PESpec:
     sources: list[str]
     has_main: bool
     instrumented: bool = False
+    windows: list[str] = field(default_factory=list)  # timing windows to create, one per thread
 
 
 def links_of(plan: Plan, graph: AppGraph) -> list[Link]:
@@ -137,6 +151,48 @@ def thread_reach(graph: AppGraph, members: set[str], roots: Mapping[str, list[st
                         seen.add(dst.op)
         reach[thread] = seen
     return reach
+
+
+WINDOW_KINDS = frozenset({"source", "functor", "split", "aggregate", "join", "union", "merge", "sink"})
+"""Kinds whose generated code never blocks or leaves its thread (see ``assign_windows``)."""
+
+
+def assign_windows(specs: list[OpSpec]) -> list[str]:
+    """Give each operator that may time by wall clock its thread's timing window.
+
+    Profiling builds (issue 14, round 3; ``spadeopt.profiling.CpuWindow``): a window
+    scales the wall-clock times taken inside it by its own CPU/wall ratio, which is
+    unbiased only if nothing inside it blocks. So an operator gets a window only if it
+    is reached by exactly one thread (no lock: a lock wait blocks, and a window belongs
+    to one thread), its kind's code cannot block (``WINDOW_KINDS``: not a custom
+    operator's opaque code, not fission's queues), none of its ports sends to another PE
+    (a full send queue blocks), and the same holds, recursively, for every in-PE
+    subscriber its submits call. Operators in a cycle inside the PE get none. Returns
+    the window variables to create, one per thread that has any, in thread order.
+    """
+    by_name = {s.op.name: s for s in specs}
+    safe: dict[str, bool] = {}
+
+    def ok(name: str) -> bool:
+        if name not in safe:
+            safe[name] = False  # provisional: a cycle back to this operator is not safe
+            s = by_name[name]
+            safe[name] = (
+                not s.locked
+                and len(s.threads) == 1
+                and s.op.kind in WINDOW_KINDS
+                and all(
+                    send is None and all(ok(sub.split(".", 1)[0]) for sub in subs)
+                    for subs, _, send in s.submits.values()
+                )
+            )
+        return safe[name]
+
+    timed = [s for s in specs if s.submits and ok(s.op.name)]
+    var = {t: f"_win_{i}" for i, t in enumerate(sorted({s.threads[0] for s in timed}))}
+    for s in timed:
+        s.window = var[s.threads[0]]
+    return list(var.values())
 
 
 def pe_spec(graph: AppGraph, plan: Plan, pe: PE, links: list[Link], lower_op) -> PESpec:
@@ -186,6 +242,7 @@ def pe_spec(graph: AppGraph, plan: Plan, pe: PE, links: list[Link], lower_op) ->
         specs.append(spec)
     if plan.collapse and not plan.instrumented:
         collapse.apply(graph, specs)  # profiling builds keep operator boundaries
+    windows = assign_windows(specs) if plan.instrumented else []
     locked_out = []
     for ref in exposed_out_ports:
         locked_out.append((ref, len(threads_of[ref.op]) > 1))
@@ -194,4 +251,4 @@ def pe_spec(graph: AppGraph, plan: Plan, pe: PE, links: list[Link], lower_op) ->
         key=lambda x: x[0],
     )
     return PESpec(graph.name, pe, specs, imp, sorted(exposed_in_count.items()), locked_out,
-                  sources, bool(exposed_in_count), plan.instrumented)
+                  sources, bool(exposed_in_count), plan.instrumented, windows)

@@ -23,6 +23,7 @@ from spadeopt.profiling.records import (
 from spadeopt.profiling.sampling import (
     DEFAULT_RESERVOIR_SIZE,
     DEFAULT_SAMPLE_RATE,
+    CpuWindow,
     MetricRecorder,
     PointKey,
     Profiler,
@@ -35,6 +36,7 @@ from spadeopt.profiling.sampling import (
 __all__ = [
     "DEFAULT_RESERVOIR_SIZE",
     "DEFAULT_SAMPLE_RATE",
+    "CpuWindow",
     "METRICS",
     "SCHEMA_VERSION",
     "HostInfo",

@@ -27,6 +27,15 @@ that is about once every ``1/s`` tuples::
 A recorder is not thread-safe. A point whose submit can run in several threads must be
 called under the lock that already guards the operator (codegen inserts one wherever
 an operator is shared by threads); the countdown variable needs the same lock.
+
+**Timing windows** (issue 14, round 3). A thread CPU clock read is a system call (about
+1 us on the machines measured, against 0.07 us for ``perf_counter_ns``), and a chain of
+operators that all sample the same batch used to pay two of them per point. Where no
+call below a submit can block (``CpuWindow``), the outermost sampled submit of a thread
+opens a window: it alone reads the thread CPU clock, around itself; sampled submits
+nested inside it read only the wall clock, and the window scales their times by its own
+``CPU / wall`` when it closes (``CpuWindow.close``). See ``CpuWindow`` for why this is
+unbiased.
 """
 
 from __future__ import annotations
@@ -155,7 +164,8 @@ class StrideSampler:
         if due <= 0:
             return range(0)
         start = seen - k  # cumulative index of the tuple before the batch
-        return [self._boundary(j) - start - 1 for j in range(first, first + due)]
+        # _boundary(j) - start - 1, inlined: this runs once per sample at high rates
+        return [-((-j * den) // num) - start - 1 for j in range(first, first + due)]
 
     def offer(self, k: int) -> range | list[int]:
         """Reference path: take a batch of ``k`` tuples, return the sampled offsets."""
@@ -277,6 +287,13 @@ def _rng_for(seed: int, key: PointKey, sub: str | None, metric: str) -> random.R
 
 
 _NS = 1e-9
+_time = time.time
+_NOTHING = object()
+
+
+def _new_memo() -> list[Any]:
+    """The size memo of one PE's recorders (see ``MetricRecorder.__init__``)."""
+    return [(_NOTHING, 0), (_NOTHING, (), [])]
 
 
 def packer_size() -> Callable[[object], int]:
@@ -340,6 +357,7 @@ class MetricRecorder:
         "subscribers",
         "_stride",
         "_sizeof",
+        "_memo",
         "_nsub",
         "_size",
         "_rng",
@@ -360,11 +378,18 @@ class MetricRecorder:
         reservoir_size: int,
         seed: int,
         sizeof: Callable[[object], int],
+        memo: list[Any] | None = None,
     ) -> None:
         self.key = key
         self.subscribers = subscribers
         self._stride = StrideSampler(sample_rate)
         self._sizeof = packer_size() if sizeof is msgpack_size else sizeof
+        # What the points of a PE sized last, shared by their recorders: operators that
+        # pass tuples (or whole batches) on unchanged have every point of a chain sample
+        # the same tuples in one pass. [0]: (tuple, size) of a one-sample call; [1]:
+        # (batch, offsets, sizes) of a call with several. Each item is replaced in one
+        # store, so points of several threads may share it.
+        self._memo = memo if memo is not None else _new_memo()
         # sample_submit takes one timing per subscriber, sample_process exactly one
         self._nsub = len(subscribers) if key.dir == "out" else -1
         # The point's reservoir of records, as one flat list: record i is
@@ -390,14 +415,21 @@ class MetricRecorder:
         return self._stride.countdown
 
     def _record(
-        self, cd: int, batch: Sequence[Any], submit_ns: int, process_ns: Sequence[int]
+        self,
+        cd: int,
+        batch: Sequence[Any],
+        submit_ns: float,
+        process_ns: Sequence[float],
+        window: CpuWindow | None = None,
     ) -> int:
         """Advance the stride; offer one record per sampled tuple to the point's reservoir.
 
         Runs once per sampled call, so it is kept flat: the stride's one-sample case
         (``StrideSampler.advance`` with ``due == 1``) and Vitter's Algorithm R
         (``Reservoir.add``) are inlined here; their own tests pin the arithmetic, and
-        tests/profiling/test_recorder.py checks this copy against them.
+        tests/profiling/test_recorder.py checks this copy against them. With a
+        ``window``, the times are wall-clock and every record kept is registered with the
+        window, which scales its times when it closes.
         """
         stride = self._stride
         k = len(batch)
@@ -418,38 +450,78 @@ class MetricRecorder:
             if self._first is None:
                 self._first = count
             self._last = count
-            sizeof = self._sizeof
+            memo = self._memo
+            if (m := memo[1])[0] is batch and m[1] == offsets:  # see __init__
+                sizes = m[2]
+            else:
+                sizeof = self._sizeof
+                sizes = [sizeof(batch[i]) for i in offsets]
+                memo[1] = (batch, offsets, sizes)
             size = self._size
             flat = self._flat
             w = self._width
-            for i in offsets:
-                rec = (ts, seen, sizeof(batch[i]), k, submit_ns, *process_ns)
+            for n in sizes:
+                rec = (ts, seen, n, k, submit_ns, *process_ns)
                 j = self._seen
                 self._seen = j + 1
                 if j < size:
                     flat.extend(rec)
-                    continue
-                j = int(self._rng() * (j + 1))
-                if j < size:
+                elif (j := int(self._rng() * (j + 1))) < size:
                     flat[j * w : j * w + w] = rec
+                else:
+                    continue
+                if window is not None:
+                    window.pending.append((flat, j * w, w))
         return stride.countdown
 
     def sample_submit(
         self,
         cd: int,
         batch: Sequence[Any],
-        submit_ns: int,
-        process_ns: Sequence[int] = (),
+        submit_ns: float,
+        process_ns: Sequence[float] = (),
+        window: CpuWindow | None = None,
     ) -> int:
         """Record a sampled submit on an ``out`` point; return the re-armed countdown.
 
         ``cd``: the countdown after subtracting ``len(batch)`` (``<= 0``). ``submit_ns``:
         thread CPU ns of the whole submit. ``process_ns``: thread CPU ns of each
-        subscriber's process call, in the order of ``subscribers``.
+        subscriber's process call, in the order of ``subscribers``. With ``window`` (the
+        thread's open ``CpuWindow``), both are wall-clock ns, scaled when it closes.
         """
         if len(process_ns) != self._nsub:
             self._misuse("sample_submit", f" with {len(process_ns)} process timing(s)")
-        return self._record(cd, batch, submit_ns, process_ns)
+        # The common case, one sampled tuple in the batch and a reservoir not yet full, is
+        # _record with everything else left out: this runs for every point of every
+        # sampled batch, so each attribute access counts (issue 14, round 3).
+        stride = self._stride
+        seen = stride._seen_at_arm + stride.countdown - cd
+        taken = stride.taken
+        num = stride._num
+        den = stride._den
+        j = self._seen
+        if seen * num // den - taken != 1 or j >= self._size:
+            return self._record(cd, batch, submit_ns, process_ns, window)
+        stride.seen = stride._seen_at_arm = seen
+        stride.taken = taken + 1
+        stride.countdown = cd = -((-(taken + 2) * den) // num) - seen
+        k = len(batch)
+        ts = _time()
+        self._last = count = (ts, seen)
+        if self._first is None:
+            self._first = count
+        self._seen = j + 1
+        t = batch[-((-(taken + 1) * den) // num) - seen + k - 1]
+        memo = self._memo
+        if (m := memo[0])[0] is t:  # the tuple the last sample sized (see __init__)
+            size = m[1]
+        else:
+            size = self._sizeof(t)
+            memo[0] = (t, size)  # one store: safe when points of several threads share it
+        self._flat.extend((ts, seen, size, k, submit_ns, *process_ns))
+        if window is not None:
+            window.pending.append((self._flat, j * self._width, self._width))
+        return cd
 
     def sample_process(self, cd: int, batch: Sequence[Any], process_ns: int) -> int:
         """Record a sampled process call on an ``in`` point; return the re-armed countdown."""
@@ -510,6 +582,60 @@ class MetricRecorder:
         return out
 
 
+class CpuWindow:
+    """One thread's timing window: wall-clock timers inside, scaled to its thread CPU.
+
+    Protocol (generated code, issue 14 round 3). A sampled submit finds its thread's
+    window closed: it sets ``open``, reads the thread CPU clock and the wall clock
+    around its calls, and ends with ``close(cpu_ns, wall_ns)``, whose return value ``r``
+    scales the wall times it split its own submit into. A sampled submit that finds the
+    window open (it runs inside that submit, in the same thread) reads only the wall
+    clock and passes the window to ``sample_submit``, which registers each record it
+    keeps in ``pending``; ``close`` multiplies their times by ``r``.
+
+    Why this is unbiased. In a window of thread CPU ``C`` and wall time ``W``, the thread
+    was off the CPU for ``D = W - C`` (preempted by other processes, or waiting for the
+    GIL). A timed interval of CPU ``c`` inside the window reads ``c + d``, where ``d`` is
+    the part of ``D`` that fell inside it. Preemption points fall at random in the
+    thread's CPU time, so ``E[d] = D * c / C``, and ``E[(c + d) * C / W] = c``: scaling by
+    ``r = C / W`` removes the off-CPU time on average, per window, exactly where it
+    happened (a ratio per PE or per point does not: blocking comes in bursts). This holds
+    only if nothing inside the window blocks: a blocking call would concentrate ``D`` in
+    the interval around it. So codegen opens windows only at submits under which every
+    call stays in the PE's own thread and cannot block (``codegen.spec``: no send to
+    another PE, no lock, no custom or fission operator); every other submit keeps thread
+    CPU timers of its own. ``r`` is capped at 1: without preemption the CPU clock, read
+    outside the wall clock, sees slightly more.
+
+    Only one thread ever uses a window: codegen gives each thread of a PE its own, and
+    only operators reached by exactly one thread use one.
+    """
+
+    __slots__ = ("open", "pending")
+
+    def __init__(self) -> None:
+        self.open = False
+        self.pending: list[tuple[list[float], int, int]] = []
+        """Kept records to scale: (a recorder's flat reservoir, record start, record width)."""
+
+    def close(self, cpu_ns: int, wall_ns: int) -> float:
+        """Close the window; scale the times of its kept records by ``r = min(1, C/W)``."""
+        self.open = False
+        r = cpu_ns / wall_ns if wall_ns > cpu_ns else 1.0
+        pending = self.pending
+        if pending:
+            if r < 1.0:
+                done = set()
+                for flat, base, w in pending:
+                    if (key := (id(flat), base)) in done:
+                        continue  # the same slot, overwritten by a later record of the window
+                    done.add(key)
+                    for q in range(base + 4, base + w):
+                        flat[q] *= r
+            pending.clear()
+        return r
+
+
 def _check_name(what: str, value: object) -> None:
     if not isinstance(value, str) or not value:
         msg = f"{what} must be a non-empty string; got {value!r}"
@@ -544,6 +670,7 @@ class Profiler:
         self.reservoir_size = reservoir_size
         self.seed = seed
         self._sizeof = sizeof
+        self._memo = _new_memo()  # shared by the points' recorders
         self._points: dict[PointKey, MetricRecorder] = {}
 
     def point(self, key: PointKey, subscribers: Sequence[str] = ()) -> MetricRecorder:
@@ -574,7 +701,8 @@ class Profiler:
         rec = self._points.get(key)
         if rec is None:
             rec = MetricRecorder(
-                key, subs, self.sample_rate, self.reservoir_size, self.seed, self._sizeof
+                key, subs, self.sample_rate, self.reservoir_size, self.seed, self._sizeof,
+                self._memo,
             )
             self._points[key] = rec
         elif rec.subscribers != subs:

@@ -160,6 +160,12 @@ class PERuntime:
 
         return self.profiler.point(PointKey(op, port, direction), subscribers)
 
+    def window(self):
+        """A profiling build's timing window for one thread (``spadeopt.profiling.CpuWindow``)."""
+        from spadeopt.profiling import CpuWindow
+
+        return CpuWindow()
+
     def source(self, name: str, fn: Callable) -> None:
         self.sources[name] = fn
 

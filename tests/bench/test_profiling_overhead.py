@@ -25,3 +25,14 @@ def test_bargain_must_stay_within_the_off_runs_noise():
     assert summarize("bargain", _samples([100.0, 95.0, 105.0], [97.0] * 3))["target_met"] is True
     assert summarize("bargain", _samples([100.0, 99.0, 101.0], [90.0] * 3))["target_met"] is False
     assert "target_met" not in summarize("chain n=1", _samples([1.0], [1.0]))
+
+
+def test_in_process_view_runs_the_generated_pe_off_and_at_every_rate(tmp_path):
+    """The in-process view really runs both builds: every tuple through, rates profiled."""
+    from spadeopt.bench.profiling_overhead import in_process
+
+    out = in_process("apps/chain.py", {"n": "2", "tuples": "20000"}, tmp_path, 2)
+    assert out["tuples"] == 20000
+    assert set(out["min_cpu_s"]) == {"None", "0.001", "0.01", "0.1"}
+    assert all(len(v) == 2 and min(v) > 0 for v in out["cpu_s"].values())
+    assert out["overhead"]["0.1"] == pytest.approx(1 - out["min_cpu_s"]["None"] / out["min_cpu_s"]["0.1"])

@@ -16,7 +16,8 @@ from spadeopt.optimize.strategies import plan_for
 from spadeopt.profiling import read_run
 
 ROOT = Path(__file__).resolve().parents[2]
-INSTRUMENTATION_MARKS = ("rt.point", "_tt()", "__submit_", "countdown", "thread_time_ns")
+INSTRUMENTATION_MARKS = ("rt.point", "_tt()", "__submit_", "countdown", "thread_time_ns", "_pc()",
+                         "rt.window", "_cd__")
 
 
 def _build(fusion: str, instrumented: bool) -> dict[str, str]:

@@ -13,6 +13,7 @@ from zlib import crc32 as _crc32  # noqa: F401
 
 from spadeopt.runtime.loader import symbol as _symbol
 from time import thread_time_ns as _tt
+from time import perf_counter_ns as _pc
 
 APP = "chain"
 PE = "pe0"
@@ -22,27 +23,31 @@ _u_counter = _symbol("spadeopt.toolkit.sources", "counter", from_app=False)
 
 def build(rt):
     """Wire this PE's operators by direct calls and register its threads and ports."""
+    _win_0 = rt.window()  # one thread's timing window (spadeopt.profiling.CpuWindow)
 
     # ---- source 'src' ----
     _rec__3src__out = rt.point("src", "out", "out", ["op0.in"])
-    _cd__3src__out = _rec__3src__out.countdown
+    _cd__3src__out = [_rec__3src__out.countdown]  # tuples until the next sample; emit lines count down
 
-    def _3src__submit_out(out):
-        nonlocal _cd__3src__out
-        cd = _cd__3src__out - len(out)
-        if cd > 0:
-            _cd__3src__out = cd
+    def _3src__submit_out(out, cd):  # a sample is due in `out`; cd <= 0 after it
+        if _win_0.open:  # nested in this thread's timing window: wall-clock timers
+            t0 = _pc()
             _3op0__in(out)
+            t1 = _pc()
+            _cd__3src__out[0] = _rec__3src__out.sample_submit(cd, out, t1 - t0, (t1 - t0, ), _win_0)
             return
-        t0 = _tt()
+        _win_0.open = True  # the outermost sampled submit: it opens the window
+        c0 = _tt()
+        t0 = _pc()
         _3op0__in(out)
-        t1 = _tt()
-        tz = t1  # the submit is the one call: a third timer would time nothing (issue 14)
-        _cd__3src__out = _rec__3src__out.sample_submit(cd, out, tz - t0, (t1 - t0, ))
+        t1 = _pc()
+        c1 = _tt()
+        _win_0.close(c1 - c0, t1 - t0)  # scales the nested samples; this one is exact
+        _cd__3src__out[0] = _rec__3src__out.sample_submit(cd, out, c1 - c0, (c1 - c0,))
 
     def _3src__run():
         for out in rt.source_batches("src", _u_counter(n=200000, seed=1, size=100)):
-            _3src__submit_out(out)
+            _cd__3src__out[0] = _cd = _cd__3src__out[0] - len(out); _3op0__in(out) if _cd > 0 else _3src__submit_out(out, _cd)
         _3src__final(None)
 
     __3src_pending = rt.pending("src", {})
@@ -50,97 +55,106 @@ def build(rt):
     def _3src__final(port):
         if __3src_pending.arrive(port):
 
-            _rec__3src__out.close(_cd__3src__out); _3op0__final("in")
+            _rec__3src__out.close(_cd__3src__out[0]); _3op0__final("in")
             pass
 
     # ---- functor 'op0' ----
     _rec__3op0__out = rt.point("op0", "out", "out", ["op1.in"])
-    _cd__3op0__out = _rec__3op0__out.countdown
+    _cd__3op0__out = [_rec__3op0__out.countdown]  # tuples until the next sample; emit lines count down
 
-    def _3op0__submit_out(out):
-        nonlocal _cd__3op0__out
-        cd = _cd__3op0__out - len(out)
-        if cd > 0:
-            _cd__3op0__out = cd
+    def _3op0__submit_out(out, cd):  # a sample is due in `out`; cd <= 0 after it
+        if _win_0.open:  # nested in this thread's timing window: wall-clock timers
+            t0 = _pc()
             _3op1__in(out)
+            t1 = _pc()
+            _cd__3op0__out[0] = _rec__3op0__out.sample_submit(cd, out, t1 - t0, (t1 - t0, ), _win_0)
             return
-        t0 = _tt()
+        _win_0.open = True  # the outermost sampled submit: it opens the window
+        c0 = _tt()
+        t0 = _pc()
         _3op1__in(out)
-        t1 = _tt()
-        tz = t1  # the submit is the one call: a third timer would time nothing (issue 14)
-        _cd__3op0__out = _rec__3op0__out.sample_submit(cd, out, tz - t0, (t1 - t0, ))
+        t1 = _pc()
+        c1 = _tt()
+        _win_0.close(c1 - c0, t1 - t0)  # scales the nested samples; this one is exact
+        _cd__3op0__out[0] = _rec__3op0__out.sample_submit(cd, out, c1 - c0, (c1 - c0,))
 
     def _3op0__in(batch):
         out = batch
         if out:
-            _3op0__submit_out(out)
+            _cd__3op0__out[0] = _cd = _cd__3op0__out[0] - len(out); _3op1__in(out) if _cd > 0 else _3op0__submit_out(out, _cd)
 
     __3op0_pending = rt.pending("op0", {'in': 1})
 
     def _3op0__final(port):
         if __3op0_pending.arrive(port):
 
-            _rec__3op0__out.close(_cd__3op0__out); _3op1__final("in")
+            _rec__3op0__out.close(_cd__3op0__out[0]); _3op1__final("in")
             pass
 
     # ---- functor 'op1' ----
     _rec__3op1__out = rt.point("op1", "out", "out", ["op2.in"])
-    _cd__3op1__out = _rec__3op1__out.countdown
+    _cd__3op1__out = [_rec__3op1__out.countdown]  # tuples until the next sample; emit lines count down
 
-    def _3op1__submit_out(out):
-        nonlocal _cd__3op1__out
-        cd = _cd__3op1__out - len(out)
-        if cd > 0:
-            _cd__3op1__out = cd
+    def _3op1__submit_out(out, cd):  # a sample is due in `out`; cd <= 0 after it
+        if _win_0.open:  # nested in this thread's timing window: wall-clock timers
+            t0 = _pc()
             _3op2__in(out)
+            t1 = _pc()
+            _cd__3op1__out[0] = _rec__3op1__out.sample_submit(cd, out, t1 - t0, (t1 - t0, ), _win_0)
             return
-        t0 = _tt()
+        _win_0.open = True  # the outermost sampled submit: it opens the window
+        c0 = _tt()
+        t0 = _pc()
         _3op2__in(out)
-        t1 = _tt()
-        tz = t1  # the submit is the one call: a third timer would time nothing (issue 14)
-        _cd__3op1__out = _rec__3op1__out.sample_submit(cd, out, tz - t0, (t1 - t0, ))
+        t1 = _pc()
+        c1 = _tt()
+        _win_0.close(c1 - c0, t1 - t0)  # scales the nested samples; this one is exact
+        _cd__3op1__out[0] = _rec__3op1__out.sample_submit(cd, out, c1 - c0, (c1 - c0,))
 
     def _3op1__in(batch):
         out = batch
         if out:
-            _3op1__submit_out(out)
+            _cd__3op1__out[0] = _cd = _cd__3op1__out[0] - len(out); _3op2__in(out) if _cd > 0 else _3op1__submit_out(out, _cd)
 
     __3op1_pending = rt.pending("op1", {'in': 1})
 
     def _3op1__final(port):
         if __3op1_pending.arrive(port):
 
-            _rec__3op1__out.close(_cd__3op1__out); _3op2__final("in")
+            _rec__3op1__out.close(_cd__3op1__out[0]); _3op2__final("in")
             pass
 
     # ---- functor 'op2' ----
     _rec__3op2__out = rt.point("op2", "out", "out", ["sink.in"])
-    _cd__3op2__out = _rec__3op2__out.countdown
+    _cd__3op2__out = [_rec__3op2__out.countdown]  # tuples until the next sample; emit lines count down
 
-    def _3op2__submit_out(out):
-        nonlocal _cd__3op2__out
-        cd = _cd__3op2__out - len(out)
-        if cd > 0:
-            _cd__3op2__out = cd
+    def _3op2__submit_out(out, cd):  # a sample is due in `out`; cd <= 0 after it
+        if _win_0.open:  # nested in this thread's timing window: wall-clock timers
+            t0 = _pc()
             _4sink__in(out)
+            t1 = _pc()
+            _cd__3op2__out[0] = _rec__3op2__out.sample_submit(cd, out, t1 - t0, (t1 - t0, ), _win_0)
             return
-        t0 = _tt()
+        _win_0.open = True  # the outermost sampled submit: it opens the window
+        c0 = _tt()
+        t0 = _pc()
         _4sink__in(out)
-        t1 = _tt()
-        tz = t1  # the submit is the one call: a third timer would time nothing (issue 14)
-        _cd__3op2__out = _rec__3op2__out.sample_submit(cd, out, tz - t0, (t1 - t0, ))
+        t1 = _pc()
+        c1 = _tt()
+        _win_0.close(c1 - c0, t1 - t0)  # scales the nested samples; this one is exact
+        _cd__3op2__out[0] = _rec__3op2__out.sample_submit(cd, out, c1 - c0, (c1 - c0,))
 
     def _3op2__in(batch):
         out = batch
         if out:
-            _3op2__submit_out(out)
+            _cd__3op2__out[0] = _cd = _cd__3op2__out[0] - len(out); _4sink__in(out) if _cd > 0 else _3op2__submit_out(out, _cd)
 
     __3op2_pending = rt.pending("op2", {'in': 1})
 
     def _3op2__final(port):
         if __3op2_pending.arrive(port):
 
-            _rec__3op2__out.close(_cd__3op2__out); _4sink__final("in")
+            _rec__3op2__out.close(_cd__3op2__out[0]); _4sink__final("in")
             pass
 
     # ---- sink 'sink' ----

@@ -1,0 +1,125 @@
+"""Timing windows (issue 14, round 3): nested samples read the wall clock, scaled to CPU.
+
+A thread's outermost sampled submit reads the thread CPU clock around itself; sampled
+submits nested inside it read only the wall clock, and the window scales their times by
+its own CPU/wall ratio when it closes (``CpuWindow``). Codegen gives windows only to
+operators under which nothing can block (``codegen.spec.assign_windows``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from spadeopt.api import load_graph
+from spadeopt.codegen.lower import lower_op
+from spadeopt.codegen.render import generate
+from spadeopt.codegen.spec import links_of, pe_spec
+from spadeopt.optimize.strategies import plan_for
+from spadeopt.plan.fission import physical_graph
+from spadeopt.profiling import CpuWindow, PointKey, Profiler
+from spadeopt.runtime.loader import APP_ENV
+from spadeopt.runtime.pe import PERuntime
+
+OUT = PointKey("B", "out0", "out")
+
+
+def _recorder(subs: tuple[str, ...] = ("C.in0",), size: int = 100):
+    prof = Profiler("pe_1", sample_rate=1, reservoir_size=size, seed=1, sizeof=lambda t: 1)
+    return prof, prof.point(OUT, subscribers=subs)
+
+
+def _values(prof: Profiler, metric: str, sub: str | None = None) -> list[float]:
+    return [r.value for r in prof.dump() if r.metric == metric and r.sub == sub]
+
+
+def test_close_scales_the_nested_records_by_cpu_over_wall() -> None:
+    prof, rec = _recorder(("C.in0", "D.in0"))
+    win = CpuWindow()
+    win.open = True
+    cd = rec.sample_submit(rec.countdown - 2, [1, 2], 8_000, (2_000, 6_000), win)  # wall ns
+    assert win.close(cpu_ns=30_000, wall_ns=40_000) == 0.75 and not win.open and not win.pending
+    rec.sample_submit(cd - 2, [3, 4], 8_000, (2_000, 6_000))  # outside any window: as given
+    # s = 1: both tuples of each batch are sampled; times are per tuple (batch total / 2);
+    # the first batch's records are scaled by 0.75, the second batch's are untouched
+    assert _values(prof, "submit_cpu") == pytest.approx([3e-6] * 2 + [4e-6] * 2)
+    assert _values(prof, "process_cpu", "C.in0") == pytest.approx([0.75e-6] * 2 + [1e-6] * 2)
+    assert _values(prof, "process_cpu", "D.in0") == pytest.approx([2.25e-6] * 2 + [3e-6] * 2)
+    assert _values(prof, "size") == [1] * 4  # only times are scaled
+
+
+def test_a_window_never_scales_up_and_scales_an_overwritten_slot_once() -> None:
+    prof, rec = _recorder(size=1)  # one slot: later records overwrite it (Algorithm R)
+    win = CpuWindow()
+    win.open = True
+    cd = rec.countdown
+    for _ in range(40):
+        cd = rec.sample_submit(cd - 1, [0], 1_000, (1_000,), win)
+    assert win.close(cpu_ns=500, wall_ns=1_000) == 0.5
+    assert _values(prof, "submit_cpu") == pytest.approx([0.5e-6])  # once, not 0.5**k
+    win.open = True
+    rec.sample_submit(cd - 1, [0], 1_000, (1_000,), win)
+    assert win.close(cpu_ns=1_200, wall_ns=1_000) == 1.0  # CPU read outside the wall clock
+
+
+def _specs(app: str, params: dict[str, str], fusion: str):
+    graph, _ = load_graph(app, params)
+    plan = dataclasses.replace(plan_for(graph, fusion), instrumented=True, collapse=False)
+    physical = physical_graph(graph, plan.regions)
+    links = links_of(plan, physical)
+    return {pe.pe_id: pe_spec(physical, plan, pe, links, lower_op) for pe in plan.pes}
+
+
+def test_windows_only_where_nothing_below_can_block() -> None:
+    (pe,) = _specs("apps/chain.py", {"n": "3"}, "all").values()
+    assert pe.windows == ["_win_0"]
+    assert {o.op.name: o.window for o in pe.ops} == {
+        "src": "_win_0", "op0": "_win_0", "op1": "_win_0", "op2": "_win_0", "sink": None}
+    # every port of FNONE sends to another PE: no windows at all
+    assert all(not s.windows and all(o.window is None for o in s.ops)
+               for s in _specs("apps/chain.py", {"n": "3"}, "none").values())
+    # burn: 'route' is a custom operator (opaque code), so it and everything upstream of
+    # it time their own CPU; heavy and light (and the union below them) share a window
+    (pe,) = _specs("tests/apps/burn.py", {}, "all").values()
+    windowed = {o.op.name for o in pe.ops if o.window}
+    assert windowed == {"heavy", "light", "u"}
+
+
+def _run_in_process(tmp_path: Path, n: int, s: float, reservoir: int) -> Profiler:
+    """Build the FALL instrumented PE of a chain and run it in this process, for real."""
+    graph, ref = load_graph("apps/chain.py", {"n": str(n), "tuples": "60000"})
+    plan = dataclasses.replace(plan_for(graph, "all"), instrumented=True, collapse=False)
+    build = generate(graph, plan, tmp_path / "build", ref)
+    module_file = str(build.directory / "pe0.py")
+    spec = importlib.util.spec_from_file_location("spadeopt_pe_window_test", module_file)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    prof = Profiler("pe0", sample_rate=s, reservoir_size=reservoir, seed=3)
+    rt = PERuntime("pe0", module.OPERATORS, module_file, profiler=prof)
+    module.build(rt)
+    rt.run()
+    return prof
+
+
+def test_nested_samples_stay_nested_and_inside_their_window(tmp_path, monkeypatch) -> None:
+    """In a chain every point samples the same batch, so one window holds them all: the
+    source's submit (exact CPU) contains op0's, which contains op1's, and so on. Scaling
+    all nested wall times by one ratio r = min(1, C/W) keeps that order, and no nested
+    time exceeds the window's own CPU; a wrong ratio (e.g. r > 1) or an unscaled sample
+    would break it."""
+    monkeypatch.setenv(APP_ENV, "apps/chain.py")
+    n = 6
+    prof = _run_in_process(tmp_path, n, 0.002, 10_000)
+    per_point: dict[str, list[float]] = defaultdict(list)
+    for r in prof.dump():  # sorted by time within a point: the k-th sample is batch k's
+        if r.metric == "submit_cpu":
+            per_point[r.op].append(r.value)
+    chain = ["src"] + [f"op{i}" for i in range(n)]
+    assert {op: len(v) for op, v in per_point.items()} == {op: 120 for op in chain}
+    for k in range(120):
+        times = [per_point[op][k] for op in chain]
+        assert all(a >= b > 0 for a, b in zip(times, times[1:], strict=False)), (k, times)
