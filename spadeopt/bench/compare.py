@@ -119,7 +119,7 @@ def compare(app_ref: str, out_dir: Path, strategies: Sequence[str] = ("none", "a
             row["prediction_error"] = str(exc)
             continue
         row["planned_rate"] = pred.rate
-        row["prediction"] = {**pred.to_json(), "model": api.perf_model(calibration or api.default_calibration()).to_json()}
+        row["prediction"] = pred.to_json()  # with the model's constants, fitted ones included
         row["predicted_over_measured"] = pred.rate / row["throughput_median"]
     for st, explain in explains.items():
         key = "fatm_plan" if st == "auto" else f"fatm_plan_{st}"

@@ -126,9 +126,9 @@ def fuse_auto(graph: AppGraph, prof: OperatorProfile, comm: CommModel, nodes: in
     scored, and the plan's throughput predicted, by :func:`predict_plan` under ``model``
     (:mod:`spadeopt.optimize.predict`; default constants when ``None``).
     """
-    model = model or DEFAULT_MODEL
     rate = parse_rate(rate)
     check_profile(graph, prof)  # before searching
+    model = fit_production(graph, prof, model or DEFAULT_MODEL)
     if nodes < 1 or cores < 1:
         raise OptimizeError(f"nodes and cores must be >= 1 (got {nodes}, {cores})")
     regions = resolve_regions(graph, "auto", dict(widths or {}))
@@ -179,7 +179,7 @@ def fuse_auto(graph: AppGraph, prof: OperatorProfile, comm: CommModel, nodes: in
         explain["prediction"] = {"error": str(exc), "model": model.to_json()}
     else:
         explain["rate"]["predicted"] = predicted.rate
-        explain["prediction"] = {**predicted.to_json(), "model": model.to_json()}
+        explain["prediction"] = predicted.to_json()
     explain["collapse"] = {"inlined_frac": frac, "production_fall_rate": prof.production_fall_rate,
                            "fitted": frac > 0}
     explain["max_frac_search"] = tried_frac
@@ -322,6 +322,7 @@ def predict_plan(graph: AppGraph, prof: OperatorProfile, plan: Plan, comm: CommM
     (:mod:`spadeopt.optimize.predict`): its parallel regions are mapped onto the physical
     graph as FATM maps them, then the plan's PEs and nodes are evaluated."""
     check_profile(graph, prof)
+    model = fit_production(graph, prof, model)
     physical = physical_graph(graph, plan.regions)
     pprof = physical_profile(graph, prof, plan.regions)
     problem = problem_for(physical, pprof, comm, 1.0, 1.0)
@@ -355,6 +356,32 @@ def collapsed_links(graph: AppGraph, plan: Plan) -> frozenset[tuple[str, str]]:
     """The :func:`collapsible_links` of ``graph`` whose two ends share a PE of ``plan``."""
     pe_of = plan.pe_of
     return frozenset((a, b) for a, b in collapsible_links(graph) if pe_of.get(a) == pe_of.get(b))
+
+
+OPER_SCALE_FIT = (0.2, 2.0)  # a fitted oper_scale outside this is a broken run, not a fit: clamped
+
+
+def fit_production(graph: AppGraph, prof: OperatorProfile, model: PerfModel) -> PerfModel:
+    """``model`` with ``oper_scale`` fitted on the app's production FALL run, when the app
+    has no collapsible functors (else :func:`collapse_fraction` spends that one measurement).
+
+    FALL is one PE whose sources read flat out: ``pe_cap * R0 / R`` cores at the profiled
+    rate ``R0``, against the model's ``oper_scale * (Σu + call_s * internal)``; the
+    ``oper_scale`` that makes them equal replaces the constant (it is what instrumentation
+    costs *this* app). Idempotent; unchanged without a probe.
+    """
+    if not (prof.production_fall_rate > 0 and prof.source_rate > 0) or collapsible_links(graph):
+        return model
+    call_s = unattributed_call_s(prof, model)
+    internal = math.fsum(r for a, b, r, _ in prof.links if a is not None and b is not None)
+    base = math.fsum(prof.load.values()) + call_s * internal
+    if base <= 0:
+        return model
+    measured = model.pe_cap * prof.source_rate / prof.production_fall_rate
+    lo, hi = OPER_SCALE_FIT
+    scale_ = min(hi, max(lo, measured / base))
+    src = model.source.split(" + oper_scale fitted")[0]
+    return replace(model, oper_scale=scale_, source=f"{src} + oper_scale fitted on the production FALL run")
 
 
 def collapse_fraction(graph: AppGraph, prof: OperatorProfile, model: PerfModel) -> float:

@@ -98,9 +98,11 @@ class Prediction:
     busy_pes: Mapping[int, int]
     bottleneck: str
     call_s: float
+    model: PerfModel | None = None  # the constants used (fitted ones included)
 
     def to_json(self) -> dict[str, Any]:
         return {"rate": self.rate, "factor": self.factor, "bottleneck": self.bottleneck, "call_s": self.call_s,
+                "model": self.model.to_json() if self.model else None,
                 "pe_load": dict(self.pe_load), "node_load": {str(n): v for n, v in self.node_load.items()},
                 "node_capacity": {str(n): v for n, v in self.node_capacity.items()},
                 "busy_pes": {str(n): v for n, v in self.busy_pes.items()}}
@@ -189,7 +191,7 @@ def predict(problem: FusionProblem, pes: Sequence[tuple[str, Sequence[str], int]
     _, *_, why = check(k * (1 + 1e-6) if k > 0 else 1e-9)
     return Prediction(rate=k * profiled_rate, factor=k, pe_load={p.name: x for p, x in zip(parts, ls, strict=True)},
                       node_load=node_load, node_capacity=cap, busy_pes=busy,
-                      bottleneck=why or "every core busy with operator work", call_s=call_s)
+                      bottleneck=why or "every core busy with operator work", call_s=call_s, model=model)
 
 
 def _inlined_load(problem: FusionProblem, op: str, saves_s: float, frac: float) -> float:

@@ -216,3 +216,24 @@ def test_under_rate_max_fatm_keeps_the_max_frac_whose_plan_predicts_best(peer):
     assert auto.explain["max_frac"] == next(t["max_frac"] for t in tried if t["predicted"] == best)
     fixed = fuse_auto(graph, prof, COMM, nodes=1, cores=2, rate="profiled")
     assert [t["max_frac"] for t in fixed.explain["max_frac_search"]] == [0.5]  # a planned rate keeps MaxFrac
+
+
+def test_oper_scale_is_fitted_on_the_production_fall_run_when_nothing_collapses():
+    """outlier (no collapsible functor run): the probe's FALL rate sets oper_scale so that
+    FALL is predicted at exactly the measured rate; peer (collapsible) keeps it."""
+    from spadeopt.optimize.fatm import collapse_fraction, fit_production, predict_plan
+    from spadeopt.optimize.predict import DEFAULT_MODEL as M
+    from spadeopt.optimize.strategies import plan_for
+
+    graph, _ = api.load_graph("apps/outlier.py")
+    prof = _profile(graph, 0.005, 0.005, 10_000)
+    assert fit_production(graph, prof, M) == M  # no probe: the constants
+    fitted = fit_production(graph, replace(prof, production_fall_rate=40_000.0), M)
+    assert fitted.oper_scale != M.oper_scale and "fitted on the production FALL run" in fitted.source
+    assert fit_production(graph, replace(prof, production_fall_rate=40_000.0), fitted) == fitted  # idempotent
+    fall = plan_for(graph, "all")
+    got = predict_plan(graph, replace(prof, production_fall_rate=40_000.0), fall, COMM, M)
+    assert got.rate == pytest.approx(40_000.0, rel=1e-6) and got.model == fitted
+    peer_graph, _ = api.load_graph("apps/peer.py", {"tuples": "1000", "n": "4"})
+    peer_prof = replace(_profile(peer_graph, 0.05, 0.05, 10_000), production_fall_rate=80_000.0)
+    assert fit_production(peer_graph, peer_prof, M) == M and collapse_fraction(peer_graph, peer_prof, M) > 0
