@@ -8,6 +8,7 @@ naming the app, PE, operator and input port.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import re
@@ -57,6 +58,20 @@ def check_java() -> str:
 
 
 _OUR_PYTHON: str | None = None  # the PYSPARK_PYTHON we set for a local master (not the user's)
+# Directories of the bundles added (SparkContext.addFile) to the live session. They must
+# outlive the run that added them: an executor that joins the session's work later (a
+# second node of a reused local-cluster or standalone session) fetches *every* file the
+# context ever added, so a deleted bundle fails its first task ("Stream ... was not
+# found"). They go when the session is replaced, and at exit.
+_SHIPPED: list[Path] = []
+
+
+def _drop_shipped() -> None:
+    while _SHIPPED:
+        shutil.rmtree(_SHIPPED.pop(), ignore_errors=True)
+
+
+atexit.register(_drop_shipped)
 
 
 def spark_session(master: str | None, cores: int, app_name: str = "spadeopt",
@@ -81,6 +96,7 @@ def spark_session(master: str | None, cores: int, app_name: str = "spadeopt",
     if _SESSION is not None:
         _SESSION.stop()
         _SESSION = None
+        _drop_shipped()
     check_java()
     from pyspark import SparkConf
     from pyspark.context import SparkContext
@@ -231,6 +247,7 @@ def run_build(build_dir: Path, master: str | None = None, out_dir: Path | None =
     progress_dir = build_dir / "progress"
     shutil.rmtree(progress_dir, ignore_errors=True)
     ship_dir = Path(tempfile.mkdtemp(prefix="spadeopt-ship-"))
+    _SHIPPED.append(ship_dir)  # kept while this session lives (see _SHIPPED)
     bundle = ship.pack(build_dir, deploy["app_ref"], ship_dir)
     sc.addFile(str(bundle.path))
     job = {"bundle": bundle.path.name, "app_ref": bundle.app_ref, "return_outputs": not local,
@@ -272,8 +289,6 @@ def run_build(build_dir: Path, master: str | None = None, out_dir: Path | None =
         if out_dir is not None:
             sinks.discard(out_dir)
         raise
-    finally:
-        shutil.rmtree(ship_dir, ignore_errors=True)
     return _result(deploy, reports, master, time.time() - t0, str(build_dir))
 
 

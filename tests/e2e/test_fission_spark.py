@@ -95,3 +95,18 @@ def test_a_counting_sink_in_a_region_counts_what_width_one_counts(case, tmp_path
         counts[(fusion, w)] = res.sinks
     assert counts[("all", 1)] == {"sink": 1600}  # the filter keeps 1600 of 3000 (see the app)
     assert all(c == counts[("all", 1)] for c in counts.values()), counts
+
+
+def test_a_reused_cluster_session_serves_a_node_that_joins_later(tmp_path):
+    """One session (same master, cores, conf) runs a 1-node build, then a 2-node one: the
+    second executor, on its first task, fetches every bundle the context ever shipped, so
+    earlier bundles must still be served (found by `compare` on local-cluster: the
+    profile ran on one node, FATM's plan on two, and failed with "Stream ... was not found")."""
+    params = {"tuples": "2000", "n": "2", "sink": "file", "split": "100"}
+    master = "local-cluster[2,1,1024]"
+    one = api.run("apps/peer.py", "all", params, nodes=1, cores=1, master=master, out=tmp_path / "one",
+                  build_dir=tmp_path / "b1")
+    two = api.run("apps/peer.py", "manual", params, nodes=2, cores=1, master=master, out=tmp_path / "two",
+                  build_dir=tmp_path / "b2", widths={"chain": 2})
+    assert one.nodes_used == 1 and two.nodes_used == 2
+    assert _sink_bytes(tmp_path / "one") == _sink_bytes(tmp_path / "two")
