@@ -36,17 +36,19 @@ check-java: ## Spark needs Java 17+
 demo: $(STAMP) check-java ## the whole story on bargain (~6 min): profile, refine, optimize, compare; then fission on peer
 	@# no rm -rf: every step below recognises and replaces only its own earlier output
 	@echo "== stage 1: profile $(APP) (fused, instrumented, s = 0.01)"
-	$(BIN)/spadeopt profile apps/$(APP).py --fusion all $(SIZE_$(APP)) --sample-rate 0.01 -o out/demo/profile-run
+	@# a profiling run directory is never reused: each demo writes a new one
+	$(BIN)/spadeopt profile apps/$(APP).py --fusion all $(SIZE_$(APP)) --sample-rate 0.01 -o out/demo/profile-run-$(NOW)
 	@echo "== refine the samples on Spark into per-operator CPU fractions and link rates"
-	$(BIN)/spadeopt refine out/demo/profile-run -o out/demo/profile.json
+	$(BIN)/spadeopt refine out/demo/profile-run-$(NOW) -o out/demo/profile.json
 	$(BIN)/spadeopt show out/demo/profile.json --top 8
 	@echo "== stage 2: GreedyFuse + placement at the highest rate 2 cores sustain"
 	$(BIN)/spadeopt optimize apps/$(APP).py --profile out/demo/profile.json -o out/demo/build-auto
 	$(BIN)/spadeopt explain out/demo/build-auto --png out/demo/plan.png --dot out/demo/plan.dot
 	@echo "== compare NONE / FALL / FMAN / FATM, interleaved, same workload"
 	$(BIN)/spadeopt compare apps/$(APP).py $(SIZE_$(APP)) --profile out/demo/profile.json --repeat 3 --out out/demo/compare
-	@echo "== fission: FATM chooses how wide the peer workload's parallel region runs; FATM-w1 is --no-fission"
-	$(BIN)/spadeopt compare apps/peer.py -p tuples=300000 --strategies all,auto --no-fission --repeat 3 --out out/demo/peer
+	@echo "== fission: FATM chooses how wide the peer workload's data-parallel region runs (source, 16 functors,"
+	@echo "   counting sink); FATM-w1 is --no-fission"
+	$(BIN)/spadeopt compare apps/peer.py -p tuples=1000000 --strategies all,auto --no-fission --repeat 3 --out out/demo/peer
 	$(BIN)/spadeopt explain out/demo/peer/build-auto --png out/demo/peer-plan.png
 
 test: $(STAMP) check-java ## run the test suite (real Spark in local mode)
