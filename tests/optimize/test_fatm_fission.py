@@ -50,7 +50,9 @@ def test_a_dominant_region_is_widened_when_there_are_spare_cores():
     tried = {t["width"]: t["planned_rate"] for t in doc["search"]["regions"]["chain"]["tried"]}
     assert set(tried) == {1, 2, 3, 4} and doc["search"]["search"] == "exhaustive"
     assert tried[region.width] == max(tried.values()) > tried[1]
-    assert auto.explain["rate"]["predicted"] == pytest.approx(tried[region.width])
+    # widths are scored at the user's MaxFrac; the MaxFrac ladder can only improve the final plan
+    assert auto.explain["rate"]["predicted"] >= tried[region.width] * (1 - 1e-9)
+    assert tried[region.width] == pytest.approx(auto.explain["max_frac_search"][0]["predicted"])
     # every channel copy is in the plan
     pe_of = auto.plan.pe_of
     for c in range(region.width):
@@ -62,8 +64,8 @@ def test_one_core_keeps_width_one(peer):
     graph, prof = peer
     auto = fuse_auto(graph, prof, COMM, nodes=1, cores=1, rate="max")
     assert auto.plan.regions[0].width == 1
-    assert auto.explain["fission"]["search"]["regions"]["chain"]["tried"] == [
-        {"width": 1, "planned_rate": auto.explain["rate"]["predicted"]}]
+    (tried,) = auto.explain["fission"]["search"]["regions"]["chain"]["tried"]
+    assert tried["width"] == 1 and auto.explain["rate"]["predicted"] >= tried["planned_rate"] * (1 - 1e-9)
 
 
 def test_a_cheap_region_stays_narrow():
