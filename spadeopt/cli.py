@@ -104,7 +104,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
     result, run_dir = api.profile(args.app, args.o, args.fusion, _params(args.p), args.sample_rate,
                                   args.reservoir, args.duration, args.seed, args.nodes, args.cores,
                                   args.master, _progress, args.insecure_links, args.stall_timeout,
-                                  _conf(args.conf))
+                                  _conf(args.conf), production_probe=not args.no_production_probe)
     _end_status()
     print(_table(result))
     print(f"\nraw samples of {result.pes} PE(s) and manifest.json written to {run_dir}")
@@ -275,6 +275,9 @@ def parser() -> argparse.ArgumentParser:
     pr.add_argument("--seed", type=int, default=0, help="seed of the reservoir samplers (recorded; default 0)")
     pr.add_argument("--master", help="Spark master (default local[nodes*cores])")
     pr.add_argument("-o", type=Path, required=True, help="run directory (new or empty)")
+    pr.add_argument("--no-production-probe", action="store_true",
+                    help="skip the one run of the production FALL build after profiling (FATM then cannot "
+                         "fit what collapsing saves or the instrumentation overhead, and uses its constants)")
     link_args(pr)
     conf_arg(pr)
     pr.set_defaults(func=cmd_profile)

@@ -57,7 +57,7 @@ def chain_profile(tmp_path_factory):
 
     d = tmp_path_factory.mktemp("fatm")
     params = {"n": "6", "work": "40", "tuples": "40000"}
-    api.profile("apps/chain.py", d / "run", "none", params, sample_rate=0.02)
+    api.profile("apps/chain.py", d / "run", "none", params, sample_rate=0.02, production_probe=False)
     refine([d / "run"], d / "profile.json")
     return d, params
 

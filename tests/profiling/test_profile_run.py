@@ -64,6 +64,7 @@ def test_same_metric_set_under_none_all_and_manual_and_fig3(tmp_path):
     sets = {}
     for fusion in ("none", "all", "manual"):
         _, run_dir = api.profile("tests/apps/fanout.py", tmp_path / fusion, fusion, {"tuples": "20000"},
+                                 production_probe=False,
                                  sample_rate=0.01, reservoir=5000, seed=7)
         sets[fusion] = _logical(run_dir)
         manifest = json.loads((run_dir / "manifest.json").read_text())
@@ -107,3 +108,17 @@ def test_run_dir_holding_another_run_or_unwritable_is_refused(tmp_path):
     blocker.write_text("not a directory")
     proc = _cli("-o", str(blocker / "run"))
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+
+
+def test_production_probe_runs_by_default_and_can_be_skipped(tmp_path):
+    """`profile` runs the production FALL build once after the profiled run
+    (production.json: what FATM fits collapse savings / oper_scale on); the flag skips it."""
+    proc = _cli("--fusion", "all", "-p", "tuples=3000", "-p", "n=2", "-o", str(tmp_path / "with"))
+    assert proc.returncode == 0, proc.stderr
+    probe = json.loads((tmp_path / "with" / "production.json").read_text())
+    assert probe["tuples"] == 3000 and probe["fusion"] == "all" and probe["collapse"] is True
+    proc = _cli("--fusion", "all", "-p", "tuples=3000", "-p", "n=2", "--no-production-probe",
+                "-o", str(tmp_path / "without"))
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "without" / "manifest.json").exists()
+    assert not (tmp_path / "without" / "production.json").exists()

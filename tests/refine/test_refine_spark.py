@@ -50,7 +50,7 @@ def runs(tmp_path_factory):
         out[fusion] = (res, run_dir)
     for i in range(CHAIN_RUNS):
         out[f"chain{i}"] = api.profile("apps/chain.py", base / f"chain-none-{i}", "none",
-                                       {"n": "3", "tuples": "1500000"}, sample_rate=0.01)
+                                       {"n": "3", "tuples": "1500000"}, sample_rate=0.01, production_probe=False)
     return out
 
 
@@ -252,7 +252,7 @@ def test_bad_runs_exit_2_naming_the_file(runs, tmp_path):
 def test_a_stream_no_sample_saw_is_still_a_link_with_its_exact_rate(tmp_path):
     """Profiled under FALL at s = 0.01, the 10-tuple stream rare -> sink is (almost surely)
     never sampled; the profile keeps it, with the rate of its exact end-of-stream total."""
-    api.profile("tests/apps/rare.py", tmp_path / "run", "all", {}, sample_rate=0.01)
+    api.profile("tests/apps/rare.py", tmp_path / "run", "all", {}, sample_rate=0.01, production_probe=False)
     prof = refine([tmp_path / "run"], tmp_path / "p.json")
     links = {(lk.src, lk.dst): lk for lk in prof.links}
     assert set(links) == {("src.out", "rare.in"), ("rare.out", "sink.in")}
