@@ -240,14 +240,15 @@ def profile(app_ref: str, run_dir: Path, fusion: str = "none", params: Mapping[s
     )
     write_manifest(run_dir, manifest)
     if production_probe:
-        _production_probe(graph, ref, Path(run_dir), cores, master, progress, {"duration": duration, **links}, conf)
+        _production_probe(graph, ref, Path(run_dir), nodes, cores, master, progress,
+                          {"duration": duration, **links}, conf)
     return result, Path(run_dir)
 
 
 PRODUCTION_PROBE = "production.json"
 
 
-def _production_probe(graph: AppGraph, ref: str, run_dir: Path, cores: int, master: str | None,
+def _production_probe(graph: AppGraph, ref: str, run_dir: Path, nodes: int, cores: int, master: str | None,
                       progress: Callable[[str], None] | None, overrides: dict[str, Any],
                       conf: Mapping[str, str] | None) -> None:
     """Run the production FALL build (one PE, not instrumented, static runs collapsed) of
@@ -257,7 +258,8 @@ def _production_probe(graph: AppGraph, ref: str, run_dir: Path, cores: int, mast
     one figure is what the same operators cost fused and collapsed, so FATM can fit what
     collapsing saves (``spadeopt.optimize.fatm.collapse_fraction``) instead of guessing."""
     unreplicated = {name: 1 for name, _, _ in graph.annotations.parallel}
-    plan = make_plan(graph, "all", 1, cores, unreplicated)
+    # the profile's nodes: the one PE runs on node 0, but the app's place() calls must fit
+    plan = make_plan(graph, "all", nodes, cores, unreplicated)
     if progress:
         progress("production probe: the FALL production build once, to measure what collapsing saves")
     build = generate(graph, plan, run_dir / "build-production", ref)
