@@ -428,9 +428,11 @@ def regions_text(plan: Plan) -> list[str]:
     for r in plan.regions:
         feed = (f"hash of {', '.join(r.key)}" if r.key else "round robin") if r.has_split else (
             "each channel reads its own source splits")
-        how = feed + ", " + ("weighted round robin merge" if r.ordering == "static" else "sequence-number merge")
-        if r.width > 1 and r.merge not in pe_of:
-            how = feed + ", no merge (each channel's counting sink counts; the run reports the sum)"
+        if r.width > 1 and r.merge not in pe_of:  # the region ends in counting sinks
+            merge = "no merge (each channel's counting sink counts; the run reports the sum)"
+        else:
+            merge = "weighted round robin merge" if r.ordering == "static" else "sequence-number merge"
+        how = f"{feed}, {merge}"
         lines.append(f"region '{r.name}': width {r.width}, {how}; operators {', '.join(r.operators)}")
         if r.width > 1:
             for what, op in (("split", r.split), ("merge", r.merge)):

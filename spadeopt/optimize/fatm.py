@@ -144,12 +144,8 @@ def fuse_auto(graph: AppGraph, prof: OperatorProfile, comm: CommModel, nodes: in
     for mf in max_frac_candidates(max_frac, rate):
         got = _plan_physical(graph, prof, regions, comm, nodes, cores, mf, min_util, capacity_frac, rate, absorb,
                              frac)
-        trial = make_plan(graph, "auto", [list(p) for p in got[1].partitions], [got[2][t] for t in got[3]],
-                          nodes, cores, regions=regions)
-        try:
-            score = predict_plan(graph, prof, trial, comm, model).rate
-        except OptimizeError:
-            score = None
+        trial = _trial_plan(graph, got, nodes, cores, regions)
+        score = _predicted_rate(graph, prof, trial, comm, model, frac)
         tried_frac.append({"max_frac": mf, "pes": len(trial.pes), "predicted": score})
         if best is None or (score is not None and (best[0] is None or score > best[0] * (1 + TIE))):
             best = (score, mf, got)
@@ -173,7 +169,7 @@ def fuse_auto(graph: AppGraph, prof: OperatorProfile, comm: CommModel, nodes: in
                        "search_tries": search.tries if search else 0,
                        "at_upper_bound": search.at_upper_bound if search else False}
     try:
-        predicted = predict_plan(graph, prof, plan, comm, model)
+        predicted = _predict(graph, prof, plan, comm, model, frac)
     except OptimizeError as exc:  # e.g. a profile whose sources sent nothing: no rate to predict
         explain["rate"]["predicted"] = None
         explain["prediction"] = {"error": str(exc), "model": model.to_json()}
@@ -193,25 +189,34 @@ def width_scorer(graph: AppGraph, prof: OperatorProfile, comm: CommModel, nodes:
                  max_frac: float, min_util: float, capacity_frac: float, absorb: bool, model: PerfModel):
     """The score of a width vector (regions with their widths): the predicted source rate
     of the plan FATM makes for it at ``--rate max``, or ``None`` when nothing fits."""
+    model = fit_production(graph, prof, model)
     frac = collapse_fraction(graph, prof, model)
 
-    def one(rs, mf: float) -> float | None:
+    def evaluate(rs) -> float | None:
         try:
-            got = _plan_physical(graph, prof, rs, comm, nodes, cores, mf, min_util, capacity_frac,
+            got = _plan_physical(graph, prof, rs, comm, nodes, cores, max_frac, min_util, capacity_frac,
                                  "max", absorb, frac)
         except OptimizeError:
             return None
-        _, result_w, placement_w, tmp_w, _, _ = got
-        trial = make_plan(graph, "auto", [list(p) for p in result_w.partitions],
-                          [placement_w[t] for t in tmp_w], nodes, cores, regions=rs)
-        try:
-            return predict_plan(graph, prof, trial, comm, model).rate
-        except OptimizeError:
-            return None
-
-    def evaluate(rs) -> float | None:
-        return one(rs, max_frac)
+        return _predicted_rate(graph, prof, _trial_plan(graph, got, nodes, cores, rs), comm, model, frac)
     return evaluate
+
+
+def _trial_plan(graph: AppGraph, got, nodes: int, cores: int, regions) -> Plan:
+    """The plan of one :func:`_plan_physical` result, named as every strategy's plans are."""
+    _, result, placement, tmp_ids, _, _ = got
+    return make_plan(graph, "auto", [list(p) for p in result.partitions], [placement[t] for t in tmp_ids],
+                     nodes, cores, regions=regions)
+
+
+def _predicted_rate(graph: AppGraph, prof: OperatorProfile, plan: Plan, comm: CommModel, model: PerfModel,
+                    frac: float) -> float | None:
+    """:func:`predict_plan`'s rate under an already fitted ``model`` and ``frac``; None when
+    nothing can be predicted."""
+    try:
+        return _predict(graph, prof, plan, comm, model, frac).rate
+    except OptimizeError:
+        return None
 
 
 MAX_FRAC_LADDER = (0.75, 1.0)
@@ -324,10 +329,15 @@ def predict_plan(graph: AppGraph, prof: OperatorProfile, plan: Plan, comm: CommM
     graph as FATM maps them, then the plan's PEs and nodes are evaluated."""
     check_profile(graph, prof)
     model = fit_production(graph, prof, model)
+    return _predict(graph, prof, plan, comm, model, collapse_fraction(graph, prof, model))
+
+
+def _predict(graph: AppGraph, prof: OperatorProfile, plan: Plan, comm: CommModel, model: PerfModel,
+             frac: float) -> Prediction:
+    """:func:`predict_plan` once ``model`` is fitted and the collapse fraction known."""
     physical = physical_graph(graph, plan.regions)
     pprof = physical_profile(graph, prof, plan.regions)
     problem = problem_for(physical, pprof, comm, 1.0, 1.0)
-    frac = collapse_fraction(graph, prof, model)
     collapsing = plan.collapse and (model.collapse_saves_s > 0 or frac > 0)
     return predict(problem, [(pe.pe_id, pe.operators, pe.node) for pe in plan.pes], plan.nodes, plan.cores,
                    prof.source_rate, model, unattributed_call_s(prof, model),

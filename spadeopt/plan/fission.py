@@ -90,12 +90,6 @@ def _rewrite_one(graph: AppGraph, region: Region) -> AppGraph:
     if clash:
         raise UsageError(f"parallel region '{region.name}': the physical operator name(s) {', '.join(clash)} "
                          f"are already taken by operators of the app; rename them")
-    tail: list[Operator] = []
-    if merged:
-        exit_schema = graph.op(shape.exit.op).out_port(shape.exit.port).schema
-        exit_chan = _with_seq(exit_schema, f"region '{region.name}'") if dynamic else exit_schema
-    # a source-led static region's merge takes back whole splits in turn
-    block = BLOCK if fed else shape.split_size
     head: list[Operator] = []
     if fed:
         entry_schema = graph.op(shape.entry.dst.op).in_port(shape.entry.dst.port).schema
@@ -104,7 +98,11 @@ def _rewrite_one(graph: AppGraph, region: Region) -> AppGraph:
                              tuple(OutPort(f"out{c}", chan_schema) for c in range(k)),
                              FissionSplitParams(k, region.key, region.ordering, BLOCK), STATEFUL, (),
                              f"parallel region '{region.name}'"))
+    tail: list[Operator] = []
     if merged:
+        exit_schema = graph.op(shape.exit.op).out_port(shape.exit.port).schema
+        exit_chan = _with_seq(exit_schema, f"region '{region.name}'") if dynamic else exit_schema
+        block = BLOCK if fed else shape.split_size  # a source-led static region's merge takes back whole splits
         tail.append(Operator(region.merge, "fission_merge", tuple(InPort(f"in{c}", exit_chan) for c in range(k)),
                              (OutPort("out", exit_schema),), FissionMergeParams(k, region.ordering, block),
                              STATEFUL, (), f"parallel region '{region.name}'"))

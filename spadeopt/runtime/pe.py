@@ -186,8 +186,9 @@ class PERuntime:
                 break
             if stats[1] is None:
                 stats[1] = time.time()
+            n_batch = len(batch)  # counted as given: the consumer may append a fission pulse
             yield batch
-            stats[0] += len(batch)
+            stats[0] += n_batch
             now = stats[2] = time.time()
             if now >= next_mark:  # a point every 0.2 s, for steady-state rates
                 timeline.append((now, stats[0]))

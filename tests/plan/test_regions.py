@@ -64,24 +64,21 @@ def test_declaration_errors_are_graph_errors():
     assert "unknown operator 'nope'" in str(exc.value) and "width must be an integer >= 1" in str(exc.value)
 
 
+def _src_f_sink(region: tuple[str, ...], mode: str = "file"):
+    """src -> f -> sink with ``region`` declared at width 2."""
+    a = App("s")
+    s = a.source("src", "x:int", generator=counter, args={"n": 1})
+    a.sink("sink", a.functor("f", s), mode=mode)
+    a.parallel(*region, width=2, name="reg")
+    return a.build()
+
+
 def test_sinks_and_unsplittable_sources_are_never_replicated():
-    a = App("s")
-    s = a.source("src", "x:int", generator=counter, args={"n": 1})
-    a.sink("sink", a.functor("f", s))
-    a.parallel("src", "f", width=2, name="reg")
     with pytest.raises(UsageError, match="operator 'src' is a source whose generator is not splittable"):
-        plan_for(a.build(), "manual")
-    a = App("s")
-    s = a.source("src", "x:int", generator=counter, args={"n": 1})
-    a.sink("sink", a.functor("f", s))
-    a.parallel("f", "sink", width=2, name="reg")
+        plan_for(_src_f_sink(("src", "f")), "manual")
     with pytest.raises(UsageError, match="operator 'sink' is a file sink: it writes in the stream's order"):
-        plan_for(a.build(), "manual")
-    a = App("s")
-    s = a.source("src", "x:int", generator=counter, args={"n": 1})
-    a.sink("sink", a.functor("f", s), mode="count")
-    a.parallel("f", "sink", width=2, name="reg")
-    plan = plan_for(a.build(), "manual")  # a counting sink is commutative: replicated, no merge
+        plan_for(_src_f_sink(("f", "sink")), "manual")
+    plan = plan_for(_src_f_sink(("f", "sink"), "count"), "manual")  # a counting sink: replicated, no merge
     (reg,) = plan.to_json()["regions"]
     assert "merge" not in reg and {"sink__0", "sink__1"} <= set(plan.pe_of) and "reg__merge" not in plan.pe_of
 
