@@ -373,15 +373,22 @@ OPER_SCALE_FIT = (0.2, 2.0)  # a fitted oper_scale outside this is a broken run,
 
 
 def fit_production(graph: AppGraph, prof: OperatorProfile, model: PerfModel) -> PerfModel:
-    """``model`` with ``oper_scale`` fitted on the app's production FALL run, when the app
-    has no collapsible functors (else :func:`collapse_fraction` spends that one measurement).
+    """``model`` with ``oper_scale`` fitted on the app's production FALL run, unless
+    :func:`collapse_fraction` spends that one measurement.
 
     FALL is one PE whose sources read flat out: ``pe_cap * R0 / R`` cores at the profiled
     rate ``R0``, against the model's ``oper_scale * (Σu + call_s * internal)``; the
     ``oper_scale`` that makes them equal replaces the constant (it is what instrumentation
-    costs *this* app). Idempotent; unchanged without a probe.
+    costs *this* app). An app with collapsible functors spends the measurement on the
+    share collapsing saves instead, as long as that share comes out >= 0; when production
+    FALL ran slower than the model says it would with nothing saved (a negative share:
+    the constant ``oper_scale`` is too low for this app, as on the chain of busy functors),
+    ``oper_scale`` is fitted and the share is 0. Idempotent; unchanged without a probe.
     """
-    if not (prof.production_fall_rate > 0 and prof.source_rate > 0) or collapsible_links(graph):
+    if not (prof.production_fall_rate > 0 and prof.source_rate > 0):
+        return model
+    raw = _raw_collapse_fraction(graph, prof, model)
+    if raw is not None and raw >= 0:
         return model
     call_s = unattributed_call_s(prof, model)
     internal = math.fsum(r for a, b, r, _ in prof.links if a is not None and b is not None)
@@ -408,20 +415,26 @@ def collapse_fraction(graph: AppGraph, prof: OperatorProfile, model: PerfModel) 
     inlined operators alone: the code collapsing removes (a call, a tuple and a list per
     operator and batch, overwritten expressions) is theirs.
     """
+    raw = _raw_collapse_fraction(graph, prof, model)
+    return 0.0 if raw is None else min(1.0, max(0.0, raw))
+
+
+def _raw_collapse_fraction(graph: AppGraph, prof: OperatorProfile, model: PerfModel) -> float | None:
+    """:func:`collapse_fraction` before clamping; ``None`` without a probe or inlined operators."""
     if not (prof.production_fall_rate > 0 and prof.source_rate > 0):
-        return 0.0
+        return None
     links = collapsible_links(graph)
     inlined = {b for _, b in links}
     if not inlined:
-        return 0.0
+        return None
     call_s = unattributed_call_s(prof, model)
     kept = math.fsum(r for a, b, r, _ in prof.links if a is not None and b is not None and (a, b) not in links)
     a_part = model.oper_scale * (math.fsum(u for op, u in prof.load.items() if op not in inlined) + call_s * kept)
     b_part = model.oper_scale * math.fsum(prof.load.get(op, 0.0) for op in inlined)
     if b_part <= 0:
-        return 0.0
+        return None
     measured = model.pe_cap * prof.source_rate / prof.production_fall_rate  # load at factor 1, in cores
-    return min(1.0, max(0.0, 1.0 - (measured - a_part) / b_part))
+    return 1.0 - (measured - a_part) / b_part
 
 
 def unattributed_call_s(prof: OperatorProfile, model: PerfModel) -> float:

@@ -28,14 +28,14 @@ A recorder is not thread-safe. A point whose submit can run in several threads m
 called under the lock that already guards the operator (codegen inserts one wherever
 an operator is shared by threads); the countdown variable needs the same lock.
 
-**Timing windows** (issue 14, round 3). A thread CPU clock read is a system call (about
-1 us on the machines measured, against 0.07 us for ``perf_counter_ns``), and a chain of
-operators that all sample the same batch used to pay two of them per point. Where no
-call below a submit can block (``CpuWindow``), the outermost sampled submit of a thread
-opens a window: it alone reads the thread CPU clock, around itself; sampled submits
-nested inside it read only the wall clock, and the window scales their times by its own
-``CPU / wall`` when it closes (``CpuWindow.close``). See ``CpuWindow`` for why this is
-unbiased.
+**Timing windows** (issue 14, rounds 3-4). A thread CPU clock read is a system call
+(about 0.7-1 us on the machines measured, against 0.06 us for ``perf_counter_ns``), and
+a chain of operators that all sample the same batch used to pay two of them per point.
+Where no call below a submit can block (``CpuWindow``), the outermost sampled submit of
+a thread opens a window: it alone reads the thread CPU clock, around itself; sampled
+submits nested inside it read only the wall clock and append their sample to the
+window's log, and the window records them all when it closes, with their times scaled
+by its own ``CPU / wall``. See ``CpuWindow`` for why this is unbiased.
 """
 
 from __future__ import annotations
@@ -420,16 +420,15 @@ class MetricRecorder:
         batch: Sequence[Any],
         submit_ns: float,
         process_ns: Sequence[float],
-        window: CpuWindow | None = None,
+        ts: float | None = None,
     ) -> int:
         """Advance the stride; offer one record per sampled tuple to the point's reservoir.
 
         Runs once per sampled call, so it is kept flat: the stride's one-sample case
         (``StrideSampler.advance`` with ``due == 1``) and Vitter's Algorithm R
         (``Reservoir.add``) are inlined here; their own tests pin the arithmetic, and
-        tests/profiling/test_recorder.py checks this copy against them. With a
-        ``window``, the times are wall-clock and every record kept is registered with the
-        window, which scales its times when it closes.
+        tests/profiling/test_recorder.py checks this copy against them. ``ts`` is the
+        sample's time (``time.time()`` if not given; a closing ``CpuWindow`` passes its own).
         """
         stride = self._stride
         k = len(batch)
@@ -445,7 +444,8 @@ class MetricRecorder:
         else:
             offsets = stride.advance(cd, k)
         if offsets:
-            ts = time.time()
+            if ts is None:
+                ts = _time()
             count = (ts, seen)
             if self._first is None:
                 self._first = count
@@ -468,10 +468,6 @@ class MetricRecorder:
                     flat.extend(rec)
                 elif (j := int(self._rng() * (j + 1))) < size:
                     flat[j * w : j * w + w] = rec
-                else:
-                    continue
-                if window is not None:
-                    window.pending.append((flat, j * w, w))
         return stride.countdown
 
     def sample_submit(
@@ -480,14 +476,13 @@ class MetricRecorder:
         batch: Sequence[Any],
         submit_ns: float,
         process_ns: Sequence[float] = (),
-        window: CpuWindow | None = None,
     ) -> int:
         """Record a sampled submit on an ``out`` point; return the re-armed countdown.
 
         ``cd``: the countdown after subtracting ``len(batch)`` (``<= 0``). ``submit_ns``:
         thread CPU ns of the whole submit. ``process_ns``: thread CPU ns of each
-        subscriber's process call, in the order of ``subscribers``. With ``window`` (the
-        thread's open ``CpuWindow``), both are wall-clock ns, scaled when it closes.
+        subscriber's process call, in the order of ``subscribers``. (Submits nested in a
+        timing window do not call this: ``CpuWindow`` records them when it closes.)
         """
         if len(process_ns) != self._nsub:
             self._misuse("sample_submit", f" with {len(process_ns)} process timing(s)")
@@ -501,7 +496,7 @@ class MetricRecorder:
         den = stride._den
         j = self._seen
         if seen * num // den - taken != 1 or j >= self._size:
-            return self._record(cd, batch, submit_ns, process_ns, window)
+            return self._record(cd, batch, submit_ns, process_ns)
         stride.seen = stride._seen_at_arm = seen
         stride.taken = taken + 1
         stride.countdown = cd = -((-(taken + 2) * den) // num) - seen
@@ -519,8 +514,6 @@ class MetricRecorder:
             size = self._sizeof(t)
             memo[0] = (t, size)  # one store: safe when points of several threads share it
         self._flat.extend((ts, seen, size, k, submit_ns, *process_ns))
-        if window is not None:
-            window.pending.append((self._flat, j * self._width, self._width))
         return cd
 
     def sample_process(self, cd: int, batch: Sequence[Any], process_ns: int) -> int:
@@ -582,57 +575,102 @@ class MetricRecorder:
         return out
 
 
+def window_stride(s: float) -> int:
+    """The stride ``1/s`` if it is a whole number (every usual ``s``), else 0.
+
+    Timing windows re-arm nested countdowns inline as ``cd % N or N`` (one sample every
+    ``N`` tuples), which is exact only for a whole stride; with any other ``s`` codegen's
+    windows stay closed and every sampled submit records itself (``CpuWindow``).
+
+    >>> window_stride(0.001), window_stride(1), window_stride(0.3)
+    (1000, 1, 0)
+    """
+    frac = _fraction_of(s)
+    return frac.denominator if frac.numerator == 1 else 0
+
+
 class CpuWindow:
-    """One thread's timing window: wall-clock timers inside, scaled to its thread CPU.
+    """One thread's timing window: nested samples logged by wall clock, recorded at close.
 
-    Protocol (generated code, issue 14 round 3). A sampled submit finds its thread's
-    window closed: it sets ``open``, reads the thread CPU clock and the wall clock
-    around its calls, and ends with ``close(cpu_ns, wall_ns)``, whose return value ``r``
-    scales the wall times it split its own submit into. A sampled submit that finds the
-    window open (it runs inside that submit, in the same thread) reads only the wall
-    clock and passes the window to ``sample_submit``, which registers each record it
-    keeps in ``pending``; ``close`` multiplies their times by ``r``.
+    Protocol (generated code; issue 14, rounds 3 and 4). A sampled submit that finds its
+    thread's window closed is the outermost: it opens the window (if ``stride``), reads
+    the thread CPU clock and the wall clock around its calls, and ends with
+    ``close(cpu_ns, wall_ns)``, whose return value ``r`` scales the wall times it split
+    its own submit into; it records itself with ``sample_submit``. A sampled submit that
+    finds the window open (it runs inside that submit, in the same thread) reads only
+    the wall clock and appends ``(recorder, cd, batch, submit_ns, process_ns)`` to
+    ``log``, re-arming its countdown inline as ``cd % stride or stride``. That is all it
+    does: a nested sample costs two clock reads, a tuple and an append. ``close``
+    records every logged sample, in order, with the window's time stamp and its times
+    multiplied by ``r``, through the same stride and reservoir steps as
+    ``MetricRecorder.sample_submit``.
 
-    Why this is unbiased. In a window of thread CPU ``C`` and wall time ``W``, the thread
-    was off the CPU for ``D = W - C`` (preempted by other processes, or waiting for the
-    GIL). A timed interval of CPU ``c`` inside the window reads ``c + d``, where ``d`` is
-    the part of ``D`` that fell inside it. Preemption points fall at random in the
-    thread's CPU time, so ``E[d] = D * c / C``, and ``E[(c + d) * C / W] = c``: scaling by
-    ``r = C / W`` removes the off-CPU time on average, per window, exactly where it
-    happened (a ratio per PE or per point does not: blocking comes in bursts). This holds
-    only if nothing inside the window blocks: a blocking call would concentrate ``D`` in
-    the interval around it. So codegen opens windows only at submits under which every
-    call stays in the PE's own thread and cannot block (``codegen.spec``: no send to
-    another PE, no lock, no custom or fission operator); every other submit keeps thread
-    CPU timers of its own. ``r`` is capped at 1: without preemption the CPU clock, read
-    outside the wall clock, sees slightly more.
+    Why scaling is unbiased. In a window of thread CPU ``C`` and wall time ``W``, the
+    thread was off the CPU for ``D = W - C`` (preempted by other processes, or waiting
+    for the GIL). A timed interval of CPU ``c`` inside the window reads ``c + d``, where
+    ``d`` is the part of ``D`` that fell inside it. Preemption points fall at random in
+    the thread's CPU time, so ``E[d] = D * c / C``, and ``E[(c + d) * C / W] = c``:
+    scaling by ``r = C / W`` removes the off-CPU time on average, per window, exactly
+    where it happened (a ratio per PE or per point does not: blocking comes in bursts).
+    This holds only if nothing inside the window blocks: a blocking call would
+    concentrate ``D`` in the interval around it. So codegen opens windows only at
+    submits under which every call stays in the PE's own thread and cannot block
+    (``codegen.spec``: no send to another PE, no lock, no custom or fission operator);
+    every other submit keeps thread CPU timers of its own. ``r`` is capped at 1: without
+    preemption the CPU clock, read outside the wall clock, sees slightly more.
 
     Only one thread ever uses a window: codegen gives each thread of a PE its own, and
-    only operators reached by exactly one thread use one.
+    only operators reached by exactly one thread use one. ``stride`` is the profiler's
+    whole stride (``window_stride``); 0 keeps the window closed for good.
     """
 
-    __slots__ = ("open", "pending")
+    __slots__ = ("open", "stride", "log")
 
-    def __init__(self) -> None:
+    def __init__(self, stride: int) -> None:
         self.open = False
-        self.pending: list[tuple[list[float], int, int]] = []
-        """Kept records to scale: (a recorder's flat reservoir, record start, record width)."""
+        self.stride = stride
+        self.log: list[tuple[MetricRecorder, int, Sequence[Any], float, tuple[float, ...]]] = []
+        """Nested samples of the open window, in the order they were taken."""
 
     def close(self, cpu_ns: int, wall_ns: int) -> float:
-        """Close the window; scale the times of its kept records by ``r = min(1, C/W)``."""
+        """Close the window; record its nested samples with times scaled by ``r = min(1, C/W)``."""
         self.open = False
         r = cpu_ns / wall_ns if wall_ns > cpu_ns else 1.0
-        pending = self.pending
-        if pending:
-            if r < 1.0:
-                done = set()
-                for flat, base, w in pending:
-                    if (key := (id(flat), base)) in done:
-                        continue  # the same slot, overwritten by a later record of the window
-                    done.add(key)
-                    for q in range(base + 4, base + w):
-                        flat[q] *= r
-            pending.clear()
+        log = self.log
+        if not log:
+            return r
+        ts = _time()
+        n = self.stride
+        scale = r.__mul__
+        for rec, cd, batch, submit_ns, process_ns in log:
+            # MetricRecorder.sample_submit's common case (one sampled tuple, reservoir not
+            # full) for a whole stride n (num = 1, den = n), inlined: this loop runs once
+            # per nested sample, so each attribute access counts. Anything else goes
+            # through MetricRecorder._record, as sample_submit does.
+            stride = rec._stride
+            seen = stride._seen_at_arm + stride.countdown - cd
+            taken = stride.taken
+            j = rec._seen
+            if seen // n - taken != 1 or j >= rec._size:
+                rec._record(cd, batch, submit_ns * r, [*map(scale, process_ns)], ts)
+                continue
+            stride.seen = stride._seen_at_arm = seen
+            stride.taken = taken + 1
+            stride.countdown = (taken + 2) * n - seen
+            rec._seen = j + 1
+            rec._last = count = (ts, seen)
+            if rec._first is None:
+                rec._first = count
+            k = len(batch)
+            t = batch[k - 1 + cd]
+            memo = rec._memo
+            if (m := memo[0])[0] is t:  # the tuple the last sample sized
+                size = m[1]
+            else:
+                size = rec._sizeof(t)
+                memo[0] = (t, size)
+            rec._flat.extend((ts, seen, size, k, submit_ns * r, *map(scale, process_ns)))
+        log.clear()
         return r
 
 

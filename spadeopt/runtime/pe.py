@@ -162,9 +162,9 @@ class PERuntime:
 
     def window(self):
         """A profiling build's timing window for one thread (``spadeopt.profiling.CpuWindow``)."""
-        from spadeopt.profiling import CpuWindow
+        from spadeopt.profiling.sampling import CpuWindow, window_stride
 
-        return CpuWindow()
+        return CpuWindow(window_stride(self.profiler.sample_rate))
 
     def source(self, name: str, fn: Callable) -> None:
         self.sources[name] = fn

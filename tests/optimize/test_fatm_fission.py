@@ -239,3 +239,26 @@ def test_oper_scale_is_fitted_on_the_production_fall_run_when_nothing_collapses(
     peer_graph, _ = api.load_graph("apps/peer.py", {"tuples": "1000", "n": "4"})
     peer_prof = replace(_profile(peer_graph, 0.05, 0.05, 10_000), production_fall_rate=80_000.0)
     assert fit_production(peer_graph, peer_prof, M) == M and collapse_fraction(peer_graph, peer_prof, M) > 0
+
+
+def test_a_collapsible_app_slower_than_the_model_fits_oper_scale_instead():
+    """peer (collapsible), with a production FALL run slower than the model says FALL
+    would run with nothing collapsed (a negative collapse share, as measured on the chain
+    of busy functors): oper_scale is fitted, the share is 0, and FALL is predicted at the
+    measured rate; a faster probe keeps the constants and fits the share instead."""
+    from spadeopt.optimize.fatm import collapse_fraction, fit_production, predict_plan
+    from spadeopt.optimize.predict import DEFAULT_MODEL as M
+    from spadeopt.optimize.strategies import plan_for
+
+    graph, _ = api.load_graph("apps/peer.py", {"tuples": "1000", "n": "4"})
+    base = _profile(graph, 0.05, 0.05, 10_000)
+    fall = plan_for(graph, "all")
+    unfitted = predict_plan(graph, base, fall, COMM, M).rate  # no probe: the constants
+    slow = replace(base, production_fall_rate=unfitted / 1.7)
+    fitted = fit_production(graph, slow, M)
+    assert fitted.oper_scale == pytest.approx(M.oper_scale * 1.7, rel=1e-6)
+    assert collapse_fraction(graph, slow, fitted) == 0.0
+    assert fit_production(graph, slow, fitted) == fitted  # idempotent
+    assert predict_plan(graph, slow, fall, COMM, M).rate == pytest.approx(unfitted / 1.7, rel=1e-6)
+    fast = replace(base, production_fall_rate=unfitted * 1.2)
+    assert fit_production(graph, fast, M) == M and collapse_fraction(graph, fast, M) > 0

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import random
 from collections import defaultdict
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from spadeopt.codegen.spec import links_of, pe_spec
 from spadeopt.optimize.strategies import plan_for
 from spadeopt.plan.fission import physical_graph
 from spadeopt.profiling import CpuWindow, PointKey, Profiler
+from spadeopt.profiling.sampling import window_stride
 from spadeopt.runtime.loader import APP_ENV
 from spadeopt.runtime.pe import PERuntime
 
@@ -37,12 +39,20 @@ def _values(prof: Profiler, metric: str, sub: str | None = None) -> list[float]:
     return [r.value for r in prof.dump() if r.metric == metric and r.sub == sub]
 
 
+def _nested(win: CpuWindow, rec, cd: int, batch: list, submit_ns: float, process_ns: tuple) -> int:
+    """What generated code does for a sampled submit nested in an open window."""
+    win.log.append((rec, cd, batch, submit_ns, process_ns))
+    return cd % win.stride or win.stride
+
+
 def test_close_scales_the_nested_records_by_cpu_over_wall() -> None:
     prof, rec = _recorder(("C.in0", "D.in0"))
-    win = CpuWindow()
+    win = CpuWindow(1)
     win.open = True
-    cd = rec.sample_submit(rec.countdown - 2, [1, 2], 8_000, (2_000, 6_000), win)  # wall ns
-    assert win.close(cpu_ns=30_000, wall_ns=40_000) == 0.75 and not win.open and not win.pending
+    cd = _nested(win, rec, rec.countdown - 2, [1, 2], 8_000, (2_000, 6_000))  # wall ns
+    assert not _values(prof, "size")  # logged, not yet recorded
+    assert win.close(cpu_ns=30_000, wall_ns=40_000) == 0.75 and not win.open and not win.log
+    assert rec.countdown == cd  # close re-arms the recorder exactly as the inline step did
     rec.sample_submit(cd - 2, [3, 4], 8_000, (2_000, 6_000))  # outside any window: as given
     # s = 1: both tuples of each batch are sampled; times are per tuple (batch total / 2);
     # the first batch's records are scaled by 0.75, the second batch's are untouched
@@ -52,18 +62,56 @@ def test_close_scales_the_nested_records_by_cpu_over_wall() -> None:
     assert _values(prof, "size") == [1] * 4  # only times are scaled
 
 
-def test_a_window_never_scales_up_and_scales_an_overwritten_slot_once() -> None:
+def test_a_window_never_scales_up() -> None:
     prof, rec = _recorder(size=1)  # one slot: later records overwrite it (Algorithm R)
-    win = CpuWindow()
+    win = CpuWindow(1)
     win.open = True
     cd = rec.countdown
     for _ in range(40):
-        cd = rec.sample_submit(cd - 1, [0], 1_000, (1_000,), win)
+        cd = _nested(win, rec, cd - 1, [0], 1_000, (1_000,))
     assert win.close(cpu_ns=500, wall_ns=1_000) == 0.5
-    assert _values(prof, "submit_cpu") == pytest.approx([0.5e-6])  # once, not 0.5**k
+    assert _values(prof, "submit_cpu") == pytest.approx([0.5e-6])
     win.open = True
-    rec.sample_submit(cd - 1, [0], 1_000, (1_000,), win)
+    _nested(win, rec, cd - 1, [0], 1_000, (1_000,))
     assert win.close(cpu_ns=1_200, wall_ns=1_000) == 1.0  # CPU read outside the wall clock
+
+
+@pytest.mark.parametrize(("s", "size"), [(0.001, 10_000), (0.01, 30), (0.5, 10_000), (1, 7)])
+def test_window_records_exactly_what_sample_submit_records(s: float, size: int) -> None:
+    """The window's inlined recording and inline re-arm are sample_submit's, batch for batch:
+    same sampled tuples, counts, sizes and times (r = 1), same reservoir choices, also
+    when a batch holds several samples or the reservoir is full (its fallback path)."""
+    rng = random.Random(11)
+    batches, start = [], 0
+    for _ in range(400):
+        k = rng.choice([1, 5, 64, 512, 2500])
+        batches.append([(i, "x" * (i % 13)) for i in range(start, start + k)])
+        start += k
+    direct = Profiler("pe_1", sample_rate=s, reservoir_size=size, seed=4)
+    logged = Profiler("pe_1", sample_rate=s, reservoir_size=size, seed=4)
+    a = direct.point(OUT, subscribers=("C.in0",))
+    b = logged.point(OUT, subscribers=("C.in0",))
+    win = CpuWindow(window_stride(s))
+    cda, cdb = a.countdown, b.countdown
+    for n, batch in enumerate(batches):
+        cda -= len(batch)
+        cdb -= len(batch)
+        assert cda == cdb
+        if cda <= 0:
+            cda = a.sample_submit(cda, batch, 100 + n, (40 + n,))
+            win.open = True
+            cdb = _nested(win, b, cdb, batch, 100 + n, (40 + n,))
+            win.close(cpu_ns=5, wall_ns=5)
+    a.close(cda)
+    b.close(cdb)
+    strip = [(r.metric, r.sub, r.value) for r in direct.dump()]
+    assert strip == [(r.metric, r.sub, r.value) for r in logged.dump()]
+    assert sum(1 for m in strip if m[0] == "size") == min(size, int(start * s))
+
+
+def test_windows_stay_closed_unless_the_stride_is_whole() -> None:
+    assert (window_stride(0.001), window_stride(0.01), window_stride(1)) == (1000, 100, 1)
+    assert window_stride(0.3) == window_stride(0.007) == 0
 
 
 def _specs(app: str, params: dict[str, str], fusion: str):

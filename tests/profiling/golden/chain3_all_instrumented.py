@@ -24,19 +24,22 @@ _u_counter = _symbol("spadeopt.toolkit.sources", "counter", from_app=False)
 def build(rt):
     """Wire this PE's operators by direct calls and register its threads and ports."""
     _win_0 = rt.window()  # one thread's timing window (spadeopt.profiling.CpuWindow)
+    _win_0_log = _win_0.log.append  # nested samples, recorded when the window closes
+    _win_0_n = _win_0.stride  # the whole stride 1/s (0: windows stay closed)
 
     # ---- source 'src' ----
     _rec__3src__out = rt.point("src", "out", "out", ["op0.in"])
     _cd__3src__out = [_rec__3src__out.countdown]  # tuples until the next sample; emit lines count down
 
     def _3src__submit_out(out, cd):  # a sample is due in `out`; cd <= 0 after it
-        if _win_0.open:  # nested in this thread's timing window: wall-clock timers
+        if _win_0.open:  # nested in this thread's timing window: wall clock, recorded at its close
             t0 = _pc()
             _3op0__in(out)
             t1 = _pc()
-            _cd__3src__out[0] = _rec__3src__out.sample_submit(cd, out, t1 - t0, (t1 - t0, ), _win_0)
+            _win_0_log((_rec__3src__out, cd, out, t1 - t0, (t1 - t0, )))
+            _cd__3src__out[0] = cd % _win_0_n or _win_0_n  # re-armed: one sample every _win_0_n tuples
             return
-        _win_0.open = True  # the outermost sampled submit: it opens the window
+        _win_0.open = _win_0_n > 0  # the outermost sampled submit opens the window (whole strides only)
         c0 = _tt()
         t0 = _pc()
         _3op0__in(out)
@@ -63,13 +66,14 @@ def build(rt):
     _cd__3op0__out = [_rec__3op0__out.countdown]  # tuples until the next sample; emit lines count down
 
     def _3op0__submit_out(out, cd):  # a sample is due in `out`; cd <= 0 after it
-        if _win_0.open:  # nested in this thread's timing window: wall-clock timers
+        if _win_0.open:  # nested in this thread's timing window: wall clock, recorded at its close
             t0 = _pc()
             _3op1__in(out)
             t1 = _pc()
-            _cd__3op0__out[0] = _rec__3op0__out.sample_submit(cd, out, t1 - t0, (t1 - t0, ), _win_0)
+            _win_0_log((_rec__3op0__out, cd, out, t1 - t0, (t1 - t0, )))
+            _cd__3op0__out[0] = cd % _win_0_n or _win_0_n  # re-armed: one sample every _win_0_n tuples
             return
-        _win_0.open = True  # the outermost sampled submit: it opens the window
+        _win_0.open = _win_0_n > 0  # the outermost sampled submit opens the window (whole strides only)
         c0 = _tt()
         t0 = _pc()
         _3op1__in(out)
@@ -96,13 +100,14 @@ def build(rt):
     _cd__3op1__out = [_rec__3op1__out.countdown]  # tuples until the next sample; emit lines count down
 
     def _3op1__submit_out(out, cd):  # a sample is due in `out`; cd <= 0 after it
-        if _win_0.open:  # nested in this thread's timing window: wall-clock timers
+        if _win_0.open:  # nested in this thread's timing window: wall clock, recorded at its close
             t0 = _pc()
             _3op2__in(out)
             t1 = _pc()
-            _cd__3op1__out[0] = _rec__3op1__out.sample_submit(cd, out, t1 - t0, (t1 - t0, ), _win_0)
+            _win_0_log((_rec__3op1__out, cd, out, t1 - t0, (t1 - t0, )))
+            _cd__3op1__out[0] = cd % _win_0_n or _win_0_n  # re-armed: one sample every _win_0_n tuples
             return
-        _win_0.open = True  # the outermost sampled submit: it opens the window
+        _win_0.open = _win_0_n > 0  # the outermost sampled submit opens the window (whole strides only)
         c0 = _tt()
         t0 = _pc()
         _3op2__in(out)
@@ -129,13 +134,14 @@ def build(rt):
     _cd__3op2__out = [_rec__3op2__out.countdown]  # tuples until the next sample; emit lines count down
 
     def _3op2__submit_out(out, cd):  # a sample is due in `out`; cd <= 0 after it
-        if _win_0.open:  # nested in this thread's timing window: wall-clock timers
+        if _win_0.open:  # nested in this thread's timing window: wall clock, recorded at its close
             t0 = _pc()
             _4sink__in(out)
             t1 = _pc()
-            _cd__3op2__out[0] = _rec__3op2__out.sample_submit(cd, out, t1 - t0, (t1 - t0, ), _win_0)
+            _win_0_log((_rec__3op2__out, cd, out, t1 - t0, (t1 - t0, )))
+            _cd__3op2__out[0] = cd % _win_0_n or _win_0_n  # re-armed: one sample every _win_0_n tuples
             return
-        _win_0.open = True  # the outermost sampled submit: it opens the window
+        _win_0.open = _win_0_n > 0  # the outermost sampled submit opens the window (whole strides only)
         c0 = _tt()
         t0 = _pc()
         _4sink__in(out)
