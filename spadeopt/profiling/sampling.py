@@ -599,7 +599,8 @@ class CpuWindow:
     its own submit into; it records itself with ``sample_submit``. A sampled submit that
     finds the window open (it runs inside that submit, in the same thread) reads only
     the wall clock and appends ``(recorder, cd, batch, submit_ns, process_ns)`` to
-    ``log``, re-arming its countdown inline as ``cd % stride or stride``. That is all it
+    ``log`` (``process_ns`` ``None`` when the submit is one call, whose time is the
+    submit's), re-arming its countdown inline as ``cd % stride or stride``. That is all it
     does: a nested sample costs two clock reads, a tuple and an append. ``close``
     records every logged sample, in order, with the window's time stamp and its times
     multiplied by ``r``, through the same stride and reservoir steps as
@@ -629,7 +630,7 @@ class CpuWindow:
     def __init__(self, stride: int) -> None:
         self.open = False
         self.stride = stride
-        self.log: list[tuple[MetricRecorder, int, Sequence[Any], float, tuple[float, ...]]] = []
+        self.log: list[tuple[MetricRecorder, int, Sequence[Any], float, tuple[float, ...] | None]] = []
         """Nested samples of the open window, in the order they were taken."""
 
     def close(self, cpu_ns: int, wall_ns: int) -> float:
@@ -652,7 +653,8 @@ class CpuWindow:
             taken = stride.taken
             j = rec._seen
             if seen // n - taken != 1 or j >= rec._size:
-                rec._record(cd, batch, submit_ns * r, [*map(scale, process_ns)], ts)
+                calls = (submit_ns * r,) if process_ns is None else [*map(scale, process_ns)]
+                rec._record(cd, batch, submit_ns * r, calls, ts)
                 continue
             stride.seen = stride._seen_at_arm = seen
             stride.taken = taken + 1
@@ -669,7 +671,11 @@ class CpuWindow:
             else:
                 size = rec._sizeof(t)
                 memo[0] = (t, size)
-            rec._flat.extend((ts, seen, size, k, submit_ns * r, *map(scale, process_ns)))
+            if process_ns is None:  # one call, no send: the call's time is the submit's
+                submit_ns *= r
+                rec._flat.extend((ts, seen, size, k, submit_ns, submit_ns))
+            else:
+                rec._flat.extend((ts, seen, size, k, submit_ns * r, *map(scale, process_ns)))
         log.clear()
         return r
 

@@ -41,7 +41,7 @@ def _values(prof: Profiler, metric: str, sub: str | None = None) -> list[float]:
 
 def _nested(win: CpuWindow, rec, cd: int, batch: list, submit_ns: float, process_ns: tuple) -> int:
     """What generated code does for a sampled submit nested in an open window."""
-    win.log.append((rec, cd, batch, submit_ns, process_ns))
+    win.log.append((rec, cd, batch, submit_ns, process_ns if len(process_ns) > 1 else None))
     return cd % win.stride or win.stride
 
 
@@ -89,24 +89,26 @@ def test_window_records_exactly_what_sample_submit_records(s: float, size: int) 
         start += k
     direct = Profiler("pe_1", sample_rate=s, reservoir_size=size, seed=4)
     logged = Profiler("pe_1", sample_rate=s, reservoir_size=size, seed=4)
-    a = direct.point(OUT, subscribers=("C.in0",))
-    b = logged.point(OUT, subscribers=("C.in0",))
     win = CpuWindow(window_stride(s))
-    cda, cdb = a.countdown, b.countdown
-    for n, batch in enumerate(batches):
-        cda -= len(batch)
-        cdb -= len(batch)
-        assert cda == cdb
-        if cda <= 0:
-            cda = a.sample_submit(cda, batch, 100 + n, (40 + n,))
-            win.open = True
-            cdb = _nested(win, b, cdb, batch, 100 + n, (40 + n,))
-            win.close(cpu_ns=5, wall_ns=5)
-    a.close(cda)
-    b.close(cdb)
-    strip = [(r.metric, r.sub, r.value) for r in direct.dump()]
-    assert strip == [(r.metric, r.sub, r.value) for r in logged.dump()]
-    assert sum(1 for m in strip if m[0] == "size") == min(size, int(start * s))
+    # a submit of one call (its time is the submit's) and one of two calls
+    for subs, times in ((("C.in0",), lambda n: (100 + n,)), (("C.in0", "D.in0"), lambda n: (40 + n, 60 + n))):
+        key = PointKey(f"B{len(subs)}", "out0", "out")
+        a, b = direct.point(key, subscribers=subs), logged.point(key, subscribers=subs)
+        cda, cdb = a.countdown, b.countdown
+        for n, batch in enumerate(batches):
+            cda -= len(batch)
+            cdb -= len(batch)
+            assert cda == cdb
+            if cda <= 0:
+                cda = a.sample_submit(cda, batch, sum(times(n)), times(n))
+                win.open = True
+                cdb = _nested(win, b, cdb, batch, sum(times(n)), times(n))
+                win.close(cpu_ns=5, wall_ns=5)
+        a.close(cda)
+        b.close(cdb)
+    strip = [(r.op, r.metric, r.sub, r.value) for r in direct.dump()]
+    assert strip == [(r.op, r.metric, r.sub, r.value) for r in logged.dump()]
+    assert sum(1 for m in strip if m[1] == "size") == 2 * min(size, int(start * s))
 
 
 def test_windows_stay_closed_unless_the_stride_is_whole() -> None:

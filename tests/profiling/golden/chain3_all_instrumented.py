@@ -36,7 +36,7 @@ def build(rt):
             t0 = _pc()
             _3op0__in(out)
             t1 = _pc()
-            _win_0_log((_rec__3src__out, cd, out, t1 - t0, (t1 - t0, )))
+            _win_0_log((_rec__3src__out, cd, out, t1 - t0, None))  # None: the one call is the whole submit
             _cd__3src__out[0] = cd % _win_0_n or _win_0_n  # re-armed: one sample every _win_0_n tuples
             return
         _win_0.open = _win_0_n > 0  # the outermost sampled submit opens the window (whole strides only)
@@ -70,7 +70,7 @@ def build(rt):
             t0 = _pc()
             _3op1__in(out)
             t1 = _pc()
-            _win_0_log((_rec__3op0__out, cd, out, t1 - t0, (t1 - t0, )))
+            _win_0_log((_rec__3op0__out, cd, out, t1 - t0, None))  # None: the one call is the whole submit
             _cd__3op0__out[0] = cd % _win_0_n or _win_0_n  # re-armed: one sample every _win_0_n tuples
             return
         _win_0.open = _win_0_n > 0  # the outermost sampled submit opens the window (whole strides only)
@@ -104,7 +104,7 @@ def build(rt):
             t0 = _pc()
             _3op2__in(out)
             t1 = _pc()
-            _win_0_log((_rec__3op1__out, cd, out, t1 - t0, (t1 - t0, )))
+            _win_0_log((_rec__3op1__out, cd, out, t1 - t0, None))  # None: the one call is the whole submit
             _cd__3op1__out[0] = cd % _win_0_n or _win_0_n  # re-armed: one sample every _win_0_n tuples
             return
         _win_0.open = _win_0_n > 0  # the outermost sampled submit opens the window (whole strides only)
@@ -138,7 +138,7 @@ def build(rt):
             t0 = _pc()
             _4sink__in(out)
             t1 = _pc()
-            _win_0_log((_rec__3op2__out, cd, out, t1 - t0, (t1 - t0, )))
+            _win_0_log((_rec__3op2__out, cd, out, t1 - t0, None))  # None: the one call is the whole submit
             _cd__3op2__out[0] = cd % _win_0_n or _win_0_n  # re-armed: one sample every _win_0_n tuples
             return
         _win_0.open = _win_0_n > 0  # the outermost sampled submit opens the window (whole strides only)
