@@ -46,7 +46,14 @@ def _fission(out: Path, args: argparse.Namespace) -> dict:
     return fission.run(out, quick=args.quick, log=lambda m: print(m, file=sys.stderr, flush=True))
 
 
-BENCHMARKS = {"fission": _fission, "fusion-tradeoff": _tradeoff, "fused-overhead": _fused,
+def _logical_vs_hand(out: Path, args: argparse.Namespace) -> dict:
+    from spadeopt.bench import logical_vs_hand
+
+    kw = {"tuples": 20_000, "repeat": 2} if args.quick else {}
+    return logical_vs_hand.run(out, log=lambda m: print(m, file=sys.stderr, flush=True), **kw)
+
+
+BENCHMARKS = {"fission": _fission, "logical-vs-hand": _logical_vs_hand, "fusion-tradeoff": _tradeoff, "fused-overhead": _fused,
               "profiling-overhead": _profiling, "optimizer": _optimizer, "collapse": _collapse}
 
 
