@@ -286,10 +286,46 @@ def run_build(build_dir: Path, master: str | None = None, out_dir: Path | None =
         if out_dir is not None:
             sinks.commit(out_dir)
     except BaseException:
+        if worker.is_alive():  # interrupted (Ctrl-C, SIGTERM): end the tasks, and so the PEs, first
+            sc.cancelAllJobs()
+            worker.join(_CANCEL_WAIT_S)
+            if local:
+                _wait_until_gone(progress_dir, _CANCEL_WAIT_S)
         if out_dir is not None:
             sinks.discard(out_dir)
         raise
     return _result(deploy, reports, master, time.time() - t0, str(build_dir))
+
+
+def _wait_until_gone(progress_dir: Path, timeout: float) -> None:
+    """Wait (up to ``timeout``) until every PE that wrote a progress file has exited.
+
+    Local masters only: the PEs run on this host, so the pids in their progress files
+    are this host's. A cancelled task's PEs die with its Python worker, asynchronously."""
+    pids = set()
+    for f in progress_dir.glob("*.json"):
+        try:
+            pids.add(int(json.loads(f.read_text())["pid"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    deadline = time.time() + timeout
+    while pids and time.time() < deadline:
+        for pid in list(pids):
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                pids.discard(pid)
+            except PermissionError:
+                pass  # another user's process reusing the pid: not ours, but wait it out
+        if pids:
+            time.sleep(0.1)
+
+
+_CANCEL_WAIT_S = 30.0
+"""How long an interrupted run waits for Spark to end its tasks. A cancelled task's
+Python worker exits, and its PEs with it (they die with their parent: PR_SET_PDEATHSIG),
+so a driver that returns after this leaves no PE behind; without the wait, Spark's stop
+and the PEs' deaths raced the driver's exit on a loaded machine."""
 
 
 def _progress_line(progress_dir: Path, t0: float, deploy: dict[str, Any]) -> str:

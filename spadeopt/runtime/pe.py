@@ -312,12 +312,12 @@ class PERuntime:
         self.stop_sources = True
 
     def _report_progress(self) -> None:
-        """Every second, write this PE's source counts where the driver can read them."""
+        """Every second, write this PE's source counts (and pid) where the driver can read them."""
         import json
         import os
 
         while not self._done.wait(1.0):
-            doc = {"pe": self.pe_id, "t": time.time(),
+            doc = {"pe": self.pe_id, "pid": os.getpid(), "t": time.time(),
                    "sources": {n: v[0] for n, v in list(self.source_stats.items())},
                    "sinks": self.sink_counts()}
             tmp = f"{self.progress_file}.tmp"
