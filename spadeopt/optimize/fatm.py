@@ -26,7 +26,7 @@ from spadeopt.optimize.problem import CommModel, FusionProblem
 from spadeopt.optimize.rate import max_rate, parse_rate, scale
 from spadeopt.optimize.result import FusionResult
 from spadeopt.optimize.widths import TIE, choose_widths, free_regions, physical_profile
-from spadeopt.plan.fission import physical_graph
+from spadeopt.plan.fission import mixed_channels, physical_graph
 from spadeopt.plan.plan import Plan, make_plan
 from spadeopt.plan.regions import resolve_regions
 
@@ -145,8 +145,9 @@ def fuse_auto(graph: AppGraph, prof: OperatorProfile, comm: CommModel, nodes: in
         got = _plan_physical(graph, prof, regions, comm, nodes, cores, mf, min_util, capacity_frac, rate, absorb,
                              frac)
         trial = _trial_plan(graph, got, nodes, cores, regions)
-        score = _predicted_rate(graph, prof, trial, comm, model, frac)
-        tried_frac.append({"max_frac": mf, "pes": len(trial.pes), "predicted": score})
+        mixed = mixed_channels(got[1].partitions, regions) is not None
+        score = None if mixed and mf != max_frac else _predicted_rate(graph, prof, trial, comm, model, frac)
+        tried_frac.append({"max_frac": mf, "pes": len(trial.pes), "predicted": score, "mixes_channels": mixed})
         if best is None or (score is not None and (best[0] is None or score > best[0] * (1 + TIE))):
             best = (score, mf, got)
     _, max_frac, (problem, result, placement, tmp_ids, factor, search) = best
@@ -188,7 +189,18 @@ def fuse_auto(graph: AppGraph, prof: OperatorProfile, comm: CommModel, nodes: in
 def width_scorer(graph: AppGraph, prof: OperatorProfile, comm: CommModel, nodes: int, cores: int,
                  max_frac: float, min_util: float, capacity_frac: float, absorb: bool, model: PerfModel):
     """The score of a width vector (regions with their widths): the predicted source rate
-    of the plan FATM makes for it at ``--rate max``, or ``None`` when nothing fits."""
+    of the plan FATM makes for it at ``--rate max``, or ``None`` when nothing fits or the
+    plan is no parallel plan.
+
+    A plan that fuses copies of two channels of one region into one PE is no parallel
+    plan: paper 000's first rule (replicas of different channels never share a thread).
+    Its channels cannot run side by side, its PEs feed the ordered merge over several
+    links at once and stall on it (measured on the chain of busy functors: width 2 cut
+    into two PEs that each held half of both channels ran at 0.57 of its predicted rate,
+    the PEs busy 54 % and 72 %), and the width-1 pipeline with the same cut does that
+    work without split and merge. The MaxFrac ladder of :func:`fuse_auto` skips such
+    plans too, except at the user's own MaxFrac (so pinned widths still get a plan).
+    """
     model = fit_production(graph, prof, model)
     frac = collapse_fraction(graph, prof, model)
 
@@ -198,8 +210,11 @@ def width_scorer(graph: AppGraph, prof: OperatorProfile, comm: CommModel, nodes:
                                  "max", absorb, frac)
         except OptimizeError:
             return None
+        if mixed_channels(got[1].partitions, rs):
+            return None  # no parallel plan for these widths
         return _predicted_rate(graph, prof, _trial_plan(graph, got, nodes, cores, rs), comm, model, frac)
     return evaluate
+
 
 
 def _trial_plan(graph: AppGraph, got, nodes: int, cores: int, regions) -> Plan:
