@@ -31,7 +31,7 @@ compare with :data:`REL_TOL`.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from spadeopt.errors import OptimizeError, UsageError
@@ -154,6 +154,39 @@ def objective(partitions: Iterable[Iterable[str]], problem: FusionProblem) -> fl
     return math.fsum(lk.rate for p in sets for lk in crossing_links(p, problem))
 
 
+def partition_loads(partitions: Sequence[Iterable[str]], problem: FusionProblem) -> tuple[float, tuple[float, ...]]:
+    """``objective(partitions)`` and every partition's ``comp_load`` (as :func:`metrics`
+    computes it) in one pass over the links, for ``partitions`` that hold every operator
+    exactly once. Sums are ``fsum`` over the same values, so the numbers are the
+    reference functions' bit for bit; ``OptimizeError`` from the communication model is
+    raised for the first partition, in order, that provokes it, as :func:`metrics` would."""
+    owner: dict[str, int] = {}
+    for i, part in enumerate(partitions):
+        for op in part:
+            owner[op] = i
+    rates: list[list[float]] = [[] for _ in partitions]
+    byte_rates: list[list[float]] = [[] for _ in partitions]
+    for lk in problem.links:
+        i = None if lk.src is None else owner[lk.src]
+        j = None if lk.dst is None else owner[lk.dst]
+        if i == j:
+            continue  # inside one partition
+        r, br = lk.rate, lk.byte_rate
+        if i is not None:
+            rates[i].append(r)
+            byte_rates[i].append(br)
+        if j is not None:
+            rates[j].append(r)
+            byte_rates[j].append(br)
+    load = problem.load
+    comp = []
+    for i, part in enumerate(partitions):
+        tuples = math.fsum(rates[i])
+        oper = math.fsum(load[op] for op in part)
+        comp.append(oper + evaluate_comm(problem, tuples, _mean_size(tuples, math.fsum(byte_rates[i]))))
+    return math.fsum(r for rs in rates for r in rs), tuple(comp)
+
+
 class _Part:
     """Working state of one live partition inside :class:`PartitionBook`."""
 
@@ -170,9 +203,9 @@ class _Part:
         "util",
     )
 
-    def __init__(self, members: frozenset[str], groups: frozenset[int]) -> None:
+    def __init__(self, members: frozenset[str], groups: frozenset[int], key: str | None = None) -> None:
         self.members = members
-        self.key = min(members)
+        self.key = min(members) if key is None else key
         self.oper = 0.0
         self.rate = 0.0
         self.bytes = 0.0
@@ -215,8 +248,14 @@ class PartitionBook:
         self.parts: dict[int, _Part] = {}
         ordered = sorted(initial, key=min)
         owner: dict[str, int] = {}
+        empty: frozenset[int] = frozenset()
         for pid, members in enumerate(ordered):
-            groups = frozenset().union(*(exclusion.get(op, frozenset()) for op in members))
+            if len(members) == 1:
+                (op,) = members
+                self.parts[pid] = _Part(members, exclusion.get(op, empty), op)
+                owner[op] = pid
+                continue
+            groups = frozenset().union(*(exclusion.get(op, empty) for op in members))
             self.parts[pid] = _Part(members, groups)
             for op in members:
                 owner[op] = pid
@@ -224,28 +263,50 @@ class PartitionBook:
         self._init_stats(owner)
 
     def _init_stats(self, owner: dict[str, int]) -> None:
-        pair_links: dict[tuple[int, int], list[Link]] = {}
-        crossing: dict[int, list[Link]] = {pid: [] for pid in self.parts}
-        for link in self.problem.links:
-            ends = [owner[e] for e in (link.src, link.dst) if e is not None]
-            if len(ends) == 1:
-                crossing[ends[0]].append(link)
-                self.parts[ends[0]].n_ext += 1
-            elif ends[0] != ends[1]:
-                crossing[ends[0]].append(link)
-                crossing[ends[1]].append(link)
-                pair_links.setdefault((min(ends), max(ends)), []).append(link)
-        for (a, b), links in pair_links.items():
-            value = (math.fsum(lk.rate for lk in links), math.fsum(lk.byte_rate for lk in links))
-            self.parts[a].nbr[b] = value
-            self.parts[b].nbr[a] = value
-        for pid, part in self.parts.items():
-            part.oper = math.fsum(self.problem.load[op] for op in part.members)
-            part.rate = math.fsum(lk.rate for lk in crossing[pid])
-            part.bytes = math.fsum(lk.byte_rate for lk in crossing[pid])
-            size_ = _mean_size(part.rate, part.bytes)
-            part.comp = part.oper + evaluate_comm(self.problem, part.rate, size_)
-            part.util = _util(part.oper, part.comp)
+        parts = self.parts  # ids 0 .. n-1 here
+        problem = self.problem
+        pair_links: dict[tuple[int, int], tuple[list[float], list[float]]] = {}
+        rates: list[list[float]] = [[] for _ in parts]
+        byte_rates: list[list[float]] = [[] for _ in parts]
+        for link in problem.links:
+            src, dst, r = link.src, link.dst, link.rate
+            br = r * link.size  # Link.byte_rate
+            if src is None or dst is None:
+                i = owner[dst if src is None else src]
+                rates[i].append(r)
+                byte_rates[i].append(br)
+                parts[i].n_ext += 1
+                continue
+            i, j = owner[src], owner[dst]
+            if i != j:
+                rates[i].append(r)
+                byte_rates[i].append(br)
+                rates[j].append(r)
+                byte_rates[j].append(br)
+                key = (i, j) if i < j else (j, i)
+                pair = pair_links.get(key)
+                if pair is None:
+                    pair_links[key] = ([r], [br])
+                else:
+                    pair[0].append(r)
+                    pair[1].append(br)
+        fsum = math.fsum
+        for (a, b), (rs, bs) in pair_links.items():
+            value = (fsum(rs), fsum(bs))
+            parts[a].nbr[b] = value
+            parts[b].nbr[a] = value
+        load, cost, inf = problem.load, problem.comm.cost, math.inf
+        for pid, part in parts.items():
+            part.oper = oper = fsum([load[op] for op in part.members])
+            part.rate = tuples = fsum(rates[pid])
+            part.bytes = bytes_ = fsum(byte_rates[pid])
+            size_ = bytes_ / tuples if tuples > 0 else 0.0  # _mean_size
+            comm = cost(tuples, size_)
+            if not (type(comm) is float and 0.0 <= comm < inf):
+                comm = evaluate_comm(problem, tuples, size_)
+            part.comp = comp = oper + comm
+            part.util = oper / comp if comp > 0 else 1.0  # _util
+        self._objective = fsum([r for rs in rates for r in rs])
 
     def ids(self) -> list[int]:
         """Live partition ids, ascending."""
@@ -253,36 +314,72 @@ class PartitionBook:
 
     def merged(self, a: int, b: int) -> MergedStats:
         """Stats of ``A ∪ B`` without merging. Symmetric in ``a`` and ``b``, bit for bit."""
+        return MergedStats(*self.merged_values(a, b))
+
+    def merged_values(self, a: int, b: int) -> tuple[float, float, float, float]:
+        """:meth:`merged` as a plain ``(oper, rate, bytes, comp)`` tuple (GreedyFuse's hot path)."""
         pa, pb = self.parts[a], self.parts[b]
         oper = pa.oper + pb.oper
-        isolated = pa.nbr.keys() <= {b} and pb.nbr.keys() <= {a} and pa.n_ext + pb.n_ext == 0
+        na, nb = pa.nbr, pb.nbr
+        isolated = (pa.n_ext + pb.n_ext == 0 and (not na or (len(na) == 1 and b in na))
+                    and (not nb or (len(nb) == 1 and a in nb)))
         if isolated:
             tuples = byte_rate = 0.0
         else:
-            r_ab, b_ab = pa.nbr.get(b, (0.0, 0.0))
+            r_ab, b_ab = na.get(b, (0.0, 0.0))
             tuples = max(0.0, (pa.rate + pb.rate) - 2.0 * r_ab)
             byte_rate = max(0.0, (pa.bytes + pb.bytes) - 2.0 * b_ab)
         comp = oper + evaluate_comm(self.problem, tuples, _mean_size(tuples, byte_rate))
-        return MergedStats(oper=oper, rate=tuples, bytes=byte_rate, comp=comp)
+        return oper, tuples, byte_rate, comp
 
-    def merge(self, a: int, b: int) -> int:
-        """Replace live partitions ``a`` and ``b`` by their union; return the new id."""
-        stats = self.merged(a, b)
-        pa, pb = self.parts.pop(a), self.parts.pop(b)
-        new = _Part(pa.members | pb.members, pa.groups | pb.groups)
-        new.oper, new.rate, new.bytes, new.comp = stats.oper, stats.rate, stats.bytes, stats.comp
-        new.util = _util(new.oper, new.comp)
-        new.n_ext = pa.n_ext + pb.n_ext
+    def objective(self) -> float:
+        """``objective`` of the initial partitioning (what :func:`objective` returns for it)."""
+        return self._objective
+
+    def merge(self, a: int, b: int, stats: tuple[float, float, float, float] | None = None) -> int:
+        """Replace live partitions ``a`` and ``b`` by their union; return the new id.
+        ``stats`` is :meth:`merged_values` of the pair when the caller has it already.
+
+        The record of the side with more neighbours is reused for the union (under the
+        new id, so entries naming ``a`` or ``b`` become stale): only the other side's
+        neighbours are added to its map."""
+        oper, rate_, bytes_, comp = self.merged_values(a, b) if stats is None else stats
+        parts = self.parts
+        pa, pb = parts.pop(a), parts.pop(b)
+        if len(pb.nbr) > len(pa.nbr):
+            a, b, pa, pb = b, a, pb, pa
         nid = self._next_id
         self._next_id += 1
-        for k in (pa.nbr.keys() | pb.nbr.keys()) - {a, b}:
-            value = _add_pair(pa.nbr.get(k), pb.nbr.get(k))
-            new.nbr[k] = value
-            knbr = self.parts[k].nbr
-            knbr.pop(a, None)
-            knbr.pop(b, None)
-            knbr[nid] = value
-        self.parts[nid] = new
+        # the union copies its left operand's table: put the bigger side there (equal sets either way)
+        pa.members = pa.members | pb.members if len(pa.members) >= len(pb.members) else pb.members | pa.members
+        if pb.groups:
+            pa.groups = pa.groups | pb.groups
+        if pb.key < pa.key:
+            pa.key = pb.key
+        pa.oper, pa.rate, pa.bytes, pa.comp = oper, rate_, bytes_, comp
+        pa.util = _util(oper, comp)
+        pa.n_ext += pb.n_ext
+        na, nb = pa.nbr, pb.nbr
+        del na[b]
+        for k, x in na.items():  # values change, keys do not: safe while iterating
+            knbr = parts[k].nbr
+            del knbr[a]
+            y = nb.get(k)
+            if y is None:
+                knbr[nid] = x
+            else:
+                value = (x[0] + y[0], x[1] + y[1])
+                na[k] = value
+                del knbr[b]
+                knbr[nid] = value
+        for k, y in nb.items():
+            if k == a or k in na:
+                continue
+            na[k] = y
+            knbr = parts[k].nbr
+            del knbr[b]
+            knbr[nid] = y
+        parts[nid] = pa
         return nid
 
 
@@ -306,6 +403,8 @@ def _util(oper: float, comp: float) -> float:
 def evaluate_comm(problem: FusionProblem, tuples: float, size_: float) -> float:
     """``v(tuples, size_)`` of ``problem.comm``; ``OptimizeError`` if it is not a load >= 0."""
     value = problem.comm.cost(tuples, size_)
+    if type(value) is float and 0.0 <= value < math.inf:
+        return value  # the common case, as below
     if not (isinstance(value, int | float) and math.isfinite(value) and value >= 0):
         msg = (
             f"communication model {type(problem.comm).__name__} returned {value!r} for "
