@@ -8,7 +8,10 @@ They are the specification; tests and ``explain`` use them.
 :class:`PartitionBook` is the incremental bookkeeping GreedyFuse runs on. Each live
 partition keeps its OperLoad, Rate, byte rate and a neighbour map (neighbour -> summed
 tuple rate and byte rate of all links between the two, both directions). A merge combines
-two neighbour maps; no link is looked at again after start-up.
+two neighbour maps (the busier side's record and map become the union's, under a fresh
+id); no link is looked at again after start-up. :func:`partition_loads` gives
+:func:`objective` and every partition's CompLoad of a complete partitioning in one pass
+over the links (the same fsums as the reference functions, so the same bits).
 
 Definitions (link-level form, digest §8 "use the link-level form and document it"):
 
@@ -201,19 +204,22 @@ class _Part:
         "groups",
         "comp",
         "util",
+        "rank",
     )
 
-    def __init__(self, members: frozenset[str], groups: frozenset[int], key: str | None = None) -> None:
+    def __init__(self, members: frozenset[str], groups: frozenset[int], key: str, rank: int, oper: float,
+                 rate_: float, bytes_: float, n_ext: int, comp: float, util: float) -> None:
         self.members = members
-        self.key = min(members) if key is None else key
-        self.oper = 0.0
-        self.rate = 0.0
-        self.bytes = 0.0
-        self.n_ext = 0  # external links: never saved, keep Rate > 0 exactly
+        self.key = key  # smallest member name
+        self.rank = rank  # position of ``key`` among the sorted operator names
+        self.oper = oper
+        self.rate = rate_
+        self.bytes = bytes_
+        self.n_ext = n_ext  # external links: never saved, keep Rate > 0 exactly
         self.nbr: dict[int, tuple[float, float]] = {}
         self.groups = groups
-        self.comp = 0.0
-        self.util = 1.0
+        self.comp = comp
+        self.util = util
 
 
 @dataclass(frozen=True)
@@ -224,6 +230,58 @@ class MergedStats:
     rate: float
     bytes: float
     comp: float
+
+
+class BookLayout:
+    """What a :class:`PartitionBook` derives from the problem's structure and its initial
+    partitions alone: the partitions in id order (smallest member name first), their
+    smallest member, its rank among the sorted operator names and their exclusion groups;
+    for each link whether it lies inside a partition (``None``), is external (``(i,)``)
+    or joins partitions ``i`` and ``j`` (``(i, j, q)``, ``q`` indexing ``pairs``); the
+    external link count per partition. Problems that differ only in their numbers (e.g.
+    :meth:`FusionProblem.rescaled`) share one."""
+
+    __slots__ = ("members", "keys", "ranks", "key_ranks", "groups", "ends", "pairs", "n_ext")
+
+    def __init__(self, problem: FusionProblem, initial: Iterable[frozenset[str]],
+                 exclusion: dict[str, frozenset[int]]) -> None:
+        ranks = problem.shared.get("ranks")
+        if ranks is None:
+            ranks = problem.shared["ranks"] = {op: i for i, op in enumerate(sorted(problem.operators))}
+        self.ranks: dict[str, int] = ranks
+        self.members: list[frozenset[str]] = sorted(initial, key=min)
+        self.keys = [min(m) for m in self.members]
+        self.key_ranks = [ranks[k] for k in self.keys]
+        empty: frozenset[int] = frozenset()
+        owner: dict[str, int] = {}
+        self.groups: list[frozenset[int]] = []
+        for pid, members in enumerate(self.members):
+            for op in members:
+                owner[op] = pid
+            if len(members) == 1:
+                self.groups.append(exclusion.get(self.keys[pid], empty))
+            else:
+                self.groups.append(frozenset().union(*(exclusion.get(op, empty) for op in members)))
+        self.n_ext = [0] * len(self.members)
+        pair_index: dict[tuple[int, int], int] = {}
+        self.pairs: list[tuple[int, int]] = []
+        self.ends: list[tuple[int, ...] | None] = []
+        for link in problem.links:
+            if link.src is None or link.dst is None:
+                i = owner[link.dst if link.src is None else link.src]
+                self.n_ext[i] += 1
+                self.ends.append((i,))
+                continue
+            i, j = owner[link.src], owner[link.dst]
+            if i == j:
+                self.ends.append(None)
+                continue
+            key = (i, j) if i < j else (j, i)
+            q = pair_index.get(key)
+            if q is None:
+                q = pair_index[key] = len(self.pairs)
+                self.pairs.append(key)
+            self.ends.append((i, j, q))
 
 
 class PartitionBook:
@@ -243,69 +301,55 @@ class PartitionBook:
         problem: FusionProblem,
         initial: Iterable[frozenset[str]],
         exclusion: dict[str, frozenset[int]],
+        layout: BookLayout | None = None,
     ) -> None:
+        """``layout`` is ``BookLayout(problem, initial, exclusion)`` when the caller keeps
+        one (it depends on the problem's structure only, not on its numbers)."""
         self.problem = problem
-        self.parts: dict[int, _Part] = {}
-        ordered = sorted(initial, key=min)
-        owner: dict[str, int] = {}
-        empty: frozenset[int] = frozenset()
-        for pid, members in enumerate(ordered):
-            if len(members) == 1:
-                (op,) = members
-                self.parts[pid] = _Part(members, exclusion.get(op, empty), op)
-                owner[op] = pid
-                continue
-            groups = frozenset().union(*(exclusion.get(op, empty) for op in members))
-            self.parts[pid] = _Part(members, groups)
-            for op in members:
-                owner[op] = pid
-        self._next_id = len(ordered)
-        self._init_stats(owner)
-
-    def _init_stats(self, owner: dict[str, int]) -> None:
-        parts = self.parts  # ids 0 .. n-1 here
-        problem = self.problem
-        pair_links: dict[tuple[int, int], tuple[list[float], list[float]]] = {}
-        rates: list[list[float]] = [[] for _ in parts]
-        byte_rates: list[list[float]] = [[] for _ in parts]
-        for link in problem.links:
-            src, dst, r = link.src, link.dst, link.rate
+        layout = BookLayout(problem, initial, exclusion) if layout is None else layout
+        self.ranks = layout.ranks
+        self._next_id = len(layout.members)
+        n = len(layout.members)
+        rates: list[list[float]] = [[] for _ in range(n)]
+        byte_rates: list[list[float]] = [[] for _ in range(n)]
+        pair_rates: list[list[float]] = [[] for _ in layout.pairs]
+        pair_bytes: list[list[float]] = [[] for _ in layout.pairs]
+        for link, end in zip(problem.links, layout.ends, strict=True):
+            if end is None:
+                continue  # inside one partition
+            r = link.rate
             br = r * link.size  # Link.byte_rate
-            if src is None or dst is None:
-                i = owner[dst if src is None else src]
+            if len(end) == 1:
+                (i,) = end
                 rates[i].append(r)
                 byte_rates[i].append(br)
-                parts[i].n_ext += 1
                 continue
-            i, j = owner[src], owner[dst]
-            if i != j:
-                rates[i].append(r)
-                byte_rates[i].append(br)
-                rates[j].append(r)
-                byte_rates[j].append(br)
-                key = (i, j) if i < j else (j, i)
-                pair = pair_links.get(key)
-                if pair is None:
-                    pair_links[key] = ([r], [br])
-                else:
-                    pair[0].append(r)
-                    pair[1].append(br)
+            i, j, q = end
+            rates[i].append(r)
+            byte_rates[i].append(br)
+            rates[j].append(r)
+            byte_rates[j].append(br)
+            pair_rates[q].append(r)
+            pair_bytes[q].append(br)
         fsum = math.fsum
-        for (a, b), (rs, bs) in pair_links.items():
-            value = (fsum(rs), fsum(bs))
-            parts[a].nbr[b] = value
-            parts[b].nbr[a] = value
         load, cost, inf = problem.load, problem.comm.cost, math.inf
-        for pid, part in parts.items():
-            part.oper = oper = fsum([load[op] for op in part.members])
-            part.rate = tuples = fsum(rates[pid])
-            part.bytes = bytes_ = fsum(byte_rates[pid])
+        parts: dict[int, _Part] = {}
+        for pid, members in enumerate(layout.members):
+            oper = fsum([load[op] for op in members])
+            tuples = fsum(rates[pid])
+            bytes_ = fsum(byte_rates[pid])
             size_ = bytes_ / tuples if tuples > 0 else 0.0  # _mean_size
             comm = cost(tuples, size_)
             if not (type(comm) is float and 0.0 <= comm < inf):
                 comm = evaluate_comm(problem, tuples, size_)
-            part.comp = comp = oper + comm
-            part.util = oper / comp if comp > 0 else 1.0  # _util
+            comp = oper + comm
+            parts[pid] = _Part(members, layout.groups[pid], layout.keys[pid], layout.key_ranks[pid], oper, tuples,
+                               bytes_, layout.n_ext[pid], comp, oper / comp if comp > 0 else 1.0)  # _util
+        for (a, b), rs, bs in zip(layout.pairs, pair_rates, pair_bytes, strict=True):
+            value = (fsum(rs), fsum(bs))
+            parts[a].nbr[b] = value
+            parts[b].nbr[a] = value
+        self.parts = parts
         self._objective = fsum([r for rs in rates for r in rs])
 
     def ids(self) -> list[int]:
@@ -355,7 +399,7 @@ class PartitionBook:
         if pb.groups:
             pa.groups = pa.groups | pb.groups
         if pb.key < pa.key:
-            pa.key = pb.key
+            pa.key, pa.rank = pb.key, pb.rank
         pa.oper, pa.rate, pa.bytes, pa.comp = oper, rate_, bytes_, comp
         pa.util = _util(oper, comp)
         pa.n_ext += pb.n_ext

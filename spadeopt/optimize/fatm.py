@@ -6,6 +6,15 @@ feedback loops into tuple-generating ports, which may never be fused), chooses t
 widths of the declared parallel regions (:mod:`spadeopt.optimize.widths`), runs
 GreedyFuse on the physical graph (or the exact optimizer), places the PEs and names them through the same
 ``make_plan`` every strategy uses. It also records why the result looks as it does.
+
+Cost (issue 12's optimizer speed). Under ``--rate max`` every width vector costs one rate
+search (about 18 GreedyFuse + placement runs, :mod:`spadeopt.optimize.rate`) and the
+MaxFrac ladder one more per larger MaxFrac. Work that does not depend on the rate is done
+once: a rate search builds its first problem with :func:`problem_for` and rescales it for
+the other rates (:class:`ScaledProblems`); one :class:`PhysicalCache` per call keeps each
+vector's physical graph, profile and prediction problem; the ladder reuses the width
+search's plan for the chosen widths at the user's MaxFrac. None of this changes a bit of
+the answer (``tests/optimize/test_fatm_caches.py`` plans with and without them).
 """
 
 from __future__ import annotations
@@ -116,7 +125,7 @@ class PhysicalCache:
         entry = self._entries.get(regions)
         if entry is None:
             physical = physical_graph(self.graph, regions)
-            entry = _PhysicalEntry(physical, physical_profile(self.graph, self.prof, regions))
+            entry = _PhysicalEntry(physical, physical_profile(self.graph, self.prof, regions, physical))
             self._entries[regions] = entry
         return entry
 

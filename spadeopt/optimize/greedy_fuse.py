@@ -22,9 +22,16 @@ operator names and the profile, never on declaration order.
 Implementation: a merge changes neither Rate nor CompLoad of any other partition (the
 links crossing their boundaries still cross), so a pair's Mergable status and benefit are
 fixed for as long as both sides live. Candidates therefore sit in a heap; a merge pushes
-the new partition's pairs and stale entries are skipped when popped. A run costs
-O((n + L) log L) heap operations plus one ``v`` evaluation per candidate, for ``n``
-operators and ``L`` links.
+the new partition's pairs and stale entries are skipped when popped. A heap entry keeps
+its pair's merged stats (computed once, when offered, and reused by the merge) and orders
+the name pair by rank among the sorted names (an int compares faster than two strings;
+same order). A run costs O((n + L) log L) heap operations plus one ``v`` evaluation per
+candidate, for ``n`` operators and ``L`` links; the merge step's frozensets add
+O(Σ merged sizes) set copying (O(n^2) for a chain that grows one operator at a time, in
+C). At the end one pass over the links gives the objective, every PE's CompLoad and the
+saturation warnings, with the reference functions' sums (``cost.partition_loads``).
+FATM runs both phases through :func:`greedy_then_absorb`, which skips phase 1's
+end-of-run sums (phase 2 recomputes them for its own result).
 
 What it does not do: it does not guarantee that no underutilized partition remains (the
 paper says the same), it never splits a partition, and it does no fission: an operator
@@ -39,7 +46,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 
 from spadeopt.errors import UsageError
-from spadeopt.optimize.cost import REL_TOL, PartitionBook, evaluate_comm, metrics, partition_loads
+from spadeopt.optimize.cost import (
+    REL_TOL,
+    BookLayout,
+    PartitionBook,
+    evaluate_comm,
+    metrics,
+    partition_loads,
+)
 from spadeopt.optimize.legality import exclusion_index, fusion_legal, initial_partitions
 from spadeopt.optimize.problem import FusionProblem, fmt_names, fmt_vs
 from spadeopt.optimize.result import FusionResult, MergeStep, canonical, saturation_warnings
@@ -48,11 +62,13 @@ MERGABLE_RULES = ("both", "either", "absorb")
 NEGLIGIBLE = 0.01  # under the "absorb" rule, a PE below 1 % of MaxFrac counts as underutilized
 
 
-_Candidate = tuple[float, str, str, int, int, tuple[float, float, float, float]]
-"""A heap entry ``(-benefit, first, second, a, b, merged)``: tuple order is the merge
-priority (largest benefit, then the two first members' names; ids ``a``, ``b`` make it
-total). ``merged`` is the pair's :meth:`PartitionBook.merged_values`; it is never
-compared, as a pair of live ids is offered at most once."""
+_Candidate = tuple[float, int, int, int, tuple[float, float, float, float]]
+"""A heap entry ``(-benefit, names, a, b, merged)``: tuple order is the merge priority
+(largest benefit, then the names of the two first members, smaller first: ``names`` is
+``rank(first) * n + rank(second)`` over the ``n`` sorted operator names, which orders as
+the name pair does; ids ``a``, ``b`` make it total). ``merged`` is the pair's
+:meth:`PartitionBook.merged_values`; it is never compared, as a pair of live ids is
+offered at most once."""
 
 
 def greedy_fuse(problem: FusionProblem, *, mergable_rule: str = "both",
@@ -87,10 +103,17 @@ def _merge_all(problem: FusionProblem, initial: Iterable[frozenset[str]],
                rule: str) -> tuple[tuple[tuple[str, ...], ...], tuple[MergeStep, ...], float]:
     """Algorithm 1's loop from ``initial``: the canonical partitions, the merge steps and
     the initial objective."""
-    exclusion = problem.shared.get("exclusion_index")
+    shared = problem.shared
+    exclusion = shared.get("exclusion_index")
     if exclusion is None:
-        exclusion = problem.shared["exclusion_index"] = exclusion_index(problem)
-    book = PartitionBook(problem, initial, exclusion)
+        exclusion = shared["exclusion_index"] = exclusion_index(problem)
+    if initial is shared.get("initial_partitions"):  # Algorithm 1's own start: its layout is kept too
+        layout = shared.get("initial_layout")
+        if layout is None:
+            layout = shared["initial_layout"] = BookLayout(problem, initial, exclusion)
+        book = PartitionBook(problem, initial, exclusion, layout)
+    else:
+        book = PartitionBook(problem, initial, exclusion)
     heap: list[_Candidate] = []
     parts = book.parts
     offer = _offerer(heap, book, rule)
@@ -104,7 +127,7 @@ def _merge_all(problem: FusionProblem, initial: Iterable[frozenset[str]],
     pop = heapq.heappop
     merge = book.merge
     while heap:
-        neg_benefit, _, _, a, b, merged = pop(heap)
+        neg_benefit, _, a, b, merged = pop(heap)
         pa, pb = parts.get(a), parts.get(b)
         if pa is None or pb is None:
             continue  # stale: one side was merged since this entry was pushed
@@ -143,8 +166,9 @@ def _initial(problem: FusionProblem) -> tuple[frozenset[str], ...]:
 
 def _checked_start(problem: FusionProblem, start: Iterable[Iterable[str]]) -> tuple[frozenset[str], ...]:
     parts = tuple(sorted((frozenset(p) for p in start), key=min))
-    seen = [op for p in parts for op in p]
-    if sorted(seen) != sorted(problem.operators) or any(not p for p in parts):
+    n_seen = sum(len(p) for p in parts)  # operator names are unique: a permutation iff as many, same set
+    if (n_seen != len(problem.operators) or frozenset().union(*parts) != problem.operator_set
+            or any(not p for p in parts)):
         raise UsageError("start partitions must cover every operator of the problem exactly once")
     pe_of = {op: i for i, p in enumerate(parts) for op in p}
     split = [g for g in problem.colocate if len({pe_of[op] for op in g}) > 1]
@@ -201,6 +225,7 @@ def _offerer(heap: list[_Candidate], book: PartitionBook, rule: str) -> Callable
     min_util, max_frac = problem.min_util, problem.max_frac
     negligible = NEGLIGIBLE * max_frac
     cost, inf = problem.comm.cost, math.inf
+    n = len(book.ranks)
 
     def offer(a: int, b: int) -> None:
         pa, pb = parts[a], parts[b]
@@ -229,8 +254,9 @@ def _offerer(heap: list[_Candidate], book: PartitionBook, rule: str) -> Callable
         comp = oper + comm
         if comp > max_frac:
             return
-        first, second = (pa.key, pb.key) if pa.key < pb.key else (pb.key, pa.key)
-        push(heap, (-2.0 * r_ab, first, second, a, b, (oper, tuples, byte_rate, comp)))
+        ra, rb = pa.rank, pb.rank
+        names = ra * n + rb if ra < rb else rb * n + ra
+        push(heap, (-2.0 * r_ab, names, a, b, (oper, tuples, byte_rate, comp)))
     return offer
 
 
