@@ -126,6 +126,7 @@ def _merge_all(problem: FusionProblem, initial: Iterable[frozenset[str]],
     steps: list[MergeStep] = []
     pop = heapq.heappop
     merge = book.merge
+    both, min_util = rule == "both", problem.min_util
     while heap:
         neg_benefit, _, a, b, merged = pop(heap)
         pa, pb = parts.get(a), parts.get(b)
@@ -136,7 +137,10 @@ def _merge_all(problem: FusionProblem, initial: Iterable[frozenset[str]],
         benefit = -neg_benefit
         running -= benefit
         steps.append(MergeStep(left, right, benefit, running))
-        for k in parts[new].nbr:
+        part = parts[new]
+        if both and part.util >= min_util:
+            continue  # under "both" a partition at MinUtil is Mergable with no one: offer would refuse each pair
+        for k in part.nbr:
             offer(new, k)
     return canonical(part.members for part in parts.values()), tuple(steps), objective_initial
 
