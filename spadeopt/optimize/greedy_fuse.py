@@ -249,8 +249,10 @@ def _offerer(heap: list[_Candidate], book: PartitionBook, rule: str) -> Callable
         if pa.n_ext + pb.n_ext == 0 and len(na) == 1 and len(nb) == 1:
             tuples = byte_rate = 0.0  # the pair is isolated: nothing crosses the union
         else:
-            tuples = max(0.0, (pa.rate + pb.rate) - 2.0 * r_ab)
-            byte_rate = max(0.0, (pa.bytes + pb.bytes) - 2.0 * b_ab)
+            tuples = (pa.rate + pb.rate) - 2.0 * r_ab
+            tuples = tuples if tuples > 0.0 else 0.0  # max(0.0, ...), the same value in every case
+            byte_rate = (pa.bytes + pb.bytes) - 2.0 * b_ab
+            byte_rate = byte_rate if byte_rate > 0.0 else 0.0
         size_ = byte_rate / tuples if tuples > 0 else 0.0
         comm = cost(tuples, size_)
         if not (type(comm) is float and 0.0 <= comm < inf):

@@ -132,3 +132,30 @@ def test_greedy_then_absorb_is_absorb_leftovers_of_greedy_fuse(problem: FusionPr
     want = absorb_leftovers(problem, greedy_fuse(problem))
     got = greedy_then_absorb(problem)
     assert got == want and got.comp_loads == want.comp_loads
+
+
+def test_fatm_pauses_the_cyclic_gc_and_restores_it_even_on_error():
+    import gc
+
+    graph, prof = _bench_case(20)
+    assert gc.isenabled()
+    seen = []
+    real = fatm._fuse_auto
+
+    def spy(*args):
+        seen.append(gc.isenabled())
+        return real(*args)
+
+    fatm._fuse_auto, saved = spy, fatm._fuse_auto
+    try:
+        fuse_auto(graph, prof, COMM, nodes=1, cores=2, rate="max")
+        assert seen == [False] and gc.isenabled()
+        with pytest.raises(UsageError):
+            fuse_auto(graph, prof, COMM, nodes=1, cores=2, rate="fast")
+        assert gc.isenabled()
+        gc.disable()
+        fuse_auto(graph, prof, COMM, nodes=1, cores=2, rate="max")
+        assert not gc.isenabled()  # left as it was
+    finally:
+        gc.enable()
+        fatm._fuse_auto = saved
