@@ -427,15 +427,6 @@ class PartitionBook:
         return nid
 
 
-def _add_pair(x: tuple[float, float] | None, y: tuple[float, float] | None) -> tuple[float, float]:
-    if x is None:
-        assert y is not None
-        return y
-    if y is None:
-        return x
-    return (x[0] + y[0], x[1] + y[1])
-
-
 def _mean_size(tuples: float, byte_rate: float) -> float:
     return byte_rate / tuples if tuples > 0 else 0.0
 
