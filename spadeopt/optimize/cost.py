@@ -8,7 +8,10 @@ They are the specification; tests and ``explain`` use them.
 :class:`PartitionBook` is the incremental bookkeeping GreedyFuse runs on. Each live
 partition keeps its OperLoad, Rate, byte rate and a neighbour map (neighbour -> summed
 tuple rate and byte rate of all links between the two, both directions). A merge combines
-two neighbour maps; no link is looked at again after start-up.
+two neighbour maps (the busier side's record and map become the union's, under a fresh
+id); no link is looked at again after start-up. :func:`partition_loads` gives
+:func:`objective` and every partition's CompLoad of a complete partitioning in one pass
+over the links (the same fsums as the reference functions, so the same bits).
 
 Definitions (link-level form, digest §8 "use the link-level form and document it"):
 
@@ -31,7 +34,7 @@ compare with :data:`REL_TOL`.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from spadeopt.errors import OptimizeError, UsageError
@@ -154,6 +157,39 @@ def objective(partitions: Iterable[Iterable[str]], problem: FusionProblem) -> fl
     return math.fsum(lk.rate for p in sets for lk in crossing_links(p, problem))
 
 
+def partition_loads(partitions: Sequence[Iterable[str]], problem: FusionProblem) -> tuple[float, tuple[float, ...]]:
+    """``objective(partitions)`` and every partition's ``comp_load`` (as :func:`metrics`
+    computes it) in one pass over the links, for ``partitions`` that hold every operator
+    exactly once. Sums are ``fsum`` over the same values, so the numbers are the
+    reference functions' bit for bit; ``OptimizeError`` from the communication model is
+    raised for the first partition, in order, that provokes it, as :func:`metrics` would."""
+    owner: dict[str, int] = {}
+    for i, part in enumerate(partitions):
+        for op in part:
+            owner[op] = i
+    rates: list[list[float]] = [[] for _ in partitions]
+    byte_rates: list[list[float]] = [[] for _ in partitions]
+    for lk in problem.links:
+        i = None if lk.src is None else owner[lk.src]
+        j = None if lk.dst is None else owner[lk.dst]
+        if i == j:
+            continue  # inside one partition
+        r, br = lk.rate, lk.byte_rate
+        if i is not None:
+            rates[i].append(r)
+            byte_rates[i].append(br)
+        if j is not None:
+            rates[j].append(r)
+            byte_rates[j].append(br)
+    load = problem.load
+    comp = []
+    for i, part in enumerate(partitions):
+        tuples = math.fsum(rates[i])
+        oper = math.fsum(load[op] for op in part)
+        comp.append(oper + evaluate_comm(problem, tuples, _mean_size(tuples, math.fsum(byte_rates[i]))))
+    return math.fsum(r for rs in rates for r in rs), tuple(comp)
+
+
 class _Part:
     """Working state of one live partition inside :class:`PartitionBook`."""
 
@@ -168,19 +204,22 @@ class _Part:
         "groups",
         "comp",
         "util",
+        "rank",
     )
 
-    def __init__(self, members: frozenset[str], groups: frozenset[int]) -> None:
+    def __init__(self, members: frozenset[str], groups: frozenset[int], key: str, rank: int, oper: float,
+                 rate_: float, bytes_: float, n_ext: int, comp: float, util: float) -> None:
         self.members = members
-        self.key = min(members)
-        self.oper = 0.0
-        self.rate = 0.0
-        self.bytes = 0.0
-        self.n_ext = 0  # external links: never saved, keep Rate > 0 exactly
+        self.key = key  # smallest member name
+        self.rank = rank  # position of ``key`` among the sorted operator names
+        self.oper = oper
+        self.rate = rate_
+        self.bytes = bytes_
+        self.n_ext = n_ext  # external links: never saved, keep Rate > 0 exactly
         self.nbr: dict[int, tuple[float, float]] = {}
         self.groups = groups
-        self.comp = 0.0
-        self.util = 1.0
+        self.comp = comp
+        self.util = util
 
 
 @dataclass(frozen=True)
@@ -191,6 +230,58 @@ class MergedStats:
     rate: float
     bytes: float
     comp: float
+
+
+class BookLayout:
+    """What a :class:`PartitionBook` derives from the problem's structure and its initial
+    partitions alone: the partitions in id order (smallest member name first), their
+    smallest member, its rank among the sorted operator names and their exclusion groups;
+    for each link whether it lies inside a partition (``None``), is external (``(i,)``)
+    or joins partitions ``i`` and ``j`` (``(i, j, q)``, ``q`` indexing ``pairs``); the
+    external link count per partition. Problems that differ only in their numbers (e.g.
+    :meth:`FusionProblem.rescaled`) share one."""
+
+    __slots__ = ("members", "keys", "ranks", "key_ranks", "groups", "ends", "pairs", "n_ext")
+
+    def __init__(self, problem: FusionProblem, initial: Iterable[frozenset[str]],
+                 exclusion: dict[str, frozenset[int]]) -> None:
+        ranks = problem.shared.get("ranks")
+        if ranks is None:
+            ranks = problem.shared["ranks"] = {op: i for i, op in enumerate(sorted(problem.operators))}
+        self.ranks: dict[str, int] = ranks
+        self.members: list[frozenset[str]] = sorted(initial, key=min)
+        self.keys = [min(m) for m in self.members]
+        self.key_ranks = [ranks[k] for k in self.keys]
+        empty: frozenset[int] = frozenset()
+        owner: dict[str, int] = {}
+        self.groups: list[frozenset[int]] = []
+        for pid, members in enumerate(self.members):
+            for op in members:
+                owner[op] = pid
+            if len(members) == 1:
+                self.groups.append(exclusion.get(self.keys[pid], empty))
+            else:
+                self.groups.append(frozenset().union(*(exclusion.get(op, empty) for op in members)))
+        self.n_ext = [0] * len(self.members)
+        pair_index: dict[tuple[int, int], int] = {}
+        self.pairs: list[tuple[int, int]] = []
+        self.ends: list[tuple[int, ...] | None] = []
+        for link in problem.links:
+            if link.src is None or link.dst is None:
+                i = owner[link.dst if link.src is None else link.src]
+                self.n_ext[i] += 1
+                self.ends.append((i,))
+                continue
+            i, j = owner[link.src], owner[link.dst]
+            if i == j:
+                self.ends.append(None)
+                continue
+            key = (i, j) if i < j else (j, i)
+            q = pair_index.get(key)
+            if q is None:
+                q = pair_index[key] = len(self.pairs)
+                self.pairs.append(key)
+            self.ends.append((i, j, q))
 
 
 class PartitionBook:
@@ -210,42 +301,56 @@ class PartitionBook:
         problem: FusionProblem,
         initial: Iterable[frozenset[str]],
         exclusion: dict[str, frozenset[int]],
+        layout: BookLayout | None = None,
     ) -> None:
+        """``layout`` is ``BookLayout(problem, initial, exclusion)`` when the caller keeps
+        one (it depends on the problem's structure only, not on its numbers)."""
         self.problem = problem
-        self.parts: dict[int, _Part] = {}
-        ordered = sorted(initial, key=min)
-        owner: dict[str, int] = {}
-        for pid, members in enumerate(ordered):
-            groups = frozenset().union(*(exclusion.get(op, frozenset()) for op in members))
-            self.parts[pid] = _Part(members, groups)
-            for op in members:
-                owner[op] = pid
-        self._next_id = len(ordered)
-        self._init_stats(owner)
-
-    def _init_stats(self, owner: dict[str, int]) -> None:
-        pair_links: dict[tuple[int, int], list[Link]] = {}
-        crossing: dict[int, list[Link]] = {pid: [] for pid in self.parts}
-        for link in self.problem.links:
-            ends = [owner[e] for e in (link.src, link.dst) if e is not None]
-            if len(ends) == 1:
-                crossing[ends[0]].append(link)
-                self.parts[ends[0]].n_ext += 1
-            elif ends[0] != ends[1]:
-                crossing[ends[0]].append(link)
-                crossing[ends[1]].append(link)
-                pair_links.setdefault((min(ends), max(ends)), []).append(link)
-        for (a, b), links in pair_links.items():
-            value = (math.fsum(lk.rate for lk in links), math.fsum(lk.byte_rate for lk in links))
-            self.parts[a].nbr[b] = value
-            self.parts[b].nbr[a] = value
-        for pid, part in self.parts.items():
-            part.oper = math.fsum(self.problem.load[op] for op in part.members)
-            part.rate = math.fsum(lk.rate for lk in crossing[pid])
-            part.bytes = math.fsum(lk.byte_rate for lk in crossing[pid])
-            size_ = _mean_size(part.rate, part.bytes)
-            part.comp = part.oper + evaluate_comm(self.problem, part.rate, size_)
-            part.util = _util(part.oper, part.comp)
+        layout = BookLayout(problem, initial, exclusion) if layout is None else layout
+        self.ranks = layout.ranks
+        self._next_id = len(layout.members)
+        n = len(layout.members)
+        rates: list[list[float]] = [[] for _ in range(n)]
+        byte_rates: list[list[float]] = [[] for _ in range(n)]
+        pair_rates: list[list[float]] = [[] for _ in layout.pairs]
+        pair_bytes: list[list[float]] = [[] for _ in layout.pairs]
+        for link, end in zip(problem.links, layout.ends, strict=True):
+            if end is None:
+                continue  # inside one partition
+            r = link.rate
+            br = r * link.size  # Link.byte_rate
+            if len(end) == 1:
+                (i,) = end
+                rates[i].append(r)
+                byte_rates[i].append(br)
+                continue
+            i, j, q = end
+            rates[i].append(r)
+            byte_rates[i].append(br)
+            rates[j].append(r)
+            byte_rates[j].append(br)
+            pair_rates[q].append(r)
+            pair_bytes[q].append(br)
+        fsum = math.fsum
+        load, cost, inf = problem.load, problem.comm.cost, math.inf
+        parts: dict[int, _Part] = {}
+        for pid, members in enumerate(layout.members):
+            oper = fsum([load[op] for op in members])
+            tuples = fsum(rates[pid])
+            bytes_ = fsum(byte_rates[pid])
+            size_ = bytes_ / tuples if tuples > 0 else 0.0  # _mean_size
+            comm = cost(tuples, size_)
+            if not (type(comm) is float and 0.0 <= comm < inf):
+                comm = evaluate_comm(problem, tuples, size_)
+            comp = oper + comm
+            parts[pid] = _Part(members, layout.groups[pid], layout.keys[pid], layout.key_ranks[pid], oper, tuples,
+                               bytes_, layout.n_ext[pid], comp, oper / comp if comp > 0 else 1.0)  # _util
+        for (a, b), rs, bs in zip(layout.pairs, pair_rates, pair_bytes, strict=True):
+            value = (fsum(rs), fsum(bs))
+            parts[a].nbr[b] = value
+            parts[b].nbr[a] = value
+        self.parts = parts
+        self._objective = fsum([r for rs in rates for r in rs])
 
     def ids(self) -> list[int]:
         """Live partition ids, ascending."""
@@ -253,46 +358,73 @@ class PartitionBook:
 
     def merged(self, a: int, b: int) -> MergedStats:
         """Stats of ``A ∪ B`` without merging. Symmetric in ``a`` and ``b``, bit for bit."""
+        return MergedStats(*self.merged_values(a, b))
+
+    def merged_values(self, a: int, b: int) -> tuple[float, float, float, float]:
+        """:meth:`merged` as a plain ``(oper, rate, bytes, comp)`` tuple (GreedyFuse's hot path)."""
         pa, pb = self.parts[a], self.parts[b]
         oper = pa.oper + pb.oper
-        isolated = pa.nbr.keys() <= {b} and pb.nbr.keys() <= {a} and pa.n_ext + pb.n_ext == 0
+        na, nb = pa.nbr, pb.nbr
+        isolated = (pa.n_ext + pb.n_ext == 0 and (not na or (len(na) == 1 and b in na))
+                    and (not nb or (len(nb) == 1 and a in nb)))
         if isolated:
             tuples = byte_rate = 0.0
         else:
-            r_ab, b_ab = pa.nbr.get(b, (0.0, 0.0))
+            r_ab, b_ab = na.get(b, (0.0, 0.0))
             tuples = max(0.0, (pa.rate + pb.rate) - 2.0 * r_ab)
             byte_rate = max(0.0, (pa.bytes + pb.bytes) - 2.0 * b_ab)
         comp = oper + evaluate_comm(self.problem, tuples, _mean_size(tuples, byte_rate))
-        return MergedStats(oper=oper, rate=tuples, bytes=byte_rate, comp=comp)
+        return oper, tuples, byte_rate, comp
 
-    def merge(self, a: int, b: int) -> int:
-        """Replace live partitions ``a`` and ``b`` by their union; return the new id."""
-        stats = self.merged(a, b)
-        pa, pb = self.parts.pop(a), self.parts.pop(b)
-        new = _Part(pa.members | pb.members, pa.groups | pb.groups)
-        new.oper, new.rate, new.bytes, new.comp = stats.oper, stats.rate, stats.bytes, stats.comp
-        new.util = _util(new.oper, new.comp)
-        new.n_ext = pa.n_ext + pb.n_ext
+    def objective(self) -> float:
+        """``objective`` of the initial partitioning (what :func:`objective` returns for it)."""
+        return self._objective
+
+    def merge(self, a: int, b: int, stats: tuple[float, float, float, float] | None = None) -> int:
+        """Replace live partitions ``a`` and ``b`` by their union; return the new id.
+        ``stats`` is :meth:`merged_values` of the pair when the caller has it already.
+
+        The record of the side with more neighbours is reused for the union (under the
+        new id, so entries naming ``a`` or ``b`` become stale): only the other side's
+        neighbours are added to its map."""
+        oper, rate_, bytes_, comp = self.merged_values(a, b) if stats is None else stats
+        parts = self.parts
+        pa, pb = parts.pop(a), parts.pop(b)
+        if len(pb.nbr) > len(pa.nbr):
+            a, b, pa, pb = b, a, pb, pa
         nid = self._next_id
         self._next_id += 1
-        for k in (pa.nbr.keys() | pb.nbr.keys()) - {a, b}:
-            value = _add_pair(pa.nbr.get(k), pb.nbr.get(k))
-            new.nbr[k] = value
-            knbr = self.parts[k].nbr
-            knbr.pop(a, None)
-            knbr.pop(b, None)
-            knbr[nid] = value
-        self.parts[nid] = new
+        # the union copies its left operand's table: put the bigger side there (equal sets either way)
+        pa.members = pa.members | pb.members if len(pa.members) >= len(pb.members) else pb.members | pa.members
+        if pb.groups:
+            pa.groups = pa.groups | pb.groups
+        if pb.key < pa.key:
+            pa.key, pa.rank = pb.key, pb.rank
+        pa.oper, pa.rate, pa.bytes, pa.comp = oper, rate_, bytes_, comp
+        pa.util = _util(oper, comp)
+        pa.n_ext += pb.n_ext
+        na, nb = pa.nbr, pb.nbr
+        del na[b]
+        for k, x in na.items():  # values change, keys do not: safe while iterating
+            knbr = parts[k].nbr
+            del knbr[a]
+            y = nb.get(k)
+            if y is None:
+                knbr[nid] = x
+            else:
+                value = (x[0] + y[0], x[1] + y[1])
+                na[k] = value
+                del knbr[b]
+                knbr[nid] = value
+        for k, y in nb.items():
+            if k == a or k in na:
+                continue
+            na[k] = y
+            knbr = parts[k].nbr
+            del knbr[b]
+            knbr[nid] = y
+        parts[nid] = pa
         return nid
-
-
-def _add_pair(x: tuple[float, float] | None, y: tuple[float, float] | None) -> tuple[float, float]:
-    if x is None:
-        assert y is not None
-        return y
-    if y is None:
-        return x
-    return (x[0] + y[0], x[1] + y[1])
 
 
 def _mean_size(tuples: float, byte_rate: float) -> float:
@@ -306,6 +438,8 @@ def _util(oper: float, comp: float) -> float:
 def evaluate_comm(problem: FusionProblem, tuples: float, size_: float) -> float:
     """``v(tuples, size_)`` of ``problem.comm``; ``OptimizeError`` if it is not a load >= 0."""
     value = problem.comm.cost(tuples, size_)
+    if type(value) is float and 0.0 <= value < math.inf:
+        return value  # the common case, as below
     if not (isinstance(value, int | float) and math.isfinite(value) and value >= 0):
         msg = (
             f"communication model {type(problem.comm).__name__} returned {value!r} for "

@@ -6,12 +6,23 @@ feedback loops into tuple-generating ports, which may never be fused), chooses t
 widths of the declared parallel regions (:mod:`spadeopt.optimize.widths`), runs
 GreedyFuse on the physical graph (or the exact optimizer), places the PEs and names them through the same
 ``make_plan`` every strategy uses. It also records why the result looks as it does.
+
+Cost (issue 12's optimizer speed). Under ``--rate max`` every width vector costs one rate
+search (about 18 GreedyFuse + placement runs, :mod:`spadeopt.optimize.rate`) and the
+MaxFrac ladder one more per larger MaxFrac. Work that does not depend on the rate is done
+once: a rate search builds its first problem with :func:`problem_for` and rescales it for
+the other rates (:class:`ScaledProblems`); one :class:`PhysicalCache` per call keeps each
+vector's physical graph, profile and prediction problem; the ladder reuses the width
+search's plan for the chosen widths at the user's MaxFrac. None of this changes a bit of
+the answer (``tests/optimize/test_fatm_caches.py`` plans with and without them).
 """
 
 from __future__ import annotations
 
+import gc
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -19,16 +30,16 @@ from spadeopt.errors import OptimizeError, PlacementInfeasible, UsageError
 from spadeopt.model.graph import AppGraph, PortRef
 from spadeopt.optimize.cost import metrics, objective
 from spadeopt.optimize.exact import exact_fuse, gap
-from spadeopt.optimize.greedy_fuse import absorb_leftovers, greedy_fuse, why_not_merged
+from spadeopt.optimize.greedy_fuse import greedy_fuse, greedy_then_absorb, why_not_merged
 from spadeopt.optimize.placement import pe_graph, place
 from spadeopt.optimize.predict import DEFAULT_MODEL, PerfModel, Prediction, predict
-from spadeopt.optimize.problem import CommModel, FusionProblem
+from spadeopt.optimize.problem import CommModel, FusionProblem, Link
 from spadeopt.optimize.rate import max_rate, parse_rate, scale
 from spadeopt.optimize.result import FusionResult
 from spadeopt.optimize.widths import TIE, choose_widths, free_regions, physical_profile
 from spadeopt.plan.fission import mixed_channels, physical_graph
 from spadeopt.plan.plan import Plan, make_plan
-from spadeopt.plan.regions import resolve_regions
+from spadeopt.plan.regions import Region, resolve_regions
 
 
 @dataclass(frozen=True)
@@ -77,16 +88,64 @@ def check_profile(graph: AppGraph, prof: OperatorProfile) -> None:
 
 
 def problem_for(graph: AppGraph, prof: OperatorProfile, comm: CommModel, max_frac: float,
-                min_util: float) -> FusionProblem:
-    check_profile(graph, prof)
+                min_util: float, memo: dict[str, Any] | None = None) -> FusionProblem:
+    """The fusion problem of ``graph`` under ``prof``. ``memo`` (a dict owned by the
+    caller) keeps what depends only on the graph and on which operators and links the
+    profile names: pass the same one only for profiles derived from one another by
+    :func:`scale` or new loads of the same operators (the profile check, unseen streams
+    and unfusable pairs are then done once)."""
+    if memo is None or "unseen" not in memo:
+        check_profile(graph, prof)
+        parts = {"unseen": _unseen_streams(graph, prof), "unfusable": list(unfusable_pairs(graph))}
+        if memo is not None:
+            memo.update(parts)
+    else:
+        parts = memo
     names = [op.name for op in graph.operators]
     return FusionProblem.build(
-        names, {n: prof.load[n] for n in names}, list(prof.links) + _unseen_streams(graph, prof), comm,
+        names, {n: prof.load[n] for n in names}, list(prof.links) + parts["unseen"], comm,
         max_frac=max_frac, min_util=min_util,
         colocate=[frozenset(g) for g in graph.annotations.colocate],
         exlocate=[frozenset(g) for g in graph.annotations.exlocate],
-        unfusable=list(unfusable_pairs(graph)),
+        unfusable=parts["unfusable"],
     )
+
+
+class PhysicalCache:
+    """One ``fuse_auto`` call's physical graphs: for each width vector (a regions tuple)
+    its physical graph and profile (:func:`physical_profile`), the memo of
+    :func:`problem_for`, its collapsible links and the problem predictions are made on.
+    The search visits a vector to score it, again in the MaxFrac ladder and for the final
+    prediction; all are pure functions of the logical graph, profile and ``comm``, so
+    each is built once."""
+
+    def __init__(self, graph: AppGraph, prof: OperatorProfile, comm: CommModel) -> None:
+        self.graph, self.prof, self.comm = graph, prof, comm
+        self._entries: dict[tuple[Region, ...], _PhysicalEntry] = {}
+
+    def get(self, regions: tuple[Region, ...]) -> _PhysicalEntry:
+        entry = self._entries.get(regions)
+        if entry is None:
+            physical = physical_graph(self.graph, regions)
+            entry = _PhysicalEntry(physical, physical_profile(self.graph, self.prof, regions, physical))
+            self._entries[regions] = entry
+        return entry
+
+
+class _PhysicalEntry:
+    __slots__ = ("graph", "prof", "memo", "_collapsible", "predict_problem")
+
+    def __init__(self, graph: AppGraph, prof: OperatorProfile) -> None:
+        self.graph, self.prof = graph, prof
+        self.memo: dict[str, Any] = {}
+        self._collapsible: frozenset[tuple[str, str]] | None = None
+        self.predict_problem: FusionProblem | None = None
+
+    @property
+    def collapsible(self) -> frozenset[tuple[str, str]]:
+        if self._collapsible is None:
+            self._collapsible = collapsible_links(self.graph)
+        return self._collapsible
 
 
 def _unseen_streams(graph: AppGraph, prof: OperatorProfile) -> list[tuple[str, str, float, float]]:
@@ -124,8 +183,35 @@ def fuse_auto(graph: AppGraph, prof: OperatorProfile, comm: CommModel, nodes: in
     :mod:`spadeopt.optimize.widths`); ``fission=False`` keeps them at width 1. Then the
     physical graph of the chosen widths is fused and placed at ``rate``. Width vectors are
     scored, and the plan's throughput predicted, by :func:`predict_plan` under ``model``
-    (:mod:`spadeopt.optimize.predict`; default constants when ``None``).
+    (:mod:`spadeopt.optimize.predict`; default constants when ``None``). Runs with the
+    cyclic garbage collector paused (:func:`gc_paused`).
     """
+    with gc_paused():
+        return _fuse_auto(graph, prof, comm, nodes, cores, max_frac, min_util, exact, capacity_frac, rate, absorb,
+                          widths, fission, model)
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """The cyclic garbage collector paused, if it runs, and restored on exit (exceptions
+    included). A search allocates about a million short-lived objects, nearly all freed by
+    reference counting (a 200-operator call leaves under 100 in cycles), yet the allocations
+    trigger collections, and each of the oldest generation walks every live object
+    (the search's own graphs and plans included): about 10 % of a call. It changes no
+    result."""
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if paused:
+            gc.enable()
+
+
+def _fuse_auto(graph: AppGraph, prof: OperatorProfile, comm: CommModel, nodes: int, cores: int, max_frac: float,
+               min_util: float, exact: bool, capacity_frac: float, rate: str | float, absorb: bool,
+               widths: Mapping[str, int] | None, fission: bool, model: PerfModel | None) -> AutoPlan:
+    """:func:`fuse_auto`'s body."""
     rate = parse_rate(rate)
     check_profile(graph, prof)  # before searching
     model = fit_production(graph, prof, model or DEFAULT_MODEL)
@@ -136,17 +222,26 @@ def fuse_auto(graph: AppGraph, prof: OperatorProfile, comm: CommModel, nodes: in
     fission_doc: dict[str, Any] = {"enabled": fission, "pinned": dict(sorted((widths or {}).items())),
                                    "search": None}
     frac = collapse_fraction(graph, prof, model)
+    cache = PhysicalCache(graph, prof, comm)
+    searched: dict[tuple, tuple] = {}
     if free:
-        evaluate = width_scorer(graph, prof, comm, nodes, cores, max_frac, min_util, capacity_frac, absorb, model)
+        evaluate = width_scorer(graph, prof, comm, nodes, cores, max_frac, min_util, capacity_frac, absorb, model,
+                                cache)
         regions, fission_doc["search"] = choose_widths(regions, free, nodes * cores, evaluate)
+        searched = evaluate.plans
     tried_frac = []
     best = None
     for mf in max_frac_candidates(max_frac, rate):
-        got = _plan_physical(graph, prof, regions, comm, nodes, cores, mf, min_util, capacity_frac, rate, absorb,
-                             frac)
-        trial = _trial_plan(graph, got, nodes, cores, regions)
+        if mf == max_frac and rate == "max" and regions in searched:
+            got, trial, score = searched[regions]  # the width search made this very plan
+        else:
+            got = _plan_physical(graph, prof, regions, comm, nodes, cores, mf, min_util, capacity_frac, rate,
+                                 absorb, frac, cache)
+            trial = _trial_plan(graph, got, nodes, cores, regions)
+            score = _predicted_rate(graph, prof, trial, comm, model, frac, cache)
         mixed = mixed_channels(got[1].partitions, regions) is not None
-        score = None if mixed and mf != max_frac else _predicted_rate(graph, prof, trial, comm, model, frac)
+        if mixed and mf != max_frac:
+            score = None  # no parallel plan (see width_scorer); the user's MaxFrac is always kept
         tried_frac.append({"max_frac": mf, "pes": len(trial.pes), "predicted": score, "mixes_channels": mixed})
         if best is None or (score is not None and (best[0] is None or score > best[0] * (1 + TIE))):
             best = (score, mf, got)
@@ -170,7 +265,7 @@ def fuse_auto(graph: AppGraph, prof: OperatorProfile, comm: CommModel, nodes: in
                        "search_tries": search.tries if search else 0,
                        "at_upper_bound": search.at_upper_bound if search else False}
     try:
-        predicted = _predict(graph, prof, plan, comm, model, frac)
+        predicted = _predict(graph, prof, plan, comm, model, frac, cache)
     except OptimizeError as exc:  # e.g. a profile whose sources sent nothing: no rate to predict
         explain["rate"]["predicted"] = None
         explain["prediction"] = {"error": str(exc), "model": model.to_json()}
@@ -187,10 +282,13 @@ def fuse_auto(graph: AppGraph, prof: OperatorProfile, comm: CommModel, nodes: in
 
 
 def width_scorer(graph: AppGraph, prof: OperatorProfile, comm: CommModel, nodes: int, cores: int,
-                 max_frac: float, min_util: float, capacity_frac: float, absorb: bool, model: PerfModel):
+                 max_frac: float, min_util: float, capacity_frac: float, absorb: bool,
+                 model: PerfModel, cache: PhysicalCache | None = None) -> _WidthScorer:
     """The score of a width vector (regions with their widths): the predicted source rate
     of the plan FATM makes for it at ``--rate max``, or ``None`` when nothing fits or the
-    plan is no parallel plan.
+    plan is no parallel plan. The scorer keeps each scored vector's plan (``plans``): the
+    MaxFrac ladder starts with the chosen vector at the user's MaxFrac, which is the plan
+    the search already made.
 
     A plan that fuses copies of two channels of one region into one PE is no parallel
     plan: paper 000's first rule (replicas of different channels never share a thread).
@@ -202,19 +300,32 @@ def width_scorer(graph: AppGraph, prof: OperatorProfile, comm: CommModel, nodes:
     plans too, except at the user's own MaxFrac (so pinned widths still get a plan).
     """
     model = fit_production(graph, prof, model)
-    frac = collapse_fraction(graph, prof, model)
+    return _WidthScorer(graph, prof, comm, nodes, cores, max_frac, min_util, capacity_frac, absorb, model,
+                        collapse_fraction(graph, prof, model), cache or PhysicalCache(graph, prof, comm))
 
-    def evaluate(rs) -> float | None:
+
+class _WidthScorer:
+    """:func:`width_scorer`'s callable; ``plans`` maps a regions tuple to its
+    (:func:`_plan_physical` result, trial plan, score) once scored."""
+
+    def __init__(self, graph, prof, comm, nodes, cores, max_frac, min_util, capacity_frac, absorb, model,
+                 frac, cache: PhysicalCache) -> None:
+        self.args = (graph, prof, comm, nodes, cores, max_frac, min_util, capacity_frac, absorb, model, frac, cache)
+        self.plans: dict[tuple, tuple] = {}
+
+    def __call__(self, rs) -> float | None:
+        graph, prof, comm, nodes, cores, max_frac, min_util, capacity_frac, absorb, model, frac, cache = self.args
         try:
             got = _plan_physical(graph, prof, rs, comm, nodes, cores, max_frac, min_util, capacity_frac,
-                                 "max", absorb, frac)
+                                 "max", absorb, frac, cache)
         except OptimizeError:
             return None
         if mixed_channels(got[1].partitions, rs):
-            return None  # no parallel plan for these widths
-        return _predicted_rate(graph, prof, _trial_plan(graph, got, nodes, cores, rs), comm, model, frac)
-    return evaluate
-
+            return None  # no parallel plan for these widths (not kept: the ladder remakes it if asked)
+        trial = _trial_plan(graph, got, nodes, cores, rs)
+        score = _predicted_rate(graph, prof, trial, comm, model, frac, cache)
+        self.plans[rs] = (got, trial, score)
+        return score
 
 
 def _trial_plan(graph: AppGraph, got, nodes: int, cores: int, regions) -> Plan:
@@ -225,11 +336,11 @@ def _trial_plan(graph: AppGraph, got, nodes: int, cores: int, regions) -> Plan:
 
 
 def _predicted_rate(graph: AppGraph, prof: OperatorProfile, plan: Plan, comm: CommModel, model: PerfModel,
-                    frac: float) -> float | None:
+                    frac: float, cache: PhysicalCache | None = None) -> float | None:
     """:func:`predict_plan`'s rate under an already fitted ``model`` and ``frac``; None when
     nothing can be predicted."""
     try:
-        return _predict(graph, prof, plan, comm, model, frac).rate
+        return _predict(graph, prof, plan, comm, model, frac, cache).rate
     except OptimizeError:
         return None
 
@@ -252,23 +363,24 @@ def max_frac_candidates(max_frac: float, rate) -> tuple[float, ...]:
 
 def _plan_physical(graph: AppGraph, prof: OperatorProfile, regions, comm: CommModel, nodes: int, cores: int,
                    max_frac: float, min_util: float, capacity_frac: float, rate: str | float, absorb: bool,
-                   inlined_frac: float = 0.0):
+                   inlined_frac: float = 0.0, cache: PhysicalCache | None = None):
     """GreedyFuse + placement of the physical graph of ``regions`` at ``rate``; returns
     (problem, result, placement, tmp_ids, factor, RateSearch or None). Operators that
     collapse into their predecessor's loop when fused with it are costed at
     ``1 - inlined_frac`` of their profiled load (:func:`collapse_fraction`): GreedyFuse
     sees what a collapsed run costs, so it does not cut a cheap run into pieces."""
-    physical = physical_graph(graph, regions)
-    pprof = physical_profile(graph, prof, regions)
+    entry = (cache or PhysicalCache(graph, prof, comm)).get(regions)
+    physical, pprof = entry.graph, entry.prof
     if inlined_frac > 0:
-        inlined = {b for _, b in collapsible_links(physical)}
+        inlined = {b for _, b in entry.collapsible}
         pprof = replace(pprof, load={op: u * (1.0 - inlined_frac) if op in inlined else u
                                      for op, u in pprof.load.items()})
     if rate == "max":
+        problems = ScaledProblems(physical, pprof, comm, max_frac, min_util, entry.memo)
+
         def attempt(k: float):
             try:
-                got = _fuse_and_place(physical, scale(pprof, k), comm, nodes, cores, max_frac, min_util,
-                                      capacity_frac, absorb)
+                got = _fuse_and_place(problems(k), nodes, cores, capacity_frac, absorb)
             except PlacementInfeasible:
                 return None
             return None if got[1].warnings else got
@@ -284,18 +396,44 @@ def _plan_physical(graph: AppGraph, prof: OperatorProfile, regions, comm: CommMo
         raise OptimizeError("the profile's sources sent no tuples, so it cannot be scaled to --rate; "
                             "profile a run whose sources emit tuples")
     problem, result, placement, tmp_ids = _fuse_and_place(
-        physical, scale(pprof, factor), comm, nodes, cores, max_frac, min_util, capacity_frac, absorb)
+        problem_for(physical, scale(pprof, factor), comm, max_frac, min_util, entry.memo), nodes, cores,
+        capacity_frac, absorb)
     return problem, result, placement, tmp_ids, factor, None
 
 
-def _fuse_and_place(graph: AppGraph, prof: OperatorProfile, comm: CommModel, nodes: int, cores: int,
-                    max_frac: float, min_util: float, capacity_frac: float, absorb: bool):
-    problem = problem_for(graph, prof, comm, max_frac, min_util)
-    result = greedy_fuse(problem)
-    if absorb:
-        result = absorb_leftovers(problem, result)
+class ScaledProblems:
+    """``problem_for(graph, scale(prof, k), comm, max_frac, min_util)`` for many factors ``k``.
+
+    The first call builds it with :func:`problem_for` (checks, unfusable pairs, unseen
+    streams, validation: every error as before). Later calls take that problem's
+    operators, link ends, sizes and annotations, which do not depend on ``k``, and only
+    multiply the profile's loads and link rates by ``k`` as :func:`scale` does
+    (:meth:`FusionProblem.rescaled`): the same problem, field for field, without
+    rebuilding the graph's indexes for each rate the search tries."""
+
+    def __init__(self, graph: AppGraph, prof: OperatorProfile, comm: CommModel, max_frac: float,
+                 min_util: float, memo: dict[str, Any] | None = None) -> None:
+        self.graph, self.prof, self.comm, self.max_frac, self.min_util = graph, prof, comm, max_frac, min_util
+        self.memo = memo
+        self.first: FusionProblem | None = None
+
+    def __call__(self, k: float) -> FusionProblem:
+        if self.first is None:
+            self.first = problem_for(self.graph, scale(self.prof, k), self.comm, self.max_frac, self.min_util,
+                                     self.memo)
+            return self.first
+        first, prof = self.first, self.prof
+        load = {n: prof.load[n] * k for n in first.operators}
+        n = len(prof.links)  # problem_for's links: the profile's, then its zero-rate unseen streams
+        links = tuple(Link(lk.src, lk.dst, r * k, lk.size) for lk, (_, _, r, _) in zip(first.links, prof.links,
+                                                                                        strict=False))
+        return first.rescaled(load, links + first.links[n:])
+
+
+def _fuse_and_place(problem: FusionProblem, nodes: int, cores: int, capacity_frac: float, absorb: bool):
+    result = greedy_then_absorb(problem) if absorb else greedy_fuse(problem)
     tmp_ids = [f"p{i}" for i in range(len(result.partitions))]
-    pe_loads, pe_links = pe_graph(result.partitions, problem, tmp_ids)
+    pe_loads, pe_links = pe_graph(result.partitions, problem, tmp_ids, result.comp_loads)
     # FATM places by itself: the developer's place() annotations are FMAN's.
     placement = place(pe_loads, pe_links, nodes, cores, capacity_frac)
     return problem, result, placement, tmp_ids
@@ -348,15 +486,19 @@ def predict_plan(graph: AppGraph, prof: OperatorProfile, plan: Plan, comm: CommM
 
 
 def _predict(graph: AppGraph, prof: OperatorProfile, plan: Plan, comm: CommModel, model: PerfModel,
-             frac: float) -> Prediction:
+             frac: float, cache: PhysicalCache | None = None) -> Prediction:
     """:func:`predict_plan` once ``model`` is fitted and the collapse fraction known."""
-    physical = physical_graph(graph, plan.regions)
-    pprof = physical_profile(graph, prof, plan.regions)
-    problem = problem_for(physical, pprof, comm, 1.0, 1.0)
+    entry = (cache if cache is not None and cache.comm is comm else PhysicalCache(graph, prof, comm)).get(plan.regions)
+    if entry.predict_problem is None:
+        entry.predict_problem = problem_for(entry.graph, entry.prof, comm, 1.0, 1.0, entry.memo)
     collapsing = plan.collapse and (model.collapse_saves_s > 0 or frac > 0)
-    return predict(problem, [(pe.pe_id, pe.operators, pe.node) for pe in plan.pes], plan.nodes, plan.cores,
-                   prof.source_rate, model, unattributed_call_s(prof, model),
-                   collapsed_links(physical, plan) if collapsing else frozenset(), frac)
+    if collapsing:
+        pe_of = plan.pe_of
+        collapsed = frozenset((a, b) for a, b in entry.collapsible if pe_of.get(a) == pe_of.get(b))
+    else:
+        collapsed = frozenset()
+    return predict(entry.predict_problem, [(pe.pe_id, pe.operators, pe.node) for pe in plan.pes], plan.nodes,
+                   plan.cores, prof.source_rate, model, unattributed_call_s(prof, model), collapsed, frac)
 
 
 def collapsible_links(graph: AppGraph) -> frozenset[tuple[str, str]]:

@@ -22,9 +22,16 @@ operator names and the profile, never on declaration order.
 Implementation: a merge changes neither Rate nor CompLoad of any other partition (the
 links crossing their boundaries still cross), so a pair's Mergable status and benefit are
 fixed for as long as both sides live. Candidates therefore sit in a heap; a merge pushes
-the new partition's pairs and stale entries are skipped when popped. A run costs
-O((n + L) log L) heap operations plus one ``v`` evaluation per candidate, for ``n``
-operators and ``L`` links.
+the new partition's pairs and stale entries are skipped when popped. A heap entry keeps
+its pair's merged stats (computed once, when offered, and reused by the merge) and orders
+the name pair by rank among the sorted names (an int compares faster than two strings;
+same order). A run costs O((n + L) log L) heap operations plus one ``v`` evaluation per
+candidate, for ``n`` operators and ``L`` links; the merge step's frozensets add
+O(Σ merged sizes) set copying (O(n^2) for a chain that grows one operator at a time, in
+C). At the end one pass over the links gives the objective, every PE's CompLoad and the
+saturation warnings, with the reference functions' sums (``cost.partition_loads``).
+FATM runs both phases through :func:`greedy_then_absorb`, which skips phase 1's
+end-of-run sums (phase 2 recomputes them for its own result).
 
 What it does not do: it does not guarantee that no underutilized partition remains (the
 paper says the same), it never splits a partition, and it does no fission: an operator
@@ -34,11 +41,19 @@ that is saturated on its own stays a singleton PE, with a warning.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable
-from typing import NamedTuple
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import replace
 
 from spadeopt.errors import UsageError
-from spadeopt.optimize.cost import REL_TOL, PartitionBook, metrics, objective
+from spadeopt.optimize.cost import (
+    REL_TOL,
+    BookLayout,
+    PartitionBook,
+    evaluate_comm,
+    metrics,
+    partition_loads,
+)
 from spadeopt.optimize.legality import exclusion_index, fusion_legal, initial_partitions
 from spadeopt.optimize.problem import FusionProblem, fmt_names, fmt_vs
 from spadeopt.optimize.result import FusionResult, MergeStep, canonical, saturation_warnings
@@ -47,14 +62,13 @@ MERGABLE_RULES = ("both", "either", "absorb")
 NEGLIGIBLE = 0.01  # under the "absorb" rule, a PE below 1 % of MaxFrac counts as underutilized
 
 
-class _Candidate(NamedTuple):
-    """A heap entry; tuple order is the merge priority (largest benefit, then names)."""
-
-    neg_benefit: float
-    first: str
-    second: str
-    a: int
-    b: int
+_Candidate = tuple[float, int, int, int, tuple[float, float, float, float]]
+"""A heap entry ``(-benefit, names, a, b, merged)``: tuple order is the merge priority
+(largest benefit, then the names of the two first members, smaller first: ``names`` is
+``rank(first) * n + rank(second)`` over the ``n`` sorted operator names, which orders as
+the name pair does; ids ``a``, ``b`` make it total). ``merged`` is the pair's
+:meth:`PartitionBook.merged_values`; it is never compared, as a pair of live ids is
+offered at most once."""
 
 
 def greedy_fuse(problem: FusionProblem, *, mergable_rule: str = "both",
@@ -80,44 +94,85 @@ def greedy_fuse(problem: FusionProblem, *, mergable_rule: str = "both",
     if mergable_rule not in MERGABLE_RULES:
         msg = f"mergable_rule must be one of {MERGABLE_RULES}; got {mergable_rule!r}"
         raise UsageError(msg)
-    initial = initial_partitions(problem) if start is None else _checked_start(problem, start)
-    book = PartitionBook(problem, initial, exclusion_index(problem))
+    initial = _initial(problem) if start is None else _checked_start(problem, start)
+    partitions, steps, objective_initial = _merge_all(problem, initial, mergable_rule)
+    return _summarized(problem, partitions, steps, objective_initial, mergable_rule)
+
+
+def _merge_all(problem: FusionProblem, initial: Iterable[frozenset[str]],
+               rule: str) -> tuple[tuple[tuple[str, ...], ...], tuple[MergeStep, ...], float]:
+    """Algorithm 1's loop from ``initial``: the canonical partitions, the merge steps and
+    the initial objective."""
+    shared = problem.shared
+    exclusion = shared.get("exclusion_index")
+    if exclusion is None:
+        exclusion = shared["exclusion_index"] = exclusion_index(problem)
+    if initial is shared.get("initial_partitions"):  # Algorithm 1's own start: its layout is kept too
+        layout = shared.get("initial_layout")
+        if layout is None:
+            layout = shared["initial_layout"] = BookLayout(problem, initial, exclusion)
+        book = PartitionBook(problem, initial, exclusion, layout)
+    else:
+        book = PartitionBook(problem, initial, exclusion)
     heap: list[_Candidate] = []
+    parts = book.parts
+    offer = _offerer(heap, book, rule)
     for a in book.ids():
-        for b in book.parts[a].nbr:
+        for b in parts[a].nbr:
             if a < b:
-                _offer(heap, book, a, b, mergable_rule)
-    objective_initial = objective(initial, problem)
+                offer(a, b)
+    objective_initial = book.objective()
     running = objective_initial
     steps: list[MergeStep] = []
+    pop = heapq.heappop
+    merge = book.merge
+    both, min_util = rule == "both", problem.min_util
     while heap:
-        cand = heapq.heappop(heap)
-        if cand.a not in book.parts or cand.b not in book.parts:
+        neg_benefit, _, a, b, merged = pop(heap)
+        pa, pb = parts.get(a), parts.get(b)
+        if pa is None or pb is None:
             continue  # stale: one side was merged since this entry was pushed
-        left, right = book.parts[cand.a].members, book.parts[cand.b].members
-        if min(right) < min(left):
-            left, right = right, left
-        new = book.merge(cand.a, cand.b)
-        running -= -cand.neg_benefit
-        steps.append(MergeStep(left, right, -cand.neg_benefit, running))
-        for k in book.parts[new].nbr:
-            _offer(heap, book, new, k, mergable_rule)
-    partitions = canonical(part.members for part in book.parts.values())
+        left, right = (pb.members, pa.members) if pb.key < pa.key else (pa.members, pb.members)
+        new = merge(a, b, merged)
+        benefit = -neg_benefit
+        running -= benefit
+        steps.append(MergeStep(left, right, benefit, running))
+        part = parts[new]
+        if both and part.util >= min_util:
+            continue  # under "both" a partition at MinUtil is Mergable with no one: offer would refuse each pair
+        for k in part.nbr:
+            offer(new, k)
+    return canonical(part.members for part in parts.values()), tuple(steps), objective_initial
+
+
+def _summarized(problem: FusionProblem, partitions: tuple[tuple[str, ...], ...], steps: tuple[MergeStep, ...],
+                objective_initial: float, rule: str) -> FusionResult:
+    objective_, comp = partition_loads(partitions, problem)
     return FusionResult(
         partitions=partitions,
-        objective=objective(partitions, problem),
+        objective=objective_,
         objective_initial=objective_initial,
-        steps=tuple(steps),
-        warnings=saturation_warnings(partitions, problem),
+        steps=steps,
+        warnings=saturation_warnings(partitions, problem, comp),
         method="greedy",
-        mergable_rule=mergable_rule,
+        mergable_rule=rule,
+        comp_loads=comp,
     )
+
+
+def _initial(problem: FusionProblem) -> tuple[frozenset[str], ...]:
+    """:func:`initial_partitions`, once per problem structure (``problem.shared``)."""
+    got = problem.shared.get("initial_partitions")
+    if got is None:
+        got = problem.shared["initial_partitions"] = initial_partitions(problem)
+    return got
 
 
 def _checked_start(problem: FusionProblem, start: Iterable[Iterable[str]]) -> tuple[frozenset[str], ...]:
     parts = tuple(sorted((frozenset(p) for p in start), key=min))
-    seen = [op for p in parts for op in p]
-    if sorted(seen) != sorted(problem.operators) or any(not p for p in parts):
+    n_seen = sum(len(p) for p in parts)  # operator names are unique: a permutation iff as many, same set
+    if (n_seen != len(problem.operators) or frozenset().union(*parts) != problem.operator_set
+            or any(not p for p in parts)):
         raise UsageError("start partitions must cover every operator of the problem exactly once")
     pe_of = {op: i for i, p in enumerate(parts) for op in p}
     split = [g for g in problem.colocate if len({pe_of[op] for op in g}) > 1]
@@ -149,27 +204,66 @@ def absorb_leftovers(problem: FusionProblem, result: FusionResult) -> FusionResu
         warnings=more.warnings,
         method="greedy",
         mergable_rule="absorb",
+        comp_loads=more.comp_loads,
     )
 
 
-def _offer(heap: list[_Candidate], book: PartitionBook, a: int, b: int, rule: str) -> None:
-    """Push the pair ``a``, ``b`` (neighbours) if it is Mergable."""
-    problem = book.problem
-    pa, pb = book.parts[a], book.parts[b]
-    if rule == "both":
-        ok = pa.util < problem.min_util and pb.util < problem.min_util
-    elif rule == "either":
-        ok = pa.util < problem.min_util or pb.util < problem.min_util
-    else:  # "absorb": a PE with negligible load is a leftover too, folding it costs nothing
-        ok = any(p.util < problem.min_util or p.comp <= NEGLIGIBLE * problem.max_frac for p in (pa, pb))
-    if not ok:
-        return
-    if pa.groups & pb.groups:
-        return  # illegal: an exlocation or unfusable group would share a PE
-    if book.merged(a, b).comp > problem.max_frac:
-        return
-    first, second = sorted((pa.key, pb.key))
-    heapq.heappush(heap, _Candidate(-2.0 * pa.nbr[b][0], first, second, a, b))
+def greedy_then_absorb(problem: FusionProblem) -> FusionResult:
+    """FATM's two phases: ``absorb_leftovers(problem, greedy_fuse(problem))``, equal to it
+    field for field, without summing up phase 1 (its objective, CompLoads and warnings,
+    which phase 2 recomputes for its own result). Phase 2's start-up evaluates the
+    communication model on phase 1's partitions in the same order as that summary, so
+    even a model that fails, fails with the same error."""
+    partitions, steps, objective_initial = _merge_all(problem, _initial(problem), "both")
+    more = greedy_fuse(problem, mergable_rule="absorb", start=partitions)
+    return replace(more, objective_initial=objective_initial, steps=steps + more.steps)
+
+
+def _offerer(heap: list[_Candidate], book: PartitionBook, rule: str) -> Callable[[int, int], None]:
+    """``offer(a, b)``: push the pair ``a``, ``b`` (neighbours) if it is Mergable under ``rule``.
+
+    The merged stats are :meth:`PartitionBook.merged_values`' arithmetic, inlined (this is
+    GreedyFuse's innermost loop); a communication load that is not a plain finite float
+    >= 0 goes through ``evaluate_comm``, which converts or refuses it."""
+    problem, parts, push = book.problem, book.parts, heapq.heappush
+    min_util, max_frac = problem.min_util, problem.max_frac
+    negligible = NEGLIGIBLE * max_frac
+    cost, inf = problem.comm.cost, math.inf
+    n = len(book.ranks)
+
+    def offer(a: int, b: int) -> None:
+        pa, pb = parts[a], parts[b]
+        if rule == "both":
+            if not (pa.util < min_util and pb.util < min_util):
+                return
+        elif rule == "either":
+            if not (pa.util < min_util or pb.util < min_util):
+                return
+        elif not (pa.util < min_util or pa.comp <= negligible or pb.util < min_util or pb.comp <= negligible):
+            return  # "absorb": a PE with negligible load is a leftover too, folding it costs nothing
+        if pa.groups and pb.groups and not pa.groups.isdisjoint(pb.groups):
+            return  # illegal: an exlocation or unfusable group would share a PE
+        oper = pa.oper + pb.oper
+        na, nb = pa.nbr, pb.nbr
+        r_ab, b_ab = na[b]
+        if pa.n_ext + pb.n_ext == 0 and len(na) == 1 and len(nb) == 1:
+            tuples = byte_rate = 0.0  # the pair is isolated: nothing crosses the union
+        else:
+            tuples = (pa.rate + pb.rate) - 2.0 * r_ab
+            tuples = tuples if tuples > 0.0 else 0.0  # max(0.0, ...), the same value in every case
+            byte_rate = (pa.bytes + pb.bytes) - 2.0 * b_ab
+            byte_rate = byte_rate if byte_rate > 0.0 else 0.0
+        size_ = byte_rate / tuples if tuples > 0 else 0.0
+        comm = cost(tuples, size_)
+        if not (type(comm) is float and 0.0 <= comm < inf):
+            comm = evaluate_comm(problem, tuples, size_)
+        comp = oper + comm
+        if comp > max_frac:
+            return
+        ra, rb = pa.rank, pb.rank
+        names = ra * n + rb if ra < rb else rb * n + ra
+        push(heap, (-2.0 * r_ab, names, a, b, (oper, tuples, byte_rate, comp)))
+    return offer
 
 
 def why_not_merged(

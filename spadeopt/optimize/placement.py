@@ -129,19 +129,24 @@ def pe_graph(
     partitions: Sequence[Sequence[str]],
     problem: FusionProblem,
     pe_ids: Sequence[str] | None = None,
+    comp_loads: Sequence[float] = (),
 ) -> tuple[tuple[tuple[str, float], ...], dict[tuple[str, str], float]]:
     """Inputs for :func:`place` from a partitioning: PE CompLoads and inter-PE tuple rates.
 
     PE ``i`` is named ``pe_ids[i]`` (default ``"pe<i>"``); link keys are ordered pairs of
     ids (smaller first) with the total tuple rate between the two PEs. External links
-    (imported/exported streams) do not appear.
+    (imported/exported streams) do not appear. ``comp_loads`` are the partitions'
+    CompLoads when the caller has them (``FusionResult.comp_loads``); else computed.
     """
     ids = list(pe_ids) if pe_ids is not None else [f"pe{i}" for i in range(len(partitions))]
     if len(ids) != len(partitions) or len(set(ids)) != len(ids):
         msg = f"pe_ids must be {len(partitions)} distinct names; got {ids!r}"
         raise UsageError(msg)
+    if comp_loads and len(comp_loads) != len(partitions):
+        msg = f"comp_loads must give {len(partitions)} loads; got {len(comp_loads)}"
+        raise UsageError(msg)
     owner = {op: ids[i] for i, part in enumerate(partitions) for op in part}
-    loads = tuple(
+    loads = tuple(zip(ids, comp_loads, strict=True)) if comp_loads else tuple(
         (ids[i], metrics(frozenset(part), problem).comp_load) for i, part in enumerate(partitions)
     )
     acc: dict[tuple[str, str], list[float]] = {}

@@ -34,7 +34,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from spadeopt.errors import UsageError
 
@@ -160,6 +160,33 @@ class FusionProblem:
             exlocate=tuple(frozenset(g) for g in exlocate),
             unfusable=tuple(frozenset(g) for g in unfusable),
         )
+
+    def rescaled(self, load: Mapping[str, float], links: tuple[Link, ...]) -> FusionProblem:
+        """This problem with other numbers: ``load`` for the same operators and ``links``
+        with the same ends and sizes, in the same order (e.g. the problem at another
+        source rate). Only what can differ is validated: every load and link rate must be
+        a finite number >= 0; if one is not, the problem is built (and refused) in full,
+        with the message :meth:`build` gives. Equal, field for field, to building it anew;
+        used by FATM's rate search, which rescales one problem many times."""
+        inf = math.inf
+        values = (*load.values(), *(lk.rate for lk in links))
+        if not all(type(v) is float and 0.0 <= v < inf for v in values):
+            return FusionProblem(self.operators, load, links, self.comm, self.max_frac, self.min_util,
+                                 self.colocate, self.exlocate, self.unfusable)
+        new = object.__new__(FusionProblem)
+        for name, value in (("operators", self.operators), ("load", load), ("links", links), ("comm", self.comm),
+                            ("max_frac", self.max_frac), ("min_util", self.min_util), ("colocate", self.colocate),
+                            ("exlocate", self.exlocate), ("unfusable", self.unfusable)):
+            object.__setattr__(new, name, value)
+        new.__dict__["shared"] = self.shared
+        return new
+
+    @cached_property
+    def shared(self) -> dict[str, Any]:
+        """A memo for what depends only on the problem's structure (operators and
+        annotations), e.g. GreedyFuse's initial partitions; the problems :meth:`rescaled`
+        derives from this one share it."""
+        return {}
 
     @cached_property
     def operator_set(self) -> frozenset[str]:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from functools import cached_property
 
 from spadeopt.optimize.cost import exceeds_max_frac, metrics
@@ -44,6 +44,9 @@ class FusionResult:
     warnings: tuple[str, ...] = ()
     method: str = "greedy"
     mergable_rule: str = "both"
+    comp_loads: tuple[float, ...] = field(default=(), compare=False, repr=False)
+    """Each partition's CompLoad as :func:`~spadeopt.optimize.cost.metrics` computes it,
+    when the optimizer has them (GreedyFuse does); empty otherwise. Not part of equality."""
 
     @cached_property
     def pe_of(self) -> Mapping[str, int]:
@@ -57,19 +60,22 @@ def canonical(partitions: Iterable[Iterable[str]]) -> tuple[tuple[str, ...], ...
 
 
 def saturation_warnings(
-    partitions: Iterable[tuple[str, ...]], problem: FusionProblem
+    partitions: Iterable[tuple[str, ...]], problem: FusionProblem,
+    comp_loads: Sequence[float] | None = None,
 ) -> tuple[str, ...]:
     """One warning per saturated partition (which only forced partitions can be).
 
     A partition is forced when it is a single operator, or a colocation group; fusion
-    cannot split it, and this optimizer does no fission.
+    cannot split it, and this optimizer does no fission. ``comp_loads`` are the
+    partitions' CompLoads when the caller has them (``cost.partition_loads``).
     """
     warnings = []
-    for part in partitions:
-        m = metrics(frozenset(part), problem)
-        if not exceeds_max_frac(m.comp_load, problem.max_frac):
+    parts = list(partitions)
+    loads = [metrics(frozenset(p), problem).comp_load for p in parts] if comp_loads is None else comp_loads
+    for part, load in zip(parts, loads, strict=True):
+        if not exceeds_max_frac(load, problem.max_frac):
             continue
-        comp, cap = fmt_vs(m.comp_load, problem.max_frac)
+        comp, cap = fmt_vs(load, problem.max_frac)
         need = f"CompLoad {comp} > MaxFrac {cap}"
         if len(part) == 1:
             warnings.append(f"operator {part[0]} alone needs {need}; it stays a singleton PE")

@@ -70,17 +70,18 @@ TIE = 0.01  # a wider vector must plan > 1 % more to win (bisection resolution i
 Link = tuple[str, str, float, float]
 
 
-def physical_profile(graph: AppGraph, prof, regions: tuple[Region, ...]):
+def physical_profile(graph: AppGraph, prof, regions: tuple[Region, ...], physical: AppGraph | None = None):
     """``prof`` (an ``OperatorProfile`` of the logical ``graph``) mapped onto the physical
-    graph of ``regions``: channel copies, splits and merges (module docstring)."""
+    graph of ``regions``: channel copies, splits and merges (module docstring).
+    ``physical`` is ``physical_graph(graph, regions)`` when the caller has built it: the
+    last region's rewrite (wanted only for the fingerprint) is then not made again."""
     load = dict(prof.load)
     links = list(prof.links)
     g = graph
-    for r in regions:
-        if r.width <= 1:
-            continue
+    wide = [r for r in regions if r.width > 1]
+    for i, r in enumerate(wide):
         load, links = _map_region(g, r, load, links)
-        g = rewrite_region(g, r)
+        g = physical if physical is not None and i == len(wide) - 1 else rewrite_region(g, r)
     return replace(prof, fingerprint=g.fingerprint, load=load, links=tuple(links))
 
 
