@@ -91,6 +91,9 @@ class Annotations:
     fuse: tuple[tuple[str, ...], ...] = ()  # the developer's manual fusion (FMAN only)
     # parallel regions: (name, operators, width); the width is the developer's choice (FMAN)
     parallel: tuple[tuple[str, tuple[str, ...], int], ...] = ()
+    # physical graphs only (plan.fission): each replicated region's channels, as the
+    # copies in each channel; fusion never puts two channels of one region in one PE
+    channels: tuple[tuple[tuple[str, ...], ...], ...] = ()
 
 
 @dataclass(frozen=True)

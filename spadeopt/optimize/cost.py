@@ -38,6 +38,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from spadeopt.errors import OptimizeError, UsageError
+from spadeopt.optimize.legality import channels_of
 from spadeopt.optimize.problem import FusionProblem, Link, fmt_names
 
 REL_TOL = 1e-9
@@ -202,6 +203,7 @@ class _Part:
         "n_ext",
         "nbr",
         "groups",
+        "chan",
         "comp",
         "util",
         "rank",
@@ -218,6 +220,7 @@ class _Part:
         self.n_ext = n_ext  # external links: never saved, keep Rate > 0 exactly
         self.nbr: dict[int, tuple[float, float]] = {}
         self.groups = groups
+        self.chan: dict[int, int] | None = None  # region -> channel of its channel copies (legality)
         self.comp = comp
         self.util = util
 
@@ -241,7 +244,7 @@ class BookLayout:
     external link count per partition. Problems that differ only in their numbers (e.g.
     :meth:`FusionProblem.rescaled`) share one."""
 
-    __slots__ = ("members", "keys", "ranks", "key_ranks", "groups", "ends", "pairs", "n_ext")
+    __slots__ = ("members", "keys", "ranks", "key_ranks", "groups", "chans", "ends", "pairs", "n_ext")
 
     def __init__(self, problem: FusionProblem, initial: Iterable[frozenset[str]],
                  exclusion: dict[str, frozenset[int]]) -> None:
@@ -262,6 +265,7 @@ class BookLayout:
                 self.groups.append(exclusion.get(self.keys[pid], empty))
             else:
                 self.groups.append(frozenset().union(*(exclusion.get(op, empty) for op in members)))
+        self.chans = [channels_of(m, problem) for m in self.members] if problem.channels else None
         self.n_ext = [0] * len(self.members)
         pair_index: dict[tuple[int, int], int] = {}
         self.pairs: list[tuple[int, int]] = []
@@ -345,6 +349,8 @@ class PartitionBook:
             comp = oper + comm
             parts[pid] = _Part(members, layout.groups[pid], layout.keys[pid], layout.key_ranks[pid], oper, tuples,
                                bytes_, layout.n_ext[pid], comp, oper / comp if comp > 0 else 1.0)  # _util
+            if layout.chans is not None:
+                parts[pid].chan = layout.chans[pid]
         for (a, b), rs, bs in zip(layout.pairs, pair_rates, pair_bytes, strict=True):
             value = (fsum(rs), fsum(bs))
             parts[a].nbr[b] = value
@@ -398,6 +404,8 @@ class PartitionBook:
         pa.members = pa.members | pb.members if len(pa.members) >= len(pb.members) else pb.members | pa.members
         if pb.groups:
             pa.groups = pa.groups | pb.groups
+        if pb.chan:
+            pa.chan = {**pa.chan, **pb.chan} if pa.chan else pb.chan
         if pb.key < pa.key:
             pa.key, pa.rank = pb.key, pb.rank
         pa.oper, pa.rate, pa.bytes, pa.comp = oper, rate_, bytes_, comp

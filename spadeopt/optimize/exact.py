@@ -6,7 +6,8 @@ smallest ``Σ Rate(P)`` (the paper's objective, link-level form, see
 
 1. colocation: the units are :func:`~spadeopt.optimize.legality.initial_partitions`
    (joined colocation groups, every other operator alone); a unit is never split;
-2. legality: no partition holds two members of an exlocation or unfusable group;
+2. legality: no partition holds two members of an exlocation or unfusable group, or
+   operators of two channels of one parallel region;
 3. Constraint 1: no partition is Saturated (``CompLoad > MaxFrac``), except a single unit
    that is saturated on its own, which fusion cannot fix and may stay as it is.
 
@@ -41,7 +42,12 @@ from dataclasses import dataclass
 
 from spadeopt.errors import UsageError
 from spadeopt.optimize.cost import REL_TOL, evaluate_comm, exceeds_max_frac, objective
-from spadeopt.optimize.legality import exclusion_index, initial_partitions
+from spadeopt.optimize.legality import (
+    channel_clash,
+    channels_of,
+    exclusion_index,
+    initial_partitions,
+)
 from spadeopt.optimize.problem import FusionProblem
 from spadeopt.optimize.result import FusionResult, canonical, saturation_warnings
 
@@ -58,6 +64,7 @@ class _Units:
     bytes: list[float]
     n_cross: list[int]
     groups: list[int]  # bitmask over exclusion groups
+    chans: list[dict[int, int] | None]  # region -> channel of the unit's channel copies
     pair_rate: list[list[float]]
     pair_bytes: list[list[float]]
     pair_count: list[list[int]]
@@ -148,6 +155,7 @@ def _unit_data(problem: FusionProblem, units: tuple[frozenset[str], ...]) -> _Un
         bytes=[math.fsum(v[1] for v in cr) for cr in crossing],
         n_cross=[len(cr) for cr in crossing],
         groups=[sum(1 << g for op in unit for g in index.get(op, ())) for unit in units],
+        chans=[channels_of(unit, problem) for unit in units],
         pair_rate=pair_rate,
         pair_bytes=pair_bytes,
         pair_count=pair_count,
@@ -162,6 +170,7 @@ def _block_table(problem: FusionProblem, u: _Units, n: int) -> tuple[list[bool],
     n_cross = [0] * size
     oper = [0.0] * size
     groups = [0] * size
+    chans: list[dict[int, int] | None] = [None] * size
     legal = [True] * size
     admissible = [False] * size
     for s in range(1, size):
@@ -175,10 +184,14 @@ def _block_table(problem: FusionProblem, u: _Units, n: int) -> tuple[list[bool],
             rate[s] = byte_rate[s] = 0.0
         rate[s], byte_rate[s] = max(rate[s], 0.0), max(byte_rate[s], 0.0)
         oper[s] = oper[t] + u.oper[i]
-        legal[s] = legal[t] and not groups[t] & u.groups[i]
+        legal[s] = legal[t] and not groups[t] & u.groups[i] and channel_clash(chans[t], u.chans[i]) is None
         groups[s] = groups[t] | u.groups[i]
         if not legal[s]:
             continue
+        if u.chans[i]:
+            chans[s] = {**chans[t], **u.chans[i]} if chans[t] else u.chans[i]
+        else:
+            chans[s] = chans[t]
         if t == 0:
             admissible[s] = True  # a single unit is always allowed, saturated or not
         elif not exceeds_max_frac(oper[s], problem.max_frac):  # CommLoad >= 0: prune

@@ -37,7 +37,7 @@ from spadeopt.optimize.problem import CommModel, FusionProblem, Link
 from spadeopt.optimize.rate import max_rate, parse_rate, scale
 from spadeopt.optimize.result import FusionResult
 from spadeopt.optimize.widths import TIE, choose_widths, free_regions, physical_profile
-from spadeopt.plan.fission import mixed_channels, physical_graph
+from spadeopt.plan.fission import physical_graph
 from spadeopt.plan.plan import Plan, make_plan
 from spadeopt.plan.regions import Region, resolve_regions
 
@@ -108,6 +108,7 @@ def problem_for(graph: AppGraph, prof: OperatorProfile, comm: CommModel, max_fra
         colocate=[frozenset(g) for g in graph.annotations.colocate],
         exlocate=[frozenset(g) for g in graph.annotations.exlocate],
         unfusable=parts["unfusable"],
+        channels=graph.annotations.channels,
     )
 
 
@@ -239,10 +240,7 @@ def _fuse_auto(graph: AppGraph, prof: OperatorProfile, comm: CommModel, nodes: i
                                  absorb, frac, cache)
             trial = _trial_plan(graph, got, nodes, cores, regions)
             score = _predicted_rate(graph, prof, trial, comm, model, frac, cache)
-        mixed = mixed_channels(got[1].partitions, regions) is not None
-        if mixed and mf != max_frac:
-            score = None  # no parallel plan (see width_scorer); the user's MaxFrac is always kept
-        tried_frac.append({"max_frac": mf, "pes": len(trial.pes), "predicted": score, "mixes_channels": mixed})
+        tried_frac.append({"max_frac": mf, "pes": len(trial.pes), "predicted": score})
         if best is None or (score is not None and (best[0] is None or score > best[0] * (1 + TIE))):
             best = (score, mf, got)
     _, max_frac, (problem, result, placement, tmp_ids, factor, search) = best
@@ -285,20 +283,12 @@ def width_scorer(graph: AppGraph, prof: OperatorProfile, comm: CommModel, nodes:
                  max_frac: float, min_util: float, capacity_frac: float, absorb: bool,
                  model: PerfModel, cache: PhysicalCache | None = None) -> _WidthScorer:
     """The score of a width vector (regions with their widths): the predicted source rate
-    of the plan FATM makes for it at ``--rate max``, or ``None`` when nothing fits or the
-    plan is no parallel plan. The scorer keeps each scored vector's plan (``plans``): the
-    MaxFrac ladder starts with the chosen vector at the user's MaxFrac, which is the plan
-    the search already made.
-
-    A plan that fuses copies of two channels of one region into one PE is no parallel
-    plan: paper 000's first rule (replicas of different channels never share a thread).
-    Its channels cannot run side by side, its PEs feed the ordered merge over several
-    links at once and stall on it (measured on the chain of busy functors: width 2 cut
-    into two PEs that each held half of both channels ran at 0.57 of its predicted rate,
-    the PEs busy 54 % and 72 %), and the width-1 pipeline with the same cut does that
-    work without split and merge. The MaxFrac ladder of :func:`fuse_auto` skips such
-    plans too, except at the user's own MaxFrac (so pinned widths still get a plan).
-    """
+    of the plan FATM makes for it at ``--rate max``, or ``None`` when nothing fits. The
+    scorer keeps each vector's plan (``plans``): the MaxFrac ladder starts with the
+    chosen vector at the user's MaxFrac, which is the plan the search already made.
+    (No plan puts two channels of one region in one PE: the physical graph's
+    ``annotations.channels`` reach GreedyFuse as a legality rule, see
+    :mod:`spadeopt.optimize.legality`.)"""
     model = fit_production(graph, prof, model)
     return _WidthScorer(graph, prof, comm, nodes, cores, max_frac, min_util, capacity_frac, absorb, model,
                         collapse_fraction(graph, prof, model), cache or PhysicalCache(graph, prof, comm))
@@ -320,8 +310,6 @@ class _WidthScorer:
                                  "max", absorb, frac, cache)
         except OptimizeError:
             return None
-        if mixed_channels(got[1].partitions, rs):
-            return None  # no parallel plan for these widths (not kept: the ladder remakes it if asked)
         trial = _trial_plan(graph, got, nodes, cores, rs)
         score = _predicted_rate(graph, prof, trial, comm, model, frac, cache)
         self.plans[rs] = (got, trial, score)

@@ -54,7 +54,12 @@ from spadeopt.optimize.cost import (
     metrics,
     partition_loads,
 )
-from spadeopt.optimize.legality import exclusion_index, fusion_legal, initial_partitions
+from spadeopt.optimize.legality import (
+    channel_clash,
+    exclusion_index,
+    fusion_legal,
+    initial_partitions,
+)
 from spadeopt.optimize.problem import FusionProblem, fmt_names, fmt_vs
 from spadeopt.optimize.result import FusionResult, MergeStep, canonical, saturation_warnings
 
@@ -243,6 +248,8 @@ def _offerer(heap: list[_Candidate], book: PartitionBook, rule: str) -> Callable
             return  # "absorb": a PE with negligible load is a leftover too, folding it costs nothing
         if pa.groups and pb.groups and not pa.groups.isdisjoint(pb.groups):
             return  # illegal: an exlocation or unfusable group would share a PE
+        if pa.chan and pb.chan and channel_clash(pa.chan, pb.chan):
+            return  # illegal: two channels of one parallel region would share a PE
         oper = pa.oper + pb.oper
         na, nb = pa.nbr, pb.nbr
         r_ab, b_ab = na[b]

@@ -9,6 +9,11 @@ Three annotations constrain fusion (digest §5, DESIGN §6):
 * ``exlocate`` groups must be spread: no two members of a group in one PE.
 * ``unfusable`` groups (e.g. a feedback loop that would close through a tuple-generating
   input port inside one PE, digest §2.6) are treated exactly like ``exlocate``.
+* ``channels``: the channel copies of a replicated parallel region. No PE holds operators
+  of two channels of one region (paper 000's first rule: replicas of different channels
+  never share a thread): such a PE runs its channels one after the other and feeds the
+  ordered merge over several links at once. Tracked per partition as a map region ->
+  channel (:func:`channels_of`, :func:`channel_clash`).
 
 A colocation that would force two members of an exclusion group together is a
 contradiction in the annotations; :func:`initial_partitions` raises ``OptimizeError``
@@ -84,7 +89,44 @@ def fusion_legal(a: frozenset[str], b: frozenset[str], problem: FusionProblem) -
     for group in exclusion_groups(problem):
         if len(group.members & union) >= 2:
             return Verdict(False, group.describe(union))
+    clash = channel_clash(channels_of(a, problem), channels_of(b, problem))
+    if clash is not None:
+        r, c1, c2 = clash
+        ops = {c: sorted(union & problem.channels[r][c])[0] for c in (c1, c2)}
+        return Verdict(False, f"channels {c1} and {c2} of a parallel region would share a PE "
+                              f"({ops[c1]} and {ops[c2]})")
     return Verdict(True)
+
+
+def channels_of(members, problem: FusionProblem) -> dict[int, int] | None:
+    """Region -> channel of the channel copies among ``members`` (``None``: none is one);
+    raises ``UsageError`` if they already hold two channels of one region."""
+    where = problem.channel_of
+    if not where:
+        return None
+    out: dict[int, int] = {}
+    for op in members:
+        rc = where.get(op)
+        if rc is not None and out.setdefault(rc[0], rc[1]) != rc[1]:
+            msg = f"partition holds channels {out[rc[0]]} and {rc[1]} of one parallel region ({op})"
+            raise UsageError(msg)
+    return out or None
+
+
+def channel_clash(x: dict[int, int] | None, y: dict[int, int] | None) -> tuple[int, int, int] | None:
+    """``(region, channel, other channel)`` if partitions with channel maps ``x`` and ``y``
+    hold two channels of one region between them, else ``None``.
+
+    >>> channel_clash({0: 1}, {0: 1, 1: 0}) is None, channel_clash({0: 1}, {0: 0})
+    (True, (0, 1, 0))
+    """
+    if not x or not y:
+        return None
+    for r, c in x.items():
+        other = y.get(r, c)
+        if other != c:
+            return r, c, other
+    return None
 
 
 def initial_partitions(problem: FusionProblem) -> tuple[frozenset[str], ...]:

@@ -111,7 +111,10 @@ class FusionProblem:
     value >= 0 per operator; every link names known operators (or ``None`` for an
     external end), is not a self link and has finite rate and size >= 0; ``max_frac > 0``;
     ``0 < min_util <= 1``; annotation groups name known operators; ``exlocate`` and
-    ``unfusable`` groups have at least two members and mean "pairwise in different PEs".
+    ``unfusable`` groups have at least two members and mean "pairwise in different PEs";
+    each item of ``channels`` is one parallel region's channels (at least two disjoint,
+    non-empty operator sets; an operator in at most one region) and means "no PE holds
+    operators of two channels of one region" (paper 000's first rule).
 
     Use :meth:`build` to construct one from lists, dicts or plain tuples.
     """
@@ -125,6 +128,7 @@ class FusionProblem:
     colocate: tuple[frozenset[str], ...] = ()
     exlocate: tuple[frozenset[str], ...] = ()
     unfusable: tuple[frozenset[str], ...] = ()
+    channels: tuple[tuple[frozenset[str], ...], ...] = ()
 
     def __post_init__(self) -> None:
         problems = _validate(self)
@@ -147,6 +151,7 @@ class FusionProblem:
         colocate: Iterable[Iterable[str]] = (),
         exlocate: Iterable[Iterable[str]] = (),
         unfusable: Iterable[Iterable[str]] = (),
+        channels: Iterable[Iterable[Iterable[str]]] = (),
     ) -> FusionProblem:
         """Build a problem from any iterables; links may be ``(src, dst, rate, size)``."""
         return cls(
@@ -159,6 +164,7 @@ class FusionProblem:
             colocate=tuple(frozenset(g) for g in colocate),
             exlocate=tuple(frozenset(g) for g in exlocate),
             unfusable=tuple(frozenset(g) for g in unfusable),
+            channels=tuple(tuple(frozenset(c) for c in region) for region in channels),
         )
 
     def rescaled(self, load: Mapping[str, float], links: tuple[Link, ...]) -> FusionProblem:
@@ -172,11 +178,12 @@ class FusionProblem:
         values = (*load.values(), *(lk.rate for lk in links))
         if not all(type(v) is float and 0.0 <= v < inf for v in values):
             return FusionProblem(self.operators, load, links, self.comm, self.max_frac, self.min_util,
-                                 self.colocate, self.exlocate, self.unfusable)
+                                 self.colocate, self.exlocate, self.unfusable, self.channels)
         new = object.__new__(FusionProblem)
         for name, value in (("operators", self.operators), ("load", load), ("links", links), ("comm", self.comm),
                             ("max_frac", self.max_frac), ("min_util", self.min_util), ("colocate", self.colocate),
-                            ("exlocate", self.exlocate), ("unfusable", self.unfusable)):
+                            ("exlocate", self.exlocate), ("unfusable", self.unfusable),
+                            ("channels", self.channels)):
             object.__setattr__(new, name, value)
         new.__dict__["shared"] = self.shared
         return new
@@ -187,6 +194,11 @@ class FusionProblem:
         annotations), e.g. GreedyFuse's initial partitions; the problems :meth:`rescaled`
         derives from this one share it."""
         return {}
+
+    @cached_property
+    def channel_of(self) -> Mapping[str, tuple[int, int]]:
+        """Operator -> (index of its region in ``channels``, its channel), for channel members."""
+        return {op: (r, c) for r, region in enumerate(self.channels) for c, chan in enumerate(region) for op in chan}
 
     @cached_property
     def operator_set(self) -> frozenset[str]:
@@ -265,6 +277,29 @@ def _validate(p: FusionProblem) -> list[str]:
         ("unfusable", p.unfusable, 2),
     ):
         problems += _validate_groups(kind, groups, min_size, seen)
+    problems += _validate_channels(p.channels, seen)
+    return problems
+
+
+def _validate_channels(channels: object, ops: set[str]) -> list[str]:
+    if not isinstance(channels, tuple) or not all(
+            isinstance(r, tuple) and all(isinstance(c, frozenset) for c in r) for r in channels):
+        return ["channels must be a tuple of tuples of frozensets (use FusionProblem.build)"]
+    problems: list[str] = []
+    placed: set[str] = set()
+    for i, region in enumerate(channels):
+        if len(region) < 2:
+            problems.append(f"channels item #{i} has {len(region)} channel(s); a parallel region has at least 2")
+        for c, chan in enumerate(region):
+            if not chan:
+                problems.append(f"channel {c} of channels item #{i} is empty")
+            unknown = sorted(chan - ops)
+            if unknown:
+                problems.append(f"channel {c} of channels item #{i} names unknown operator(s) {', '.join(unknown)}")
+            again = sorted(chan & placed)
+            if again:
+                problems.append(f"operator(s) {', '.join(again)} in more than one channel")
+            placed |= chan
     return problems
 
 

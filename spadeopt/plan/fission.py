@@ -176,6 +176,7 @@ def _annotations(ann: Annotations, region: Region, members: set[str], producer: 
         host=tuple((o, n) for o, n in ann.host if o not in members),
         fuse=tuple(fuse),
         parallel=tuple(p for p in ann.parallel if p[0] != region.name),
+        channels=(*ann.channels, tuple(tuple(Region.channel_op(o, c) for o in region.operators) for c in range(k))),
     )
 
 

@@ -294,3 +294,49 @@ def test_result_does_not_depend_on_declaration_order(
 @given(problems(exact=True), st.sampled_from(["both", "either"]))
 def test_matches_literal_algorithm_1(problem: FusionProblem, rule: str) -> None:
     assert greedy_fuse(problem, mergable_rule=rule).partitions == naive_greedy(problem, rule)
+
+
+# --- channels of a parallel region (paper 000's first rule) ------------------------------
+
+
+def _diamond(loads: float = 0.01, **kwargs: object) -> FusionProblem:
+    """split -> (a0 -> b0 | a1 -> b1) -> merge: a width-2 region, cheap enough to fuse whole."""
+    ops = ["split", "a0", "b0", "a1", "b1", "merge"]
+    links = [("split", "a0", 1000.0, 50.0), ("a0", "b0", 1000.0, 50.0), ("b0", "merge", 1000.0, 50.0),
+             ("split", "a1", 1000.0, 50.0), ("a1", "b1", 1000.0, 50.0), ("b1", "merge", 1000.0, 50.0)]
+    return FusionProblem.build(ops, dict.fromkeys(ops, loads), links, COMM, **kwargs)  # type: ignore[arg-type]
+
+
+def test_two_channels_of_a_region_never_share_a_pe() -> None:
+    free = greedy_fuse(_diamond())
+    assert len(free.partitions) == 1  # without the rule, everything fits one PE
+    ruled = _diamond(channels=[[["a0", "b0"], ["a1", "b1"]]])
+    result = greedy_fuse(ruled)
+    chans = [{op[1] for op in p if op[0] in "ab"} for p in result.partitions]
+    assert all(len(c) <= 1 for c in chans), result.partitions
+    assert len(result.partitions) == 2  # split with one channel, merge with the other
+    verdict = fusion_legal(frozenset({"a0"}), frozenset({"b1"}), ruled)
+    assert not verdict.ok and "channels 0 and 1 of a parallel region" in verdict.reason
+    assert fusion_legal(frozenset({"a0", "split"}), frozenset({"b0"}), ruled).ok
+    refused = why_not_merged(result, ruled)
+    assert any("channels 0 and 1" in why for why in refused.values()), refused
+
+
+def test_exact_fusion_keeps_channels_apart_too() -> None:
+    from spadeopt.optimize.exact import exact_fuse, gap
+
+    ruled = _diamond(channels=[[["a0", "b0"], ["a1", "b1"]]])
+    best = exact_fuse(ruled)
+    assert all(len({op[1] for op in p if op[0] in "ab"}) <= 1 for p in best.partitions), best.partitions
+    assert gap(greedy_fuse(ruled), best) >= 0
+
+
+@pytest.mark.parametrize(("channels", "match"), [
+    ([[["a0", "b0"]]], "1 channel"),
+    ([[["a0"], ["zz"]]], "unknown operator"),
+    ([[["a0"], ["a0", "b1"]]], "more than one channel"),
+    ([[["a0"], []]], "empty"),
+])
+def test_bad_channels_are_refused(channels, match) -> None:
+    with pytest.raises(UsageError, match=match):
+        _diamond(channels=channels)
