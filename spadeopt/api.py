@@ -521,7 +521,7 @@ def fission_text(doc: Mapping[str, Any] | None) -> list[str]:
     search = doc.get("search")
     if search:
         for name, r in search["regions"].items():
-            tried = ", ".join(f"{t['width']} -> " + (f"{t['planned_rate']:,.0f}/s" if t["planned_rate"] else "none (no plan keeps its channels in separate PEs)")
+            tried = ", ".join(f"{t['width']} -> " + (f"{t['planned_rate']:,.0f}/s" if t["planned_rate"] else "no plan")
                               for t in r["tried"])
             lines.append(f"region '{name}': FATM chose width {r['chosen']} ({search['search']} search over "
                          f"widths 1..{search['max_width']}, {search['vectors_tried']} width vector(s) planned; "
