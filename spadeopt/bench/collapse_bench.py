@@ -47,22 +47,17 @@ def _rate(params: dict[str, str], collapse: bool) -> float:
 
 def hand_unrolled(n_ops: int, tuples: int, opaque: bool) -> float:
     """The same ``n_ops`` computations per record, unrolled by hand; records/s."""
-    from apps.notional import notional_of, trades
+    from apps.notional import trades
 
-    step = "notional_of(p, v)" if opaque else "p * v"
-    body = "\n".join(f"        x{i} = {step}" for i in range(n_ops))
-    src = (f"def loop(records):\n    count = 0\n    for t in records:\n        p = t[1]\n        v = t[3]\n"
-           f"{body}\n        row = (t[0], p, t[2], v, t[4], x{n_ops - 1})\n        count += 1\n"
-           f"    return count, row\n")
-    ns: dict[str, Any] = {"notional_of": notional_of}
-    exec(compile(src, "<hand-unrolled>", "exec"), ns)  # noqa: S102 - our own source text
+    loop = _hand_loop(n_ops, opaque)
     t0 = time.perf_counter()
-    count, _ = ns["loop"](trades(tuples))
+    count, _ = loop(trades(tuples))
     return count / (time.perf_counter() - t0)
 
 
 def _hand_loop(n_ops: int, opaque: bool):
-    """The hand-unrolled loop as a function of an iterable of records (see hand_unrolled)."""
+    """The hand-unrolled loop as a function of an iterable of records: ``n_ops``
+    computations per record and the output tuple; returns (records, last row)."""
     from apps.notional import notional_of
 
     step = "notional_of(p, v)" if opaque else "p * v"
@@ -86,13 +81,9 @@ def operators_only(tuples: int, opaque: bool, rounds: int, workdir: Path) -> dic
     processes). End to end, generating a record costs more than all 16 collapsed
     functors, so the end-to-end ratio cannot show what collapsing buys; this view can.
     """
-    import importlib.util
-    import os
-
     from apps.notional import trades
+    from spadeopt.bench.inprocess import app_env, run_sources
     from spadeopt.codegen.render import generate
-    from spadeopt.runtime.loader import APP_ENV
-    from spadeopt.runtime.pe import PERuntime
 
     records = list(trades(tuples))
     params = {"n": "16", "tuples": str(tuples), "opaque": str(int(opaque))}
@@ -103,37 +94,25 @@ def operators_only(tuples: int, opaque: bool, rounds: int, workdir: Path) -> dic
         build = generate(graph, plan, workdir / f"build-{int(opaque)}-{int(collapse)}", ref)
         modules[collapse] = str(build.directory / "pe0.py")
     loop = _hand_loop(16, opaque)
-    cpu: dict[str, list[float]] = {"collapsed": [], "no_collapse": [], "hand_unrolled": []}
-    saved = os.environ.get(APP_ENV)
-    os.environ[APP_ENV] = ref
-    try:
+
+    def pregenerated(module) -> None:
+        module._u_trades = lambda **_: iter(records)
+
+    names = ("collapsed", "no_collapse", "hand_unrolled")
+    cpu: dict[str, list[float]] = {k: [] for k in names}
+    with app_env(ref):
         for r in range(rounds):
-            for name in ("collapsed", "no_collapse", "hand_unrolled")[r % 3:] + ("collapsed", "no_collapse",
-                                                                                 "hand_unrolled")[:r % 3]:
+            for name in names[r % 3:] + names[:r % 3]:
                 if name == "hand_unrolled":
                     c0 = time.thread_time()
-                    count, _ = loop(records)
+                    loop(records)
                     cpu[name].append(time.thread_time() - c0)
                     continue
-                module_file = modules[name == "collapsed"]
-                spec = importlib.util.spec_from_file_location(f"spadeopt_collapse_bench_{r}_{name}", module_file)
-                module = importlib.util.module_from_spec(spec)
-                spec.loader.exec_module(module)
-                module._u_trades = lambda **_: iter(records)  # the pre-generated records
-                rt = PERuntime("pe0", module.OPERATORS, module_file)
-                module.build(rt)
-                c0 = time.thread_time()
-                for _, fn in sorted(rt.sources.items()):
-                    fn()
-                cpu[name].append(time.thread_time() - c0)
-                count = sum(v[0] for v in rt.source_stats.values())
+                secs, count = run_sources(modules[name == "collapsed"], f"spadeopt_collapse_bench_{r}_{name}",
+                                          prepare=pregenerated)
+                cpu[name].append(secs)
                 if count != tuples:
                     raise RuntimeError(f"the {name} PE took {count} records, not {tuples}")
-    finally:
-        if saved is None:
-            os.environ.pop(APP_ENV, None)
-        else:
-            os.environ[APP_ENV] = saved
     best = {k: tuples / min(v) for k, v in cpu.items()}
     return {"records_per_cpu_s": best, "collapsed_vs_hand": best["collapsed"] / best["hand_unrolled"],
             "collapsed_vs_no_collapse": best["collapsed"] / best["no_collapse"], "tuples": tuples,

@@ -47,15 +47,18 @@ def run(out_dir: Path, tuples: int = 300_000, repeat: int = 5, log=print) -> dic
     from spadeopt import api
     from spadeopt.bench.compare import _profile_for_auto
     from spadeopt.deploy.launcher import run_build
+    from spadeopt.outputs import claim_dir, mark_dir
 
-    work = out_dir / "logical_vs_hand"
-    if work.exists():
-        shutil.rmtree(work)  # this bench's own scratch directory
+    # refuses a directory of that name that this bench did not write
+    work = claim_dir(out_dir / "logical_vs_hand", "logical-vs-hand", "--out")
+    work.mkdir(parents=True, exist_ok=True)
+    mark_dir(work, "logical-vs-hand", list(APPS))
     builds, explains = {}, {}
     for name, (ref, params) in APPS.items():
         params = dict(params, tuples=str(tuples))
         d = work / name
-        d.mkdir(parents=True)
+        shutil.rmtree(d, ignore_errors=True)  # this bench's own, from an earlier run (claimed above)
+        d.mkdir()
         profile = _profile_for_auto(ref, d, params, 1, 2, None, 0.01, "all", log)
         builds[name], explains[name] = api.optimize(ref, profile, d / "build-auto", None, params,
                                                     nodes=1, cores=2, fission=True)

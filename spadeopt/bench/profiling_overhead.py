@@ -108,12 +108,9 @@ def in_process(app: str, params: dict[str, str], workdir: Path, rounds: int) -> 
     Returns ``{"min_cpu_s": {rate: s}, "overhead": {rate: 1 - min(off)/min(rate)},
     "tuples": n}``. Each round runs every setting once, in rotating order.
     """
-    import importlib.util
-
+    from spadeopt.bench.inprocess import app_env, run_sources
     from spadeopt.codegen.render import generate
     from spadeopt.profiling import Profiler
-    from spadeopt.runtime.loader import APP_ENV
-    from spadeopt.runtime.pe import PERuntime
 
     graph, ref = load_graph(app, params)
     built = {}
@@ -123,30 +120,14 @@ def in_process(app: str, params: dict[str, str], workdir: Path, rounds: int) -> 
         (pe,) = build.deploy["pes"]  # FALL: one PE
         built[profiled] = str(build.directory / pe["module"])
     modules = {str(s): built[s is not None] for s in RATES}
-    saved = os.environ.get(APP_ENV)
-    os.environ[APP_ENV] = ref
     cpu: dict[str, list[float]] = {str(s): [] for s in RATES}
     tuples = 0
-    try:
+    with app_env(ref):
         for r in range(rounds):
             for s in RATES[r % len(RATES):] + RATES[:r % len(RATES)]:
-                module_file = modules[str(s)]
-                spec = importlib.util.spec_from_file_location(f"spadeopt_bench_pe_{r}_{s}", module_file)
-                module = importlib.util.module_from_spec(spec)
-                spec.loader.exec_module(module)
                 prof = None if s is None else Profiler("pe0", sample_rate=s, reservoir_size=5000, seed=0)
-                rt = PERuntime("pe0", module.OPERATORS, module_file, profiler=prof)
-                module.build(rt)
-                c0 = time.thread_time()
-                for _, fn in sorted(rt.sources.items()):
-                    fn()
-                cpu[str(s)].append(time.thread_time() - c0)
-                tuples = sum(v[0] for v in rt.source_stats.values())
-    finally:
-        if saved is None:
-            os.environ.pop(APP_ENV, None)
-        else:
-            os.environ[APP_ENV] = saved
+                secs, tuples = run_sources(modules[str(s)], f"spadeopt_bench_pe_{r}_{s}", profiler=prof)
+                cpu[str(s)].append(secs)
     best = {k: min(v) for k, v in cpu.items()}
     return {"min_cpu_s": best, "overhead": {k: 1 - best["None"] / v for k, v in best.items() if k != "None"},
             "tuples": tuples, "cpu_s": cpu}

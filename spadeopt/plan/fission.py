@@ -206,31 +206,3 @@ def channel_label(physical: str, regions: tuple[Region, ...]) -> str:
                     if physical == Region.channel_op(o, c):
                         return f"{o}@{c}"
     return physical
-
-
-def channel_of(regions: tuple[Region, ...]) -> dict[str, tuple[str, int]]:
-    """Physical name of every channel copy -> (region, channel), for regions of width > 1."""
-    return {Region.channel_op(o, c): (r.name, c)
-            for r in regions if r.width > 1 for o in r.operators for c in range(r.width)}
-
-
-def mixed_channels(partitions, regions: tuple[Region, ...]) -> tuple[str, int, int] | None:
-    """The first partition (PE) holding copies of two channels of one region, as
-    ``(region, channel, other channel)``; ``None`` if every PE keeps to one channel per region.
-
-    >>> from spadeopt.plan.regions import Region
-    >>> r = (Region("ops", ("a", "b"), 2),)
-    >>> mixed_channels([{"a__0", "b__0"}, {"a__1", "b__1"}], r) is None
-    True
-    >>> mixed_channels([{"a__0", "a__1"}, {"b__0", "b__1"}], r)
-    ('ops', 0, 1)
-    """
-    where = channel_of(regions)
-    for part in partitions:
-        seen: dict[str, int] = {}
-        for op in sorted(part):
-            if op in where:
-                name, c = where[op]
-                if seen.setdefault(name, c) != c:
-                    return name, min(c, seen[name]), max(c, seen[name])
-    return None
