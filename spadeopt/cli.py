@@ -276,7 +276,7 @@ def parser() -> argparse.ArgumentParser:
     pr.add_argument("--master", help="Spark master (default local[nodes*cores])")
     pr.add_argument("-o", type=Path, required=True, help="run directory (new or empty)")
     pr.add_argument("--no-production-probe", action="store_true",
-                    help="skip the one run of the production FALL build after profiling (FATM then cannot "
+                    help="skip the runs of the production FALL build after profiling (FATM then cannot "
                          "fit what collapsing saves or the instrumentation overhead, and uses its constants)")
     link_args(pr)
     conf_arg(pr)

@@ -525,19 +525,25 @@ def fit_production(graph: AppGraph, prof: OperatorProfile, model: PerfModel) -> 
     rate ``R0``, against the model's ``oper_scale * (Σu + call_s * internal)``; the
     ``oper_scale`` that makes them equal replaces the constant (it is what instrumentation
     costs *this* app). An app with collapsible functors spends the measurement on the
-    share collapsing saves instead, as long as that share comes out >= 0; when production
-    FALL ran slower than the model says it would with nothing saved (a negative share:
-    the constant ``oper_scale`` is too low for this app, as on the chain of busy functors),
-    ``oper_scale`` is fitted and the share is 0. Idempotent; unchanged without a probe.
+    share collapsing saves instead, as long as that share comes out in [0, 1]. Outside,
+    the share is clamped and ``oper_scale`` fitted with it: production FALL ran slower
+    than the model says it would with nothing saved (share 0; the constant is too low
+    for this app, as on the chain of busy functors), or faster than with the inlined
+    operators free (share 1; the constant is too high for what is left, the sources and
+    sinks, as on peer: predictions were 0.6 of measured for every strategy, round 6).
+    Idempotent; unchanged without a probe.
     """
     if not (prof.production_fall_rate > 0 and prof.source_rate > 0):
         return model
     raw = _raw_collapse_fraction(graph, prof, model)
-    if raw is not None and raw >= 0:
+    if raw is not None and 0 <= raw <= 1 + 1e-9:
         return model
     call_s = unattributed_call_s(prof, model)
-    internal = math.fsum(r for a, b, r, _ in prof.links if a is not None and b is not None)
-    base = math.fsum(prof.load.values()) + call_s * internal
+    if raw is None or raw < 0:  # nothing inlined, or slower than with nothing saved: share 0
+        internal = math.fsum(r for a, b, r, _ in prof.links if a is not None and b is not None)
+        base = math.fsum(prof.load.values()) + call_s * internal
+    else:  # faster than with the inlined operators free: share 1, the rest is oper_scale's
+        base, _ = _collapse_loads(graph, prof, call_s)
     if base <= 0:
         return model
     measured = model.pe_cap * prof.source_rate / prof.production_fall_rate
@@ -568,18 +574,24 @@ def _raw_collapse_fraction(graph: AppGraph, prof: OperatorProfile, model: PerfMo
     """:func:`collapse_fraction` before clamping; ``None`` without a probe or inlined operators."""
     if not (prof.production_fall_rate > 0 and prof.source_rate > 0):
         return None
-    links = collapsible_links(graph)
-    inlined = {b for _, b in links}
-    if not inlined:
+    if not collapsible_links(graph):
         return None
-    call_s = unattributed_call_s(prof, model)
-    kept = math.fsum(r for a, b, r, _ in prof.links if a is not None and b is not None and (a, b) not in links)
-    a_part = model.oper_scale * (math.fsum(u for op, u in prof.load.items() if op not in inlined) + call_s * kept)
-    b_part = model.oper_scale * math.fsum(prof.load.get(op, 0.0) for op in inlined)
+    a_load, b_load = _collapse_loads(graph, prof, unattributed_call_s(prof, model))
+    a_part, b_part = model.oper_scale * a_load, model.oper_scale * b_load
     if b_part <= 0:
         return None
     measured = model.pe_cap * prof.source_rate / prof.production_fall_rate  # load at factor 1, in cores
     return 1.0 - (measured - a_part) / b_part
+
+
+def _collapse_loads(graph: AppGraph, prof: OperatorProfile, call_s: float) -> tuple[float, float]:
+    """Profiled cores per source tuple of FALL, split for collapsing: (the operators not
+    inlined plus ``call_s`` on the links collapsing keeps, the inlined operators)."""
+    links = collapsible_links(graph)
+    inlined = {b for _, b in links}
+    kept = math.fsum(r for a, b, r, _ in prof.links if a is not None and b is not None and (a, b) not in links)
+    return (math.fsum(u for op, u in prof.load.items() if op not in inlined) + call_s * kept,
+            math.fsum(prof.load.get(op, 0.0) for op in inlined))
 
 
 def unattributed_call_s(prof: OperatorProfile, model: PerfModel) -> float:

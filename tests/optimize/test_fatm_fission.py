@@ -264,6 +264,37 @@ def test_a_collapsible_app_slower_than_the_model_fits_oper_scale_instead():
     assert fit_production(graph, fast, M) == M and collapse_fraction(graph, fast, M) > 0
 
 
+def test_a_collapsible_app_faster_than_its_inlined_operators_free_fits_oper_scale():
+    """peer, with a production FALL run faster than the model says FALL would run if the
+    inlined functors cost nothing (a share above 1, as measured on peer in round 6: every
+    strategy was predicted at 0.6 of its measured rate): the share is 1, oper_scale is
+    fitted on what is left, and FALL is predicted at the measured rate."""
+    from spadeopt.optimize.fatm import collapse_fraction, fit_production, predict_plan
+    from spadeopt.optimize.predict import DEFAULT_MODEL as M
+    from spadeopt.optimize.strategies import plan_for
+
+    graph, _ = api.load_graph("apps/peer.py", {"tuples": "1000", "n": "4"})
+    base = _profile(graph, 0.05, 0.05, 10_000)
+    fall = plan_for(graph, "all")
+    free = replace(base, production_fall_rate=1e12)  # as if FALL cost nothing: share 1
+    assert collapse_fraction(graph, free, M) == 1.0
+    fast = replace(base, production_fall_rate=_share_one_rate(graph, base, M) * 1.6)
+    fitted = fit_production(graph, fast, M)
+    assert fitted.oper_scale == pytest.approx(M.oper_scale / 1.6, rel=1e-6)
+    assert "fitted on the production FALL run" in fitted.source
+    assert collapse_fraction(graph, fast, fitted) == 1.0
+    assert fit_production(graph, fast, fitted) == fitted  # idempotent
+    assert predict_plan(graph, fast, fall, COMM, M).rate == pytest.approx(fast.production_fall_rate, rel=1e-6)
+
+
+def _share_one_rate(graph, prof, model) -> float:
+    """The FALL rate at which collapsing saves exactly the inlined operators' whole load."""
+    from spadeopt.optimize.fatm import _collapse_loads, unattributed_call_s
+
+    kept, _ = _collapse_loads(graph, prof, unattributed_call_s(prof, model))
+    return model.pe_cap * prof.source_rate / (model.oper_scale * kept)
+
+
 @pytest.mark.parametrize("cores", [2, 4])
 def test_no_pe_holds_copies_of_two_channels_of_a_region(cores):
     """Paper 000's first rule: replicas of different channels never share a PE. The chain

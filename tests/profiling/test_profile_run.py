@@ -111,12 +111,16 @@ def test_run_dir_holding_another_run_or_unwritable_is_refused(tmp_path):
 
 
 def test_production_probe_runs_by_default_and_can_be_skipped(tmp_path):
-    """`profile` runs the production FALL build once after the profiled run
-    (production.json: what FATM fits collapse savings / oper_scale on); the flag skips it."""
+    """`profile` runs the production FALL build PROBE_RUNS times after the profiled run
+    and keeps the median run (production.json: what FATM fits collapse savings /
+    oper_scale on); the flag skips it."""
     proc = _cli("--fusion", "all", "-p", "tuples=3000", "-p", "n=2", "-o", str(tmp_path / "with"))
     assert proc.returncode == 0, proc.stderr
     probe = json.loads((tmp_path / "with" / "production.json").read_text())
     assert probe["tuples"] == 3000 and probe["fusion"] == "all" and probe["collapse"] is True
+    assert len(probe["runs"]) == api.PROBE_RUNS == 3
+    assert probe["steady_throughput"] == sorted(probe["runs"])[1]  # the median run's figures
+    assert proc.stderr.count("production probe") >= 3 or proc.stdout.count("production probe") >= 3
     proc = _cli("--fusion", "all", "-p", "tuples=3000", "-p", "n=2", "--no-production-probe",
                 "-o", str(tmp_path / "without"))
     assert proc.returncode == 0, proc.stderr
