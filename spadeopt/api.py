@@ -332,7 +332,7 @@ def optimize(app_ref: str, profile_path: Path, out: Path, calibration: Path | No
         raise _foreign_profile(profile_path, prof.app, graph.name, app_ref)
     calibration = Path(calibration or default_calibration())
     comm = CommCost.for_this_host(calibration, cpu_score)  # MIPS-scaled if another CPU
-    model = perf_model(calibration)
+    model = perf_model(calibration, comm.scale)
     auto = fuse_auto(graph, operator_profile(prof), comm, nodes, cores, max_frac, min_util, exact, rate=rate, absorb=absorb,
                      widths=dict(widths or {}), fission=fission, model=model)
     plan = auto.plan if collapse else dataclasses.replace(auto.plan, collapse=False)
@@ -366,12 +366,15 @@ def operator_profile(prof):
                            one_pe_run=one_pe, production_fall_rate=fall_rate)
 
 
-def perf_model(calibration: Path):
-    """The prediction constants of a calibration file (:mod:`spadeopt.optimize.predict`)."""
+def perf_model(calibration: Path, scale: float = 1.0):
+    """The prediction constants of a calibration file (:mod:`spadeopt.optimize.predict`);
+    its split and merge CPU costs times ``scale`` (the calibration's CPU score over this
+    host's, as for the link costs: ``CommCost.for_this_host``)."""
     from spadeopt.optimize.predict import model_from_calibration
     from spadeopt.refine.profile import read_json
 
-    return model_from_calibration(read_json(Path(calibration), "calibration", "recalibrate"), str(calibration))
+    model = model_from_calibration(read_json(Path(calibration), "calibration", "recalibrate"), str(calibration))
+    return model.with_fission_scaled(scale)
 
 
 def predict_build(build_dir: Path, profile_path: Path, calibration: Path | None = None,
@@ -389,7 +392,7 @@ def predict_build(build_dir: Path, profile_path: Path, calibration: Path | None 
     graph, _ = load_graph(deploy.get("app_ref") or plan.app, params)
     calibration = Path(calibration or default_calibration())
     comm = CommCost.for_this_host(calibration, cpu_score)
-    return predict_plan(graph, operator_profile(prof), plan, comm, perf_model(calibration))
+    return predict_plan(graph, operator_profile(prof), plan, comm, perf_model(calibration, comm.scale))
 
 
 def check_profile_app(app_ref: str, profiled: str, profiled_params: Mapping[str, Any],

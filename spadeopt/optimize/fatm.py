@@ -120,15 +120,20 @@ class PhysicalCache:
     prediction; all are pure functions of the logical graph, profile and ``comm``, so
     each is built once."""
 
-    def __init__(self, graph: AppGraph, prof: OperatorProfile, comm: CommModel) -> None:
-        self.graph, self.prof, self.comm = graph, prof, comm
+    def __init__(self, graph: AppGraph, prof: OperatorProfile, comm: CommModel,
+                 model: PerfModel = DEFAULT_MODEL) -> None:
+        self.graph, self.prof, self.comm, self.model = graph, prof, comm, model
         self._entries: dict[tuple[Region, ...], _PhysicalEntry] = {}
+
+    def serves(self, comm: CommModel, model: PerfModel) -> bool:
+        """Whether this cache's physical profiles are the ones ``comm`` and ``model`` give."""
+        return self.comm is comm and self.model.fission_costs == model.fission_costs
 
     def get(self, regions: tuple[Region, ...]) -> _PhysicalEntry:
         entry = self._entries.get(regions)
         if entry is None:
             physical = physical_graph(self.graph, regions)
-            entry = _PhysicalEntry(physical, physical_profile(self.graph, self.prof, regions, physical))
+            entry = _PhysicalEntry(physical, physical_profile(self.graph, self.prof, regions, physical, self.model))
             self._entries[regions] = entry
         return entry
 
@@ -223,7 +228,7 @@ def _fuse_auto(graph: AppGraph, prof: OperatorProfile, comm: CommModel, nodes: i
     fission_doc: dict[str, Any] = {"enabled": fission, "pinned": dict(sorted((widths or {}).items())),
                                    "search": None}
     frac = collapse_fraction(graph, prof, model)
-    cache = PhysicalCache(graph, prof, comm)
+    cache = PhysicalCache(graph, prof, comm, model)
     searched: dict[tuple, tuple] = {}
     if free:
         evaluate = width_scorer(graph, prof, comm, nodes, cores, max_frac, min_util, capacity_frac, absorb, model,
@@ -291,7 +296,7 @@ def width_scorer(graph: AppGraph, prof: OperatorProfile, comm: CommModel, nodes:
     :mod:`spadeopt.optimize.legality`.)"""
     model = fit_production(graph, prof, model)
     return _WidthScorer(graph, prof, comm, nodes, cores, max_frac, min_util, capacity_frac, absorb, model,
-                        collapse_fraction(graph, prof, model), cache or PhysicalCache(graph, prof, comm))
+                        collapse_fraction(graph, prof, model), cache or PhysicalCache(graph, prof, comm, model))
 
 
 class _WidthScorer:
@@ -351,13 +356,13 @@ def max_frac_candidates(max_frac: float, rate) -> tuple[float, ...]:
 
 def _plan_physical(graph: AppGraph, prof: OperatorProfile, regions, comm: CommModel, nodes: int, cores: int,
                    max_frac: float, min_util: float, capacity_frac: float, rate: str | float, absorb: bool,
-                   inlined_frac: float = 0.0, cache: PhysicalCache | None = None):
+                   inlined_frac: float, cache: PhysicalCache):
     """GreedyFuse + placement of the physical graph of ``regions`` at ``rate``; returns
     (problem, result, placement, tmp_ids, factor, RateSearch or None). Operators that
     collapse into their predecessor's loop when fused with it are costed at
     ``1 - inlined_frac`` of their profiled load (:func:`collapse_fraction`): GreedyFuse
     sees what a collapsed run costs, so it does not cut a cheap run into pieces."""
-    entry = (cache or PhysicalCache(graph, prof, comm)).get(regions)
+    entry = cache.get(regions)
     physical, pprof = entry.graph, entry.prof
     if inlined_frac > 0:
         inlined = {b for _, b in entry.collapsible}
@@ -476,7 +481,8 @@ def predict_plan(graph: AppGraph, prof: OperatorProfile, plan: Plan, comm: CommM
 def _predict(graph: AppGraph, prof: OperatorProfile, plan: Plan, comm: CommModel, model: PerfModel,
              frac: float, cache: PhysicalCache | None = None) -> Prediction:
     """:func:`predict_plan` once ``model`` is fitted and the collapse fraction known."""
-    entry = (cache if cache is not None and cache.comm is comm else PhysicalCache(graph, prof, comm)).get(plan.regions)
+    entry = (cache if cache is not None and cache.serves(comm, model)
+             else PhysicalCache(graph, prof, comm, model)).get(plan.regions)
     if entry.predict_problem is None:
         entry.predict_problem = problem_for(entry.graph, entry.prof, comm, 1.0, 1.0, entry.memo)
     collapsing = plan.collapse and (model.collapse_saves_s > 0 or frac > 0)

@@ -51,14 +51,15 @@ project's 2-core VM (docs/decisions.md); a calibration file's ``perf_model`` blo
 replaces them.
 
 The split and merge of a parallel region are operators of the physical graph; their
-cost per tuple is :mod:`spadeopt.optimize.widths`' ``SPLIT_S``/``MERGE_S``.
+cost per tuple (paper 000's ``c_p``) is the model's ``split_*_s``/``merge_*_s``, measured
+per host by ``spadeopt calibrate`` (:func:`spadeopt.optimize.widths.physical_profile`).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from spadeopt.errors import OptimizeError
@@ -79,10 +80,39 @@ class PerfModel:
     pe_cap: float = 1.0
     sched: float = 0.0
     busy: float = 0.1
+    # paper 000's c_p: CPU seconds per tuple of a parallel region's split (per tuple
+    # entering) and merge (per tuple leaving), static-rate (block dealing) or dynamic
+    # (hash routing and sequence numbers); `spadeopt calibrate` measures them per host
+    # (spadeopt.refine.fission_cost), these defaults are the 2-core VM's
+    split_static_s: float = 0.03e-6
+    split_dynamic_s: float = 0.5e-6
+    merge_static_s: float = 0.04e-6
+    merge_dynamic_s: float = 0.6e-6
     source: str = "defaults"
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+    def split_s(self, ordering: str) -> float:
+        """The split's CPU seconds per tuple for a region of ``ordering`` (static or dynamic)."""
+        return self.split_dynamic_s if ordering == "dynamic" else self.split_static_s
+
+    def merge_s(self, ordering: str) -> float:
+        """The merge's CPU seconds per tuple for a region of ``ordering`` (static or dynamic)."""
+        return self.merge_dynamic_s if ordering == "dynamic" else self.merge_static_s
+
+    def with_fission_scaled(self, scale: float) -> PerfModel:
+        """The split and merge costs times ``scale`` (measured on a host ``scale`` times
+        as fast as this one); ``self`` when ``scale`` is 1."""
+        if scale == 1.0:
+            return self
+        return replace(self, split_static_s=self.split_static_s * scale, split_dynamic_s=self.split_dynamic_s * scale,
+                       merge_static_s=self.merge_static_s * scale, merge_dynamic_s=self.merge_dynamic_s * scale)
+
+    @property
+    def fission_costs(self) -> tuple[float, float, float, float]:
+        """What the physical mapping of a profile depends on (cache key)."""
+        return (self.split_static_s, self.split_dynamic_s, self.merge_static_s, self.merge_dynamic_s)
 
 
 @dataclass(frozen=True)
@@ -206,8 +236,8 @@ DEFAULT_MODEL = PerfModel(oper_scale=0.7, sched=0.03, busy=0.0, collapse_saves_s
 
 
 def model_from_calibration(doc: Mapping[str, Any], source: str) -> PerfModel:
-    """The calibration's ``perf_model`` block (``OptimizeError`` if malformed), else
-    :data:`DEFAULT_MODEL`."""
+    """:data:`DEFAULT_MODEL` with the calibration's ``perf_model`` block over it
+    (``OptimizeError`` if malformed); the defaults when it has none."""
     block = doc.get("perf_model")
     if block is None:
         return DEFAULT_MODEL
@@ -221,4 +251,5 @@ def model_from_calibration(doc: Mapping[str, Any], source: str) -> PerfModel:
     if bad or min(values.get(k, 1.0) for k in ("pe_cap", "comm_scale", "oper_scale")) <= 0:
         raise OptimizeError(f"{source}: 'perf_model' values must be finite numbers >= 0 (pe_cap, comm_scale, "
                             f"oper_scale > 0); got {dict(values)}")
-    return PerfModel(**{k: float(v) for k, v in values.items()}, source=f"{source} perf_model")
+    return replace(DEFAULT_MODEL, **{k: float(v) for k, v in values.items()},
+                   source=f"{DEFAULT_MODEL.source} + {source} perf_model ({', '.join(sorted(values))})")

@@ -14,9 +14,10 @@ logical (width-1) graph. For a candidate width vector (one width per region):
      keys*; a skewed key makes one channel hotter than planned);
    - a region that starts at a splittable source has no split: each copy of the source
      reads ``1/w`` of the splits, so it gets ``1/w`` of the source's load like any copy;
-   - the split costs ``SPLIT_S`` CPU seconds per tuple entering the region, the merge
-     ``MERGE_S`` per tuple leaving it (static-rate or sequence-number variant; constants
-     measured by ``python -m spadeopt.bench.fission_cost``, see docs/decisions.md);
+   - the split costs ``model.split_s(ordering)`` CPU seconds per tuple entering the
+     region, the merge ``model.merge_s(ordering)`` per tuple leaving it (static-rate or
+     sequence-number variant; paper 000's ``c_p``, measured per host by ``spadeopt
+     calibrate`` with ``spadeopt.refine.fission_cost``, see docs/decisions.md);
    - the stream into the region now ends at the split, which sends ``rate/w`` to each
      channel (tuples of a dynamic region grow by the 9-byte sequence number); each
      channel sends ``rate/w`` to the merge, which sends the full rate on to the
@@ -53,13 +54,10 @@ from typing import Any
 
 from spadeopt.errors import OptimizeError
 from spadeopt.model.graph import AppGraph
+from spadeopt.optimize.predict import DEFAULT_MODEL, PerfModel
 from spadeopt.plan.fission import rewrite_region
 from spadeopt.plan.regions import DYNAMIC, Region, check_region
 
-# CPU seconds per tuple of the generated split and merge (measured on the 2-core VM by
-# ``python -m spadeopt.bench.fission_cost``; docs/decisions.md records the run).
-SPLIT_S = {"static": 0.03e-6, "dynamic": 0.5e-6}
-MERGE_S = {"static": 0.04e-6, "dynamic": 0.6e-6}
 SEQ_BYTES = 9.0  # msgpack of the sequence number a dynamic region's tuples carry
 EXHAUSTIVE_MAX = 64  # width vectors tried exhaustively; above this, coordinate ascent
 ASCENT_PASSES = 4
@@ -70,23 +68,25 @@ TIE = 0.01  # a wider vector must plan > 1 % more to win (bisection resolution i
 Link = tuple[str, str, float, float]
 
 
-def physical_profile(graph: AppGraph, prof, regions: tuple[Region, ...], physical: AppGraph | None = None):
+def physical_profile(graph: AppGraph, prof, regions: tuple[Region, ...], physical: AppGraph | None = None,
+                     model: PerfModel = DEFAULT_MODEL):
     """``prof`` (an ``OperatorProfile`` of the logical ``graph``) mapped onto the physical
-    graph of ``regions``: channel copies, splits and merges (module docstring).
-    ``physical`` is ``physical_graph(graph, regions)`` when the caller has built it: the
-    last region's rewrite (wanted only for the fingerprint) is then not made again."""
+    graph of ``regions``: channel copies, splits and merges (module docstring), the split
+    and merge costed with ``model``'s per-tuple costs. ``physical`` is
+    ``physical_graph(graph, regions)`` when the caller has built it: the last region's
+    rewrite (wanted only for the fingerprint) is then not made again."""
     load = dict(prof.load)
     links = list(prof.links)
     g = graph
     wide = [r for r in regions if r.width > 1]
     for i, r in enumerate(wide):
-        load, links = _map_region(g, r, load, links)
+        load, links = _map_region(g, r, load, links, model)
         g = physical if physical is not None and i == len(wide) - 1 else rewrite_region(g, r)
     return replace(prof, fingerprint=g.fingerprint, load=load, links=tuple(links))
 
 
 def _map_region(graph: AppGraph, r: Region, load: Mapping[str, float],
-                links: list[Link]) -> tuple[dict[str, float], list[Link]]:
+                links: list[Link], model: PerfModel) -> tuple[dict[str, float], list[Link]]:
     shape = check_region(graph, r.name, r.operators)
     members = set(r.operators)
     w = r.width
@@ -126,9 +126,9 @@ def _map_region(graph: AppGraph, r: Region, load: Mapping[str, float],
         exit_rate = 0.0    # zero-rate links in problem_for)
     mode = r.ordering
     if entry is not None:
-        out_load[r.split] = in_rate * SPLIT_S[mode]
+        out_load[r.split] = in_rate * model.split_s(mode)
     if shape.exit is not None:  # a region that ends in counting sinks has no merge
-        out_load[r.merge] = exit_rate * MERGE_S[mode]
+        out_load[r.merge] = exit_rate * model.merge_s(mode)
     return out_load, out
 
 
@@ -210,7 +210,6 @@ def choose_widths(regions: tuple[Region, ...], free: tuple[str, ...], max_width:
     chosen = best.widths if best is not None and best.rate is not None else tuple(1 for _ in idx)
     record = {
         "search": search, "max_width": max_width, "vectors_tried": len(cache), "tie": TIE,
-        "split_s_per_tuple": SPLIT_S, "merge_s_per_tuple": MERGE_S,
         "regions": {
             n: {"chosen": chosen[j],
                 "tried": _per_region(cache, j, chosen)}

@@ -32,6 +32,11 @@ of five PEs on the node is closer to how PEs run (profiling runs with one PE per
 operator, several PEs per node) than a lone sender/receiver pair, which overstates the
 cost by 20-40 %. ``v`` still ignores how busy the node is; see docs/profile-format.md.
 
+Each sweep also times what a parallel region's split and merge cost per tuple here
+(paper 000's ``c_p``; :mod:`spadeopt.refine.fission_cost`); the median of the sweeps is
+the file's ``perf_model`` block (``split_*_s``, ``merge_*_s``), which the optimizer reads
+over its defaults and rescales by CPU score on another host like ``v``.
+
 The whole sweep runs ``REPEATS`` times and the grid takes the median ``k`` of a point's
 runs: single runs vary by 20-40 % on this kind of machine (a VM whose speed drifts, and
 other processes that come and go), and sweeping again rather than repeating a point at
@@ -63,6 +68,7 @@ from spadeopt.atomic import write_atomic
 from spadeopt.errors import RunError
 from spadeopt.profiling import Manifest, host_info, read_run, write_manifest
 from spadeopt.profiling.records import pe_file
+from spadeopt.refine import fission_cost
 from spadeopt.refine.comm import KIND, SCHEMA_VERSION, CommCost, monotone_grid
 from spadeopt.refine.cpuscore import BENCHMARK, cpu_score, host_cpu_score, peak_cpu_score  # noqa: F401 - re-exported
 from spadeopt.refine.estimate import RunData, aggregate_records, estimate
@@ -140,11 +146,14 @@ def calibrate(out: str | os.PathLike[str], quick: bool = False,
     t_start = time.time()
     points: list[Point] = []
     scores = []
+    fission: list[dict[str, float]] = []
     work = Path(tempfile.mkdtemp(prefix="spadeopt-calibrate-"))
     try:
         for rep in range(repeats):  # whole sweeps, so a disturbance hits one run of a point
             say(f"\r{time.time() - t_start:6.1f} s  CPU score (fixed Python benchmark)")
             scores.append(cpu_score())
+            say(f"\r{time.time() - t_start:6.1f} s  split and merge CPU per tuple (fission)")
+            fission.append(fission_cost.measure())
             for size in sizes:
                 for rate in rates:
                     if rate * size > MAX_BYTES_PER_S:
@@ -182,6 +191,10 @@ def calibrate(out: str | os.PathLike[str], quick: bool = False,
                  "rate_unit": "tuples/s crossing the PE boundary (in + out)",
                  "size_unit": "bytes/tuple (msgpack)", "v_unit": "CPU fraction (cores)"},
         "measured": [p.to_json() for p in points],
+        # paper 000's c_p: what a parallel region's split and merge cost per tuple here
+        "perf_model": {**fission_cost.perf_model_block(fission),
+                       "source": "spadeopt calibrate: spadeopt.refine.fission_cost, median of the sweeps"},
+        "fission_cost_runs": fission,
     }
     CommCost(doc["grid"]["rates"], doc["grid"]["sizes"], grid, score, source=str(out))  # validates
     write_atomic(Path(out), json.dumps(doc, indent=2, sort_keys=True) + "\n")

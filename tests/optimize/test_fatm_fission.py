@@ -11,8 +11,9 @@ import pytest
 
 from spadeopt import api
 from spadeopt.optimize.fatm import OperatorProfile, fuse_auto
+from spadeopt.optimize.predict import DEFAULT_MODEL
 from spadeopt.optimize.problem import LinearCommModel
-from spadeopt.optimize.widths import MERGE_S, SPLIT_S, physical_profile
+from spadeopt.optimize.widths import physical_profile
 from spadeopt.plan.fission import physical_graph
 from spadeopt.plan.plan import check_plan
 from spadeopt.plan.regions import resolve_regions
@@ -120,8 +121,15 @@ def test_profile_maps_onto_every_physical_operator_and_stream():
     assert set(pprof.load) == {op.name for op in phys.operators}
     for o in region.operators:
         assert sum(pprof.load[f"{o}__{c}"] for c in range(3)) == pytest.approx(prof.load[o])
-    assert pprof.load[region.split] == pytest.approx(1000 * SPLIT_S["dynamic"])
-    assert pprof.load[region.merge] == pytest.approx(1000 * MERGE_S["dynamic"])
+    assert pprof.load[region.split] == pytest.approx(1000 * DEFAULT_MODEL.split_dynamic_s)
+    assert pprof.load[region.merge] == pytest.approx(1000 * DEFAULT_MODEL.merge_dynamic_s)
+    # a calibrated host's split and merge costs (paper 000's c_p) replace the defaults
+    host = replace(DEFAULT_MODEL, split_dynamic_s=2e-6, merge_dynamic_s=3e-6, split_static_s=7.0)
+    hprof = physical_profile(graph, prof, regions, model=host)
+    assert hprof.load[region.split] == pytest.approx(1000 * 2e-6)
+    assert hprof.load[region.merge] == pytest.approx(1000 * 3e-6)
+    assert {k: v for k, v in hprof.load.items() if k not in (region.split, region.merge)} == \
+        {k: v for k, v in pprof.load.items() if k not in (region.split, region.merge)}
     assert Counter((a, b) for a, b, _, _ in pprof.links) == Counter((s.src.op, s.dst.op) for s in phys.streams)
     inside = [r for a, b, r, _ in pprof.links if a.endswith("__1") or b.endswith("__1")]
     assert inside and all(r == pytest.approx(1000 / 3) for r in inside)

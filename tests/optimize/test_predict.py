@@ -131,7 +131,9 @@ def test_collapsed_links_follow_codegens_run_rule():
 def test_perf_model_comes_from_the_calibration_or_the_defaults():
     assert model_from_calibration({}, "cal.json") is DEFAULT_MODEL
     got = model_from_calibration({"perf_model": {"sched": 0.1, "call_s": 1e-7}}, "cal.json")
-    assert got.sched == 0.1 and got.call_s == 1e-7 and got.oper_scale == 1.0 and "cal.json" in got.source
+    assert got.sched == 0.1 and got.call_s == 1e-7 and "cal.json" in got.source
+    assert got.oper_scale == DEFAULT_MODEL.oper_scale  # what the block does not set stays the default
+    assert got.split_dynamic_s == DEFAULT_MODEL.split_dynamic_s
     for bad in ({"sched": -1}, {"nope": 1}, {"pe_cap": 0}, {"sched": True}, [1]):
         with pytest.raises(OptimizeError, match="perf_model"):
             model_from_calibration({"perf_model": bad}, "cal.json")

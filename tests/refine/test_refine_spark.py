@@ -18,6 +18,7 @@ import pytest
 
 from spadeopt import api
 from spadeopt.errors import ProfileError
+from spadeopt.optimize.predict import DEFAULT_MODEL
 from spadeopt.profiling import read_run
 from spadeopt.refine.comm import CommCost
 from spadeopt.refine.estimate import aggregate_records
@@ -107,11 +108,15 @@ def test_fused_source_u_excludes_its_downstream_work(runs, refined):
 
 
 def test_fusion_transparency_same_per_tuple_cpu_under_none_and_all(refined):
+    """An operator's CPU per tuple does not depend on fusion. The two runs are minutes
+    apart on a VM whose speed drifts by 10-25 % between minutes (each is also checked
+    against the burned truth, within 15 %): 20 % apart at most. A fused timer that took
+    in downstream work, or a per-tuple division by the wrong count, is off by 2x or more."""
     none, fall = refined["none"], refined["all"]
     for op, ns in truth_ns().items():
         if ns:
             a, b = none.operators[op].cpu_per_tuple_s, fall.operators[op].cpu_per_tuple_s
-            assert a == pytest.approx(b, rel=0.1), op
+            assert a == pytest.approx(b, rel=0.2), op
 
 
 def test_runs_of_one_graph_merge(runs):
@@ -166,6 +171,15 @@ def test_comm_load_predicted_by_v_matches_the_pes_cpu_outside_operator_logic(run
     proc = cli("calibrate", "--quick", "-o", str(cal))
     assert proc.returncode == 0, proc.stderr
     v = CommCost.load(cal)
+    # the sweeps also measured what a parallel region's split and merge cost per tuple
+    # here (paper 000's c_p); the model FATM plans with reads them from the file
+    doc = json.loads(cal.read_text())
+    assert len(doc["fission_cost_runs"]) == 3
+    model = api.perf_model(cal)
+    for key in ("split_static_s", "split_dynamic_s", "merge_static_s", "merge_dynamic_s"):
+        assert 0 < doc["perf_model"][key] < 1e-4 and getattr(model, key) == doc["perf_model"][key]
+    assert model.oper_scale == DEFAULT_MODEL.oper_scale  # what calibrate does not measure stays the default
+    assert api.perf_model(cal, 2.0).split_dynamic_s == 2 * model.split_dynamic_s  # a host half as fast
     ratios = []
     for i in range(CHAIN_RUNS):
         predicted, measured = comm_load_check(runs[f"chain{i}"][0], refined[f"chain{i}"], v)
