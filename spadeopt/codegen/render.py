@@ -81,11 +81,12 @@ def spark_settings(plan: Plan) -> dict[str, Any]:
     return {"master": master, "conf": conf}
 
 
-def render_build(graph: AppGraph, plan: Plan, app_ref: str, build_dir: Path | None = None) -> dict[str, str]:
+def render_build(graph: AppGraph, plan: Plan, app_ref: str, build_dir: Path | None = None, *,
+                 sample_groups: bool = True) -> dict[str, str]:
     """All files of a build, as name -> text (nothing written).
 
     ``build_dir`` (absolute) completes the spark-submit line; without it the line ends
-    in the placeholder ``BUILD_DIR``.
+    in the placeholder ``BUILD_DIR``. ``sample_groups``: see ``codegen.spec.pe_spec``.
     """
     check_plan(plan, graph)
     physical = physical_graph(graph, plan.regions)  # split, channels and merge are operators too
@@ -93,7 +94,7 @@ def render_build(graph: AppGraph, plan: Plan, app_ref: str, build_dir: Path | No
     files: dict[str, str] = {}
     pes = []
     for pe in plan.pes:
-        spec = pe_spec(physical, plan, pe, links, lower_op)
+        spec = pe_spec(physical, plan, pe, links, lower_op, sample_groups=sample_groups)
         files[f"{pe.pe_id}.py"] = render_pe(spec)
         pes.append({
             "pe": pe.pe_id, "module": f"{pe.pe_id}.py", "node": pe.node, "operators": list(pe.operators),
@@ -161,7 +162,7 @@ def write_dir_atomically(directory: Path, files: dict[str, str], kind: str = "bu
         raise
 
 
-def generate(graph: AppGraph, plan: Plan, out_dir: Path, app_ref: str) -> Build:
-    files = render_build(graph, plan, app_ref, Path(out_dir).resolve())
+def generate(graph: AppGraph, plan: Plan, out_dir: Path, app_ref: str, *, sample_groups: bool = True) -> Build:
+    files = render_build(graph, plan, app_ref, Path(out_dir).resolve(), sample_groups=sample_groups)
     write_dir_atomically(Path(out_dir), files)
     return Build(Path(out_dir), plan, json.loads(files["deploy.json"]))

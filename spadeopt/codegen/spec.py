@@ -54,6 +54,12 @@ class OpSpec:
     # instrumented builds: the timing window (a build() local) its sampled submits share
     # with the other operators of its thread, or None: thread CPU timers of their own
     window: str | None = None
+    # instrumented builds: the port (``<op>__<port>``) whose countdown this functor's
+    # output follows, or None (``assign_followers``); and this operator's ports that
+    # lead a group of followers
+    follow: str | None = None
+    follows: str = ""  # the same port as users spell it, "op.port"
+    leads: set[str] = field(default_factory=set)
 
     @property
     def g(self) -> str:
@@ -70,7 +76,7 @@ class OpSpec:
         records it: a batch with no sample costs one subtraction and one comparison, not
         a function call (issue 14, round 3).
         """
-        if self.instrumented:
+        if self.instrumented and not self.follow:  # a follower counts nothing
             return {p: self._counted_emit(p) for p in self.emit}
         return self.plain_emit_line
 
@@ -90,7 +96,8 @@ class OpSpec:
         lines = {p: "; ".join(fs) for p, fs in self.final.items() if fs}
         if self.instrumented:
             for p in self.emit:
-                close = f"_rec_{self.g}__{p}.close(_cd_{self.g}__{p}[0])"
+                close = (f"_rec_{self.g}__{p}.close_as(_rec_{self.follow})" if self.follow
+                         else f"_rec_{self.g}__{p}.close(_cd_{self.g}__{p}[0])")
                 lines[p] = f"{close}; {lines[p]}" if p in lines else close
         return lines
 
@@ -195,7 +202,47 @@ def assign_windows(specs: list[OpSpec]) -> list[str]:
     return list(var.values())
 
 
-def pe_spec(graph: AppGraph, plan: Plan, pe: PE, links: list[Link], lower_op) -> PESpec:
+def assign_followers(graph: AppGraph, specs: list[OpSpec]) -> None:
+    """Give each functor whose output counts exactly what its input's publisher counts no
+    countdown of its own: it follows that port's (``spadeopt.profiling.sampling``,
+    sample groups; issue 14, round 8).
+
+    A functor *follows* when it has no filter and no fission pulse (so it emits one tuple
+    per input tuple, in the same call), one input port fed by one stream from an operator
+    of this PE, and the same timing window as that operator (so both run in one thread
+    and nothing between them blocks). Its output then counts what the publishing port
+    counts, batch by batch, and a countdown of its own would sample the same tuples. The
+    group's leader is the first port up the chain that does not follow; its submit
+    signal calls the followers' sampled variants (``<op>__in_s``) and records them. Only
+    the countdown and the bookkeeping are shared: every follower keeps its own point,
+    sizes and times.
+    """
+    by_name = {s.op.name: s for s in specs}
+    publisher: dict[str, PortRef] = {}  # follower -> the port it follows
+    for s in specs:
+        if (s.op.kind != "functor" or s.window is None or len(s.emit) != 1
+                or s.ctx.get("filter") or s.ctx.get("pulse") or len(s.op.inputs) != 1):
+            continue
+        pubs = graph.publishers(PortRef(s.op.name, s.op.inputs[0].name))
+        if len(pubs) == 1 and pubs[0].op in by_name and by_name[pubs[0].op].window == s.window:
+            publisher[s.op.name] = pubs[0]
+    for name, pub in publisher.items():
+        lead = pub
+        while lead.op in publisher:  # a chain of followers has no cycle: windows exclude them
+            lead = publisher[lead.op]
+        by_name[name].follow = f"{gid(lead.op)}__{lead.port}"
+        by_name[name].follows = str(lead)
+        by_name[lead.op].leads.add(lead.port)
+    for s in specs:
+        for port, (subs, calls, send) in s.submits.items():
+            s.submits[port] = (subs, [f"{c}_s" if sub.split(".", 1)[0] in publisher else c
+                                      for sub, c in zip(subs, calls, strict=True)], send)
+
+
+def pe_spec(graph: AppGraph, plan: Plan, pe: PE, links: list[Link], lower_op, *,
+            sample_groups: bool = True) -> PESpec:
+    """Everything codegen decides for ``pe``. ``sample_groups=False`` gives every port of
+    a profiling build its own countdown (no followers): for tests comparing the two."""
     members = set(pe.operators)
     ops = [graph.op(n) for n in pe.operators]
     exposed_in_count: dict[PortRef, int] = {}
@@ -243,6 +290,8 @@ def pe_spec(graph: AppGraph, plan: Plan, pe: PE, links: list[Link], lower_op) ->
     if plan.collapse and not plan.instrumented:
         collapse.apply(graph, specs)  # profiling builds keep operator boundaries
     windows = assign_windows(specs) if plan.instrumented else []
+    if windows and sample_groups:
+        assign_followers(graph, specs)
     locked_out = []
     for ref in exposed_out_ports:
         locked_out.append((ref, len(threads_of[ref.op]) > 1))

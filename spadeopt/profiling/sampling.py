@@ -36,6 +36,19 @@ a thread opens a window: it alone reads the thread CPU clock, around itself; sam
 submits nested inside it read only the wall clock and append their sample to the
 window's log, and the window records them all when it closes, with their times scaled
 by its own ``CPU / wall``. See ``CpuWindow`` for why this is unbiased.
+
+**Sample groups** (issue 14, round 8; paper 004's static rates applied to profiling).
+A functor without a filter emits exactly one tuple per input tuple, in the same call, so
+its output port counts exactly what the port feeding it counts: its stride countdown
+would always equal that port's. Codegen (``codegen.spec.assign_followers``) gives such a
+*follower* no countdown at all; the group's *leader* (the first port up the chain that
+is not one) counts for the whole group, and when it samples a batch it calls the
+followers' sampled variants, which time their submit by wall clock and hand the leader
+``(recorder, out batch, submit ns, process ns or None)``. The leader records each
+follower's tuple at its own sampled offsets into the follower's reservoir slots
+(``MetricRecorder._mirror``): the same tuples a countdown of the follower's own would
+have sampled, with the follower's own sizes and times, and one reservoir decision for
+the group instead of one per point.
 """
 
 from __future__ import annotations
@@ -421,6 +434,8 @@ class MetricRecorder:
         submit_ns: float,
         process_ns: Sequence[float],
         ts: float | None = None,
+        group: list[Follower] | None = None,
+        r: float = 1.0,
     ) -> int:
         """Advance the stride; offer one record per sampled tuple to the point's reservoir.
 
@@ -429,6 +444,8 @@ class MetricRecorder:
         (``Reservoir.add``) are inlined here; their own tests pin the arithmetic, and
         tests/profiling/test_recorder.py checks this copy against them. ``ts`` is the
         sample's time (``time.time()`` if not given; a closing ``CpuWindow`` passes its own).
+        ``group``: the followers' samples of this call, recorded at the same offsets into
+        the same reservoir slots, their times scaled by ``r`` (``_mirror``).
         """
         stride = self._stride
         k = len(batch)
@@ -460,14 +477,21 @@ class MetricRecorder:
             size = self._size
             flat = self._flat
             w = self._width
+            slots: list[int | None] = []  # per offset: -1 appended, j replaced slot j, None dropped
             for n in sizes:
                 rec = (ts, seen, n, k, submit_ns, *process_ns)
                 j = self._seen
                 self._seen = j + 1
                 if j < size:
                     flat.extend(rec)
+                    slots.append(-1)
                 elif (j := int(self._rng() * (j + 1))) < size:
                     flat[j * w : j * w + w] = rec
+                    slots.append(j)
+                else:
+                    slots.append(None)
+            if group:
+                _mirror(group, count, k, offsets, slots, r, memo)
         return stride.countdown
 
     def sample_submit(
@@ -476,6 +500,8 @@ class MetricRecorder:
         batch: Sequence[Any],
         submit_ns: float,
         process_ns: Sequence[float] = (),
+        group: list[Follower] | None = None,
+        r: float = 1.0,
     ) -> int:
         """Record a sampled submit on an ``out`` point; return the re-armed countdown.
 
@@ -483,6 +509,8 @@ class MetricRecorder:
         thread CPU ns of the whole submit. ``process_ns``: thread CPU ns of each
         subscriber's process call, in the order of ``subscribers``. (Submits nested in a
         timing window do not call this: ``CpuWindow`` records them when it closes.)
+        ``group``: the samples the point's followers took in this submit (module
+        docstring), their wall times to be scaled by ``r``.
         """
         if len(process_ns) != self._nsub:
             self._misuse("sample_submit", f" with {len(process_ns)} process timing(s)")
@@ -496,7 +524,7 @@ class MetricRecorder:
         den = stride._den
         j = self._seen
         if seen * num // den - taken != 1 or j >= self._size:
-            return self._record(cd, batch, submit_ns, process_ns)
+            return self._record(cd, batch, submit_ns, process_ns, None, group, r)
         stride.seen = stride._seen_at_arm = seen
         stride.taken = taken + 1
         stride.countdown = cd = -((-(taken + 2) * den) // num) - seen
@@ -506,7 +534,8 @@ class MetricRecorder:
         if self._first is None:
             self._first = count
         self._seen = j + 1
-        t = batch[-((-(taken + 1) * den) // num) - seen + k - 1]
+        i = -((-(taken + 1) * den) // num) - seen + k - 1
+        t = batch[i]
         memo = self._memo
         if (m := memo[0])[0] is t:  # the tuple the last sample sized (see __init__)
             size = m[1]
@@ -514,6 +543,8 @@ class MetricRecorder:
             size = self._sizeof(t)
             memo[0] = (t, size)  # one store: safe when points of several threads share it
         self._flat.extend((ts, seen, size, k, submit_ns, *process_ns))
+        if group:
+            _mirror_one(group, count, k, i, r, memo)
         return cd
 
     def sample_process(self, cd: int, batch: Sequence[Any], process_ns: int) -> int:
@@ -535,6 +566,14 @@ class MetricRecorder:
         if self.key.dir == "thread":
             self._misuse("close")
         self._total = (time.time(), self._stride.total(cd))
+
+    def close_as(self, leader: MetricRecorder) -> None:
+        """End of stream on a follower (module docstring): it counted what its leader
+        counted, so its exact first, last and total counts are the leader's. Call after
+        the leader's ``close``."""
+        if self.key.dir != "out" or leader._total is None:
+            self._misuse("close_as", f" before its leader {leader.key.op}.{leader.key.port} closed")
+        self._first, self._last, self._total = leader._first, leader._last, leader._total
 
     def _misuse(self, method: str, detail: str = "") -> None:
         k = self.key
@@ -575,6 +614,62 @@ class MetricRecorder:
         return out
 
 
+Follower = tuple["MetricRecorder", Sequence[Any], float, "tuple[float, ...] | None"]
+"""One follower's sample in its leader's group: (its recorder, its output batch, the wall
+ns of its whole submit, the wall ns of each process call or ``None`` when the submit is
+one call)."""
+
+
+def _mirror(group: list[Follower], count: tuple[float, int], k: int, offsets: Sequence[int],
+            slots: Sequence[int | None], r: float, memo: list[Any]) -> None:
+    """Record each follower's tuples at the leader's sampled ``offsets`` into the slots the
+    leader's records took (``-1`` appended, ``j`` replaced slot ``j``, ``None`` dropped).
+
+    A follower's reservoir only ever receives what its leader's does, so it holds as
+    many records and the leader's slot numbers are its own. Its tuples are sized and its
+    times are its own, scaled by ``r``; ``count`` (the leader's time stamp and tuples
+    seen) is the follower's too, as it counts what the leader counts.
+    """
+    ts, seen = count
+    for f, out, submit_ns, process_ns in group:
+        submit = submit_ns * r
+        tail = (k, submit, submit) if process_ns is None else (k, submit, *[p * r for p in process_ns])
+        if (m := memo[1])[0] is out and m[1] == offsets:  # see MetricRecorder.__init__
+            sizes = m[2]
+        else:
+            sizes = [f._sizeof(out[i]) for i in offsets]
+            memo[1] = (out, offsets, sizes)
+        flat = f._flat
+        w = f._width
+        for n, slot in zip(sizes, slots, strict=True):
+            if slot is None:
+                continue
+            rec = (ts, seen, n, *tail)
+            if slot < 0:
+                flat.extend(rec)
+            else:
+                flat[slot * w : slot * w + w] = rec
+
+
+def _mirror_one(group: list[Follower], count: tuple[float, int], k: int, i: int, r: float,
+                memo: list[Any]) -> None:
+    """``_mirror``'s common case: one sampled tuple (offset ``i``), appended by the leader.
+    Runs once per follower of a sampled batch, so it is kept flat."""
+    ts, seen = count
+    for f, out, submit_ns, process_ns in group:
+        t = out[i]
+        if (m := memo[0])[0] is t:
+            size = m[1]
+        else:
+            size = f._sizeof(t)
+            memo[0] = (t, size)
+        if process_ns is None:
+            submit_ns *= r
+            f._flat.extend((ts, seen, size, k, submit_ns, submit_ns))
+        else:
+            f._flat.extend((ts, seen, size, k, submit_ns * r, *[p * r for p in process_ns]))
+
+
 def window_stride(s: float) -> int:
     """The stride ``1/s`` if it is a whole number (every usual ``s``), else 0.
 
@@ -598,9 +693,10 @@ class CpuWindow:
     ``close(cpu_ns, wall_ns)``, whose return value ``r`` scales the wall times it split
     its own submit into; it records itself with ``sample_submit``. A sampled submit that
     finds the window open (it runs inside that submit, in the same thread) reads only
-    the wall clock and appends ``(recorder, cd, batch, submit_ns, process_ns)`` to
-    ``log`` (``process_ns`` ``None`` when the submit is one call, whose time is the
-    submit's), re-arming its countdown inline as ``cd % stride or stride``. That is all it
+    the wall clock and appends ``(recorder, cd, batch, submit_ns, process_ns, group)``
+    to ``log`` (``process_ns`` ``None`` when the submit is one call, whose time is the
+    submit's; ``group`` its followers' samples or ``None``, see the module docstring),
+    re-arming its countdown inline as ``cd % stride or stride``. That is all it
     does: a nested sample costs two clock reads, a tuple and an append. ``close``
     records every logged sample, in order, with the window's time stamp and its times
     multiplied by ``r``, through the same stride and reservoir steps as
@@ -630,7 +726,8 @@ class CpuWindow:
     def __init__(self, stride: int) -> None:
         self.open = False
         self.stride = stride
-        self.log: list[tuple[MetricRecorder, int, Sequence[Any], float, tuple[float, ...] | None]] = []
+        self.log: list[tuple[MetricRecorder, int, Sequence[Any], float, tuple[float, ...] | None,
+                             list[Follower] | None]] = []
         """Nested samples of the open window, in the order they were taken."""
 
     def close(self, cpu_ns: int, wall_ns: int) -> float:
@@ -643,7 +740,7 @@ class CpuWindow:
         ts = _time()
         n = self.stride
         scale = r.__mul__
-        for rec, cd, batch, submit_ns, process_ns in log:
+        for rec, cd, batch, submit_ns, process_ns, group in log:
             # MetricRecorder.sample_submit's common case (one sampled tuple, reservoir not
             # full) for a whole stride n (num = 1, den = n), inlined: this loop runs once
             # per nested sample, so each attribute access counts. Anything else goes
@@ -654,7 +751,7 @@ class CpuWindow:
             j = rec._seen
             if seen // n - taken != 1 or j >= rec._size:
                 calls = (submit_ns * r,) if process_ns is None else [*map(scale, process_ns)]
-                rec._record(cd, batch, submit_ns * r, calls, ts)
+                rec._record(cd, batch, submit_ns * r, calls, ts, group, r)
                 continue
             stride.seen = stride._seen_at_arm = seen
             stride.taken = taken + 1
@@ -676,8 +773,34 @@ class CpuWindow:
                 rec._flat.extend((ts, seen, size, k, submit_ns, submit_ns))
             else:
                 rec._flat.extend((ts, seen, size, k, submit_ns * r, *map(scale, process_ns)))
+            if group:
+                _mirror_one(group, count, k, k - 1 + cd, r, memo)
         log.clear()
         return r
+
+
+    def close_submit(self, cpu_ns: int, wall_ns: int, rec: MetricRecorder, cd: int,
+                     batch: Sequence[Any], calls_ns: tuple[float, ...] | None = None,
+                     group: list[Follower] | None = None) -> int:
+        """Close the window opened by the outermost sampled submit and record that submit
+        too; return its re-armed countdown.
+
+        ``cpu_ns``/``wall_ns``: the thread CPU and wall ns of the whole submit;
+        ``calls_ns``: the wall ns of each process call, or ``None`` when the submit is
+        one call (whose time is the submit's); ``group``: its followers' samples. With a
+        whole stride the submit joins the end of the log (its CPU time divided by ``r``,
+        so the loop's scaling gives it back) and is recorded by the same loop as the
+        nested samples, after them; otherwise the log is empty and ``sample_submit``
+        records it.
+        """
+        r = cpu_ns / wall_ns if wall_ns > cpu_ns else 1.0
+        if not self.stride or not r:  # (r = 0: a thread clock too coarse to see the submit)
+            self.close(cpu_ns, wall_ns)
+            calls = (cpu_ns,) if calls_ns is None else [p * r for p in calls_ns]
+            return rec.sample_submit(cd, batch, cpu_ns, calls, group, r)
+        self.log.append((rec, cd, batch, cpu_ns / r, calls_ns, group))
+        self.close(cpu_ns, wall_ns)
+        return rec._stride.countdown
 
 
 def _check_name(what: str, value: object) -> None:

@@ -41,7 +41,7 @@ def _values(prof: Profiler, metric: str, sub: str | None = None) -> list[float]:
 
 def _nested(win: CpuWindow, rec, cd: int, batch: list, submit_ns: float, process_ns: tuple) -> int:
     """What generated code does for a sampled submit nested in an open window."""
-    win.log.append((rec, cd, batch, submit_ns, process_ns if len(process_ns) > 1 else None))
+    win.log.append((rec, cd, batch, submit_ns, process_ns if len(process_ns) > 1 else None, None))
     return cd % win.stride or win.stride
 
 

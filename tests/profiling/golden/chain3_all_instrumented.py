@@ -30,23 +30,24 @@ def build(rt):
     # ---- source 'src' ----
     _rec__3src__out = rt.point("src", "out", "out", ["op0.in"])
     _cd__3src__out = [_rec__3src__out.countdown]  # tuples until the next sample; emit lines count down
+    _grp__3src__out = []  # what the followers took in this sampled submit
+    _grp__3src__out_add = _grp__3src__out.append
 
     def _3src__submit_out(out, cd):  # a sample is due in `out`; cd <= 0 after it
         if _win_0.open:  # nested in this thread's timing window: wall clock, recorded at its close
             t0 = _pc()
-            _3op0__in(out)
+            _3op0__in_s(out)
             t1 = _pc()
-            _win_0_log((_rec__3src__out, cd, out, t1 - t0, None))  # None: the one call is the whole submit
+            _win_0_log((_rec__3src__out, cd, out, t1 - t0, None, _grp__3src__out[:])); _grp__3src__out.clear()  # None: the one call is the whole submit
             _cd__3src__out[0] = cd % _win_0_n or _win_0_n  # re-armed: one sample every _win_0_n tuples
             return
         _win_0.open = _win_0_n > 0  # the outermost sampled submit opens the window (whole strides only)
         c0 = _tt()
         t0 = _pc()
-        _3op0__in(out)
+        _3op0__in_s(out)
         t1 = _pc()
         c1 = _tt()
-        _win_0.close(c1 - c0, t1 - t0)  # scales the nested samples; this one is exact
-        _cd__3src__out[0] = _rec__3src__out.sample_submit(cd, out, c1 - c0, (c1 - c0,))
+        _cd__3src__out[0] = _win_0.close_submit(c1 - c0, t1 - t0, _rec__3src__out, cd, out, None, _grp__3src__out); _grp__3src__out.clear()  # records the window's samples and this one
 
     def _3src__run():
         for out in rt.source_batches("src", _u_counter(n=200000, seed=1, size=100)):
@@ -63,104 +64,74 @@ def build(rt):
 
     # ---- functor 'op0' ----
     _rec__3op0__out = rt.point("op0", "out", "out", ["op1.in"])
-    _cd__3op0__out = [_rec__3op0__out.countdown]  # tuples until the next sample; emit lines count down
-
-    def _3op0__submit_out(out, cd):  # a sample is due in `out`; cd <= 0 after it
-        if _win_0.open:  # nested in this thread's timing window: wall clock, recorded at its close
-            t0 = _pc()
-            _3op1__in(out)
-            t1 = _pc()
-            _win_0_log((_rec__3op0__out, cd, out, t1 - t0, None))  # None: the one call is the whole submit
-            _cd__3op0__out[0] = cd % _win_0_n or _win_0_n  # re-armed: one sample every _win_0_n tuples
-            return
-        _win_0.open = _win_0_n > 0  # the outermost sampled submit opens the window (whole strides only)
-        c0 = _tt()
-        t0 = _pc()
-        _3op1__in(out)
-        t1 = _pc()
-        c1 = _tt()
-        _win_0.close(c1 - c0, t1 - t0)  # scales the nested samples; this one is exact
-        _cd__3op0__out[0] = _rec__3op0__out.sample_submit(cd, out, c1 - c0, (c1 - c0,))
+    # follows src.out: sampled with it, by its submit signal (no countdown of its own)
 
     def _3op0__in(batch):
         out = batch
         if out:
-            _cd__3op0__out[0] = _cd = _cd__3op0__out[0] - len(out); _3op1__in(out) if _cd > 0 else _3op0__submit_out(out, _cd)
+            _3op1__in(out)
+
+    def _3op0__in_s(batch):  # sampled with src.out: its submit signal records what this one times
+        out = batch
+        t0 = _pc()
+        _3op1__in_s(out)
+        t1 = _pc()
+        _grp__3src__out_add((_rec__3op0__out, out, t1 - t0, None))  # None: the one call is the whole submit
 
     __3op0_pending = rt.pending("op0", {'in': 1})
 
     def _3op0__final(port):
         if __3op0_pending.arrive(port):
 
-            _rec__3op0__out.close(_cd__3op0__out[0]); _3op1__final("in")
+            _rec__3op0__out.close_as(_rec__3src__out); _3op1__final("in")
             pass
 
     # ---- functor 'op1' ----
     _rec__3op1__out = rt.point("op1", "out", "out", ["op2.in"])
-    _cd__3op1__out = [_rec__3op1__out.countdown]  # tuples until the next sample; emit lines count down
-
-    def _3op1__submit_out(out, cd):  # a sample is due in `out`; cd <= 0 after it
-        if _win_0.open:  # nested in this thread's timing window: wall clock, recorded at its close
-            t0 = _pc()
-            _3op2__in(out)
-            t1 = _pc()
-            _win_0_log((_rec__3op1__out, cd, out, t1 - t0, None))  # None: the one call is the whole submit
-            _cd__3op1__out[0] = cd % _win_0_n or _win_0_n  # re-armed: one sample every _win_0_n tuples
-            return
-        _win_0.open = _win_0_n > 0  # the outermost sampled submit opens the window (whole strides only)
-        c0 = _tt()
-        t0 = _pc()
-        _3op2__in(out)
-        t1 = _pc()
-        c1 = _tt()
-        _win_0.close(c1 - c0, t1 - t0)  # scales the nested samples; this one is exact
-        _cd__3op1__out[0] = _rec__3op1__out.sample_submit(cd, out, c1 - c0, (c1 - c0,))
+    # follows src.out: sampled with it, by its submit signal (no countdown of its own)
 
     def _3op1__in(batch):
         out = batch
         if out:
-            _cd__3op1__out[0] = _cd = _cd__3op1__out[0] - len(out); _3op2__in(out) if _cd > 0 else _3op1__submit_out(out, _cd)
+            _3op2__in(out)
+
+    def _3op1__in_s(batch):  # sampled with src.out: its submit signal records what this one times
+        out = batch
+        t0 = _pc()
+        _3op2__in_s(out)
+        t1 = _pc()
+        _grp__3src__out_add((_rec__3op1__out, out, t1 - t0, None))  # None: the one call is the whole submit
 
     __3op1_pending = rt.pending("op1", {'in': 1})
 
     def _3op1__final(port):
         if __3op1_pending.arrive(port):
 
-            _rec__3op1__out.close(_cd__3op1__out[0]); _3op2__final("in")
+            _rec__3op1__out.close_as(_rec__3src__out); _3op2__final("in")
             pass
 
     # ---- functor 'op2' ----
     _rec__3op2__out = rt.point("op2", "out", "out", ["sink.in"])
-    _cd__3op2__out = [_rec__3op2__out.countdown]  # tuples until the next sample; emit lines count down
-
-    def _3op2__submit_out(out, cd):  # a sample is due in `out`; cd <= 0 after it
-        if _win_0.open:  # nested in this thread's timing window: wall clock, recorded at its close
-            t0 = _pc()
-            _4sink__in(out)
-            t1 = _pc()
-            _win_0_log((_rec__3op2__out, cd, out, t1 - t0, None))  # None: the one call is the whole submit
-            _cd__3op2__out[0] = cd % _win_0_n or _win_0_n  # re-armed: one sample every _win_0_n tuples
-            return
-        _win_0.open = _win_0_n > 0  # the outermost sampled submit opens the window (whole strides only)
-        c0 = _tt()
-        t0 = _pc()
-        _4sink__in(out)
-        t1 = _pc()
-        c1 = _tt()
-        _win_0.close(c1 - c0, t1 - t0)  # scales the nested samples; this one is exact
-        _cd__3op2__out[0] = _rec__3op2__out.sample_submit(cd, out, c1 - c0, (c1 - c0,))
+    # follows src.out: sampled with it, by its submit signal (no countdown of its own)
 
     def _3op2__in(batch):
         out = batch
         if out:
-            _cd__3op2__out[0] = _cd = _cd__3op2__out[0] - len(out); _4sink__in(out) if _cd > 0 else _3op2__submit_out(out, _cd)
+            _4sink__in(out)
+
+    def _3op2__in_s(batch):  # sampled with src.out: its submit signal records what this one times
+        out = batch
+        t0 = _pc()
+        _4sink__in(out)
+        t1 = _pc()
+        _grp__3src__out_add((_rec__3op2__out, out, t1 - t0, None))  # None: the one call is the whole submit
 
     __3op2_pending = rt.pending("op2", {'in': 1})
 
     def _3op2__final(port):
         if __3op2_pending.arrive(port):
 
-            _rec__3op2__out.close(_cd__3op2__out[0]); _4sink__final("in")
+            _rec__3op2__out.close_as(_rec__3src__out); _4sink__final("in")
             pass
 
     # ---- sink 'sink' ----
