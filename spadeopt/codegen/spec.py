@@ -54,17 +54,25 @@ class OpSpec:
     # instrumented builds: the timing window (a build() local) its sampled submits share
     # with the other operators of its thread, or None: thread CPU timers of their own
     window: str | None = None
-    # instrumented builds: the port (``<op>__<port>``) whose countdown this functor's
-    # output follows, or None (``assign_followers``); and this operator's ports that
-    # lead a group of followers
-    follow: str | None = None
-    follows: str = ""  # the same port as users spell it, "op.port"
+    # instrumented builds: the port whose countdown this functor's output follows, or
+    # None (``assign_followers``); and this operator's ports that lead a group of followers
+    leader: PortRef | None = None
     leads: set[str] = field(default_factory=set)
 
     @property
     def g(self) -> str:
         """The operator's name as generated code spells it (``model.schema.gid``)."""
         return gid(self.op.name)
+
+    @property
+    def follow(self) -> str | None:
+        """The leader port as generated names spell it (``<op>__<port>``), or None."""
+        return None if self.leader is None else f"{gid(self.leader.op)}__{self.leader.port}"
+
+    @property
+    def follows(self) -> str:
+        """The leader port as users spell it (``op.port``), or ``""``."""
+        return "" if self.leader is None else str(self.leader)
 
     @property
     def emit_line(self) -> dict[str, str]:
@@ -230,8 +238,7 @@ def assign_followers(graph: AppGraph, specs: list[OpSpec]) -> None:
         lead = pub
         while lead.op in publisher:  # a chain of followers has no cycle: windows exclude them
             lead = publisher[lead.op]
-        by_name[name].follow = f"{gid(lead.op)}__{lead.port}"
-        by_name[name].follows = str(lead)
+        by_name[name].leader = lead
         by_name[lead.op].leads.add(lead.port)
     for s in specs:
         for port, (subs, calls, send) in s.submits.items():

@@ -571,7 +571,9 @@ class MetricRecorder:
         """End of stream on a follower (module docstring): it counted what its leader
         counted, so its exact first, last and total counts are the leader's. Call after
         the leader's ``close``."""
-        if self.key.dir != "out" or leader._total is None:
+        if self.key.dir != "out":
+            self._misuse("close_as")
+        if leader._total is None:
             self._misuse("close_as", f" before its leader {leader.key.op}.{leader.key.port} closed")
         self._first, self._last, self._total = leader._first, leader._last, leader._total
 
@@ -687,11 +689,11 @@ def window_stride(s: float) -> int:
 class CpuWindow:
     """One thread's timing window: nested samples logged by wall clock, recorded at close.
 
-    Protocol (generated code; issue 14, rounds 3 and 4). A sampled submit that finds its
-    thread's window closed is the outermost: it opens the window (if ``stride``), reads
-    the thread CPU clock and the wall clock around its calls, and ends with
-    ``close(cpu_ns, wall_ns)``, whose return value ``r`` scales the wall times it split
-    its own submit into; it records itself with ``sample_submit``. A sampled submit that
+    Protocol (generated code; issue 14, rounds 3, 4 and 8). A sampled submit that finds
+    its thread's window closed is the outermost: it opens the window (if ``stride``),
+    reads the thread CPU clock and the wall clock around its calls, and ends with
+    ``close_submit``, which closes the window with ``r = min(1, C/W)`` (scaling the wall
+    times it split its own submit into) and records it after the nested samples. A sampled submit that
     finds the window open (it runs inside that submit, in the same thread) reads only
     the wall clock and appends ``(recorder, cd, batch, submit_ns, process_ns, group)``
     to ``log`` (``process_ns`` ``None`` when the submit is one call, whose time is the
@@ -732,11 +734,16 @@ class CpuWindow:
 
     def close(self, cpu_ns: int, wall_ns: int) -> float:
         """Close the window; record its nested samples with times scaled by ``r = min(1, C/W)``."""
-        self.open = False
         r = cpu_ns / wall_ns if wall_ns > cpu_ns else 1.0
+        self._record_log(r)
+        return r
+
+    def _record_log(self, r: float) -> None:
+        """Close the window and record its log, times scaled by ``r``."""
+        self.open = False
         log = self.log
         if not log:
-            return r
+            return
         ts = _time()
         n = self.stride
         scale = r.__mul__
@@ -776,8 +783,6 @@ class CpuWindow:
             if group:
                 _mirror_one(group, count, k, k - 1 + cd, r, memo)
         log.clear()
-        return r
-
 
     def close_submit(self, cpu_ns: int, wall_ns: int, rec: MetricRecorder, cd: int,
                      batch: Sequence[Any], calls_ns: tuple[float, ...] | None = None,
@@ -795,11 +800,11 @@ class CpuWindow:
         """
         r = cpu_ns / wall_ns if wall_ns > cpu_ns else 1.0
         if not self.stride or not r:  # (r = 0: a thread clock too coarse to see the submit)
-            self.close(cpu_ns, wall_ns)
+            self._record_log(r)
             calls = (cpu_ns,) if calls_ns is None else [p * r for p in calls_ns]
             return rec.sample_submit(cd, batch, cpu_ns, calls, group, r)
         self.log.append((rec, cd, batch, cpu_ns / r, calls_ns, group))
-        self.close(cpu_ns, wall_ns)
+        self._record_log(r)
         return rec._stride.countdown
 
 
