@@ -35,7 +35,7 @@ def app_env(app_ref: str) -> Iterator[None]:
 def run_sources(module_file: str, name: str, profiler: Any = None,
                 prepare: Callable[[Any], None] | None = None) -> tuple[float, int]:
     """Load ``module_file`` fresh as module ``name``, let ``prepare`` patch it, build its PE
-    ``pe0`` and run its sources one after the other; returns (thread CPU seconds of the
+    ``pe0`` and run its sources (``PERuntime.drive_sources``); returns (thread CPU seconds of the
     sources, source tuples). Call it inside :func:`app_env`."""
     from spadeopt.runtime.pe import PERuntime
 
@@ -47,6 +47,5 @@ def run_sources(module_file: str, name: str, profiler: Any = None,
     rt = PERuntime("pe0", module.OPERATORS, module_file, profiler=profiler)
     module.build(rt)
     c0 = time.thread_time()
-    for _, fn in sorted(rt.sources.items()):
-        fn()
+    rt.drive_sources()
     return time.thread_time() - c0, sum(v[0] for v in rt.source_stats.values())

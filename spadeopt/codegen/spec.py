@@ -258,7 +258,8 @@ def pe_spec(graph: AppGraph, plan: Plan, pe: PE, links: list[Link], lower_op, *,
             exposed_in_count[ln.dst] = exposed_in_count.get(ln.dst, 0) + 1
     exposed_out_ports = sorted({ln.src for ln in links if ln.src_pe == pe.pe_id})
     sources = [op.name for op in ops if op.is_source]
-    roots: dict[str, list[str]] = {f"source:{s}": [s] for s in sources}
+    # one thread drives every source of the PE (runtime.pe.PERuntime.drive_sources)
+    roots: dict[str, list[str]] = {"sources": sources} if sources else {}
     if exposed_in_count:
         roots["main"] = sorted({p.op for p in exposed_in_count})
     reach = thread_reach(graph, members, roots)

@@ -1,8 +1,12 @@
 """The PE container runtime: what a generated PE module's ``build(rt)`` talks to.
 
-One main thread drains the PE's input ports; one thread per source operator drives
-its chain by direct calls (paper 003 §2.5). The first exception in any thread stops
-the PE and is reported with the operator and input port it came from.
+One main thread drains the PE's input ports; one more thread drives every source
+operator of the PE, one batch per turn in turn (``PERuntime.drive_sources``), each
+batch down its chain by direct calls (paper 003 §2.5). Python runs one thread at a
+time, so a thread per source bought no parallelism and cost a GIL hand-off every few
+milliseconds: 1.3-1.5x the CPU per tuple for two or six sources in one PE
+(docs/decisions.md, "One thread for a PE's sources"). The first exception in any
+thread stops the PE and is reported with the operator and input port it came from.
 
 Every frame is checked at the boundary, before any operator sees it
 (``transport.decode_batch``): a malformed frame stops the PE with a ``LinkError``
@@ -19,7 +23,8 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterable
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any
@@ -104,7 +109,10 @@ class PERuntime:
         self.ctx = zmq.Context.instance()
         self.senders: dict[str, transport.Sender] = {}
         self.inputs: dict[str, InputPort] = {}
-        self.sources: dict[str, Callable] = {}
+        self.sources: dict[str, Callable[[], Iterator[None]]] = {}  # name -> its generator function
+        self._turn: str | None = None  # the source whose batch the sources thread is running
+        self._turn_cpu: dict[str, int] | None = None  # profiling, several sources: CPU ns of each one's turns
+        self._turn_start = 0  # thread CPU ns when the running turn began
         self.sinks: dict[str, Sink] = {}
         self.source_stats: dict[str, list] = {}
         self.failure: OperatorFailure | None = None
@@ -166,8 +174,47 @@ class PERuntime:
 
         return CpuWindow(window_stride(self.profiler.sample_rate))
 
-    def source(self, name: str, fn: Callable) -> None:
+    def source(self, name: str, fn: Callable[[], Iterator[None]]) -> None:
+        """Register a source: ``fn()`` gives a generator that runs one batch per step."""
         self.sources[name] = fn
+
+    def drive_sources(self) -> None:
+        """Run every source of this PE in the calling thread until all have ended: one
+        batch of one source per turn, the sources in turn (round-robin, by name), so no
+        source starves and merges downstream see their inputs advance together.
+
+        A source must not block (as in Bytewax, whose sources share a worker the same
+        way): a source waiting on the outside world holds up the others of its PE; fuse
+        such a source into a PE of its own. With a profiler and several sources, each
+        source's thread CPU point counts the CPU of its own turns (``_source_cpu_ns``).
+        """
+        turns = deque((name, fn()) for name, fn in sorted(self.sources.items()))
+        timed = self.profiler is not None and len(turns) > 1
+        if timed:
+            self._turn_cpu = dict.fromkeys(self.sources, 0)
+            self._turn_start = time.thread_time_ns()
+        while turns and not self.stop:
+            name, steps = turns.popleft()
+            self._turn = name
+            try:
+                next(steps)
+            except StopIteration:
+                continue
+            finally:
+                if timed:
+                    now = time.thread_time_ns()
+                    self._turn_cpu[name] += now - self._turn_start
+                    self._turn_start = now
+            turns.append((name, steps))
+        self._turn = None
+
+    def _source_cpu_ns(self, name: str) -> int:
+        """Thread CPU ns of source ``name`` so far: its thread's, or with several sources
+        sharing the thread (``drive_sources``), that of its own turns."""
+        now = time.thread_time_ns()
+        if self._turn_cpu is None:
+            return now
+        return self._turn_cpu[name] + (now - self._turn_start if self._turn == name else 0)
 
     def source_batches(self, name: str, iterable: Iterable) -> Iterable[list]:
         """Chunk a source's tuples into batches, counting them for throughput."""
@@ -178,7 +225,7 @@ class PERuntime:
         size = self.batch_size
         thread_point = self.point(name, "thread", "thread") if self.profiler else None
         if thread_point:
-            thread_point.sample_thread()
+            thread_point.sample_thread(self._source_cpu_ns(name))
         n = 0
         while not (self.stop or self.stop_sources):
             batch = list(islice(it, size))
@@ -195,9 +242,9 @@ class PERuntime:
                 next_mark = now + 0.2
             n += 1
             if thread_point and n % 64 == 0:
-                thread_point.sample_thread()
+                thread_point.sample_thread(self._source_cpu_ns(name))
         if thread_point:
-            thread_point.sample_thread()
+            thread_point.sample_thread(self._source_cpu_ns(name))
         if stats[2] is not None:
             timeline.append((stats[2], stats[0]))
 
@@ -269,8 +316,8 @@ class PERuntime:
             timer.start()
         if self.progress_file:
             threading.Thread(target=self._report_progress, daemon=True, name="progress").start()
-        threads = [threading.Thread(target=self._guard, args=(f"source:{n}", fn), daemon=True,
-                                    name=f"source:{n}") for n, fn in sorted(self.sources.items())]
+        threads = [threading.Thread(target=self._guard, args=("sources", self.drive_sources),
+                                    daemon=True, name="sources")] if self.sources else []
         for t in threads:
             t.start()
         if self.inputs:
@@ -329,6 +376,8 @@ class PERuntime:
         try:
             fn()
         except BaseException as exc:  # noqa: BLE001 - every escape is reported
+            if thread == "sources":
+                thread = f"source:{self._turn}"  # the source whose turn it was
             if self.failure is None:
                 op, port = (exc.op, exc.port) if isinstance(exc, LinkError) else self._locate(exc)
                 self.failure = OperatorFailure(op, port, thread, traceback.format_exc(), exc)

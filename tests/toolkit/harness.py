@@ -180,7 +180,8 @@ def simulate(app: App | AppGraph, fusion: str, out_dir: Path, *, seed: int = 0,
     rng = random.Random(seed)
     for pe in sorted(rts):
         for _, run in sorted(rts[pe].sources.items()):
-            run()
+            for _ in run():  # one batch per step
+                pass
             _deliver(queues, rng, stop_early=True)
     _deliver(queues, rng, stop_early=False)
     for rt in rts.values():

@@ -52,6 +52,7 @@ def build(rt):
     def _3src__run():
         for out in rt.source_batches("src", _u_counter(n=200000, seed=1, size=100)):
             _cd__3src__out[0] = _cd = _cd__3src__out[0] - len(out); _3op0__in(out) if _cd > 0 else _3src__submit_out(out, _cd)
+            yield  # one batch per turn: the PE's sources take turns in one thread (rt.drive_sources)
         _3src__final(None)
 
     __3src_pending = rt.pending("src", {})

@@ -35,6 +35,7 @@ def build(rt):
     def _3src__run():
         for out in rt.source_batches("src", _u_trades(n=500)):
             _5clean__in(out); _2f1__in(out)
+            yield  # one batch per turn: the PE's sources take turns in one thread (rt.drive_sources)
         _3src__final(None)
 
     __3src_pending = rt.pending("src", {})
