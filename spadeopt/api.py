@@ -11,7 +11,6 @@ from typing import Any
 
 from spadeopt.codegen.render import Build, generate
 from spadeopt.deploy.launcher import RunResult, run_build
-from spadeopt.deploy.speed import median_ns
 from spadeopt.errors import UsageError
 from spadeopt.model.dsl import App, AppSpec
 from spadeopt.model.graph import AppGraph
@@ -277,9 +276,7 @@ def _production_probe(graph: AppGraph, ref: str, run_dir: Path, nodes: int, core
         "fusion": "all", "collapse": plan.collapse, "tuples": res.tuples, "wall_s": res.wall_s,
         "throughput": res.throughput, "steady_throughput": res.steady_throughput,
         "cpu_s": math.fsum(p["cpu_s"] for p in res.per_pe),
-        "runs": [r.steady_throughput for r in results],
-        # the machine's speed meanwhile (deploy.speed): what compare's runs are set against
-        "reference_ns": median_ns([r.reference_ns for r in results if r.reference_ns > 0])})
+        "runs": [r.steady_throughput for r in results]})
 
 
 CALIBRATION_DIR = Path(__file__).resolve().parent.parent / "profiles" / "calibration"
@@ -354,16 +351,6 @@ def optimize(app_ref: str, profile_path: Path, out: Path, calibration: Path | No
     }
     write_json(build.directory / "explain.json", auto.explain)
     return build, auto.explain
-
-
-def probe_reference_ns(profile_path: Path) -> float:
-    """The machine's speed during the profile's production probes (``deploy.speed``; median
-    reference-loop ns over its runs), 0.0 for a profile without a probe or older than that."""
-    from spadeopt.refine.profile import Profile
-
-    prof = Profile.load_file(profile_path)
-    return median_ns([r["production"]["reference_ns"] for r in prof.runs
-                      if isinstance(r.get("production"), dict) and r["production"].get("reference_ns")])
 
 
 def operator_profile(prof):

@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 from spadeopt.atomic import write_atomic
-from spadeopt.deploy.speed import median_ns
 from spadeopt.errors import SpadeoptError, UsageError
 
 LABELS = {"none": "NONE", "all": "FALL", "manual": "FMAN", "auto": "FATM", "auto1": "FATM-w1"}
@@ -111,7 +110,6 @@ def compare(app_ref: str, out_dir: Path, strategies: Sequence[str] = ("none", "a
     doc = _summarise(graph.name, app_ref, dict(params or {}), nodes, cores, master, repeat, runs, errors)
     doc["answers"] = _answers(answers)
     doc["command"] = command
-    probe_ref = api.probe_reference_ns(profile) if profile is not None else 0.0
     for st, row in doc["strategies"].items():
         if profile is None:
             break  # no profile: nothing to predict from (only NONE/FALL/FMAN were asked for)
@@ -123,9 +121,6 @@ def compare(app_ref: str, out_dir: Path, strategies: Sequence[str] = ("none", "a
         row["planned_rate"] = pred.rate
         row["prediction"] = pred.to_json()  # with the model's constants, fitted ones included
         row["predicted_over_measured"] = pred.rate / row["throughput_median"]
-        if probe_ref > 0 and row["reference_ns"] > 0:  # deploy.speed: how fast the machine was meanwhile
-            row["speed_vs_probe"] = probe_ref / row["reference_ns"]
-            row["predicted_over_measured_at_speed"] = row["predicted_over_measured"] * row["speed_vs_probe"]
     for st, explain in explains.items():
         key = "fatm_plan" if st == "auto" else f"fatm_plan_{st}"
         doc[key] = {"planned_rate": explain["rate"].get("predicted"), "fused_at_rate": explain["rate"]["planned"],
@@ -183,8 +178,7 @@ def _summarise(app, app_ref, params, nodes, cores, master, repeat, runs, errors)
         rows[st] = {"label": LABELS[st], "throughput_median": med, "throughput": thr,
                     "pes": mid["pes"], "nodes_used": mid["nodes_used"], "cpu_per_node": mid["cpu_per_node"],
                     "sinks": mid["sinks"], "wall_s": [r["wall_s"] for r in rs],
-                    "per_pe": _per_pe(mid),
-                    "reference_ns": median_ns([r.get("reference_ns", 0.0) for r in rs if r.get("reference_ns")])}
+                    "per_pe": _per_pe(mid)}
     base = rows.get("auto", {}).get("throughput_median")
     best_other = max((r["throughput_median"] for st, r in rows.items() if st in ("all", "manual", "auto1")),
                      default=None)
@@ -208,7 +202,7 @@ def table(doc: dict[str, Any]) -> str:
     lines = [f"{doc['app']} on {doc['master']} ({doc['nodes']} node(s) x {doc['cores']} core(s)), "
              f"median of {doc['repeat']} run(s)", "",
              f"{'strategy':<9}{'tuples/s':>12}{'vs FATM':>9}{'PEs':>6}{'nodes':>7}{'planned':>11}{'pl/meas':>8}"
-             f"{'speed':>7}{'@speed':>8}  CPU s per node"]
+             f"  CPU s per node"]
     for st in ORDER:
         row = doc["strategies"].get(st)
         if row is None:
@@ -219,10 +213,8 @@ def table(doc: dict[str, Any]) -> str:
         cpu = ", ".join(f"{v:.1f}" for _, v in sorted(row["cpu_per_node"].items()))
         planned = f"{row['planned_rate']:,.0f}" if row.get("planned_rate") else "-"
         ratio = f"{row['predicted_over_measured']:.2f}" if row.get("predicted_over_measured") else "-"
-        speed = f"{row['speed_vs_probe']:.2f}" if row.get("speed_vs_probe") else "-"
-        at_speed = f"{row['predicted_over_measured_at_speed']:.2f}" if row.get("speed_vs_probe") else "-"
         lines.append(f"{row['label']:<9}{row['throughput_median']:>12,.0f}{rel:>9}{row['pes']:>6}"
-                     f"{row['nodes_used']:>7}{planned:>11}{ratio:>8}{speed:>7}{at_speed:>8}  {cpu}")
+                     f"{row['nodes_used']:>7}{planned:>11}{ratio:>8}  {cpu}")
     first = True
     for st in ("auto1", "auto"):
         plan = doc.get("fatm_plan" if st == "auto" else f"fatm_plan_{st}")
@@ -239,10 +231,6 @@ def table(doc: dict[str, Any]) -> str:
     if model:
         consts = ", ".join(f"{k} {v:g}" for k, v in sorted(model.items()) if k != "source")
         lines.append(f"planned = predicted source rate of each plan (one model: {consts}; {model.get('source')})")
-    if any(r.get("speed_vs_probe") for r in doc["strategies"].values()):
-        lines.append("speed = the machine's speed during the strategy's runs / during the production probe "
-                     "(a reference loop timed on every node meanwhile, spadeopt.deploy.speed); "
-                     "@speed = pl/meas with the plan scaled by it")
     if doc.get("fatm_over_best_other"):
         lines.append(f"FATM / best of FALL, FMAN, FATM-w1 measured: {doc['fatm_over_best_other']:.2f}x")
     ans = doc.get("answers")

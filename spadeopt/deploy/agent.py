@@ -30,8 +30,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from spadeopt.deploy.speed import SpeedMeter
-
 ERROR_TAG = "SPADEOPT-PE-FAILURE"
 STARTUP_TIMEOUT_S = 120.0
 DEFAULT_STALL_TIMEOUT_S = 300.0
@@ -132,15 +130,11 @@ def run_node(node: int, deploy: dict[str, Any], build_dir: str, out_dir: str | N
         _collect(events, procs, "ready", node)
         barrier()
         t0 = time.time()
-        meter = SpeedMeter().start()  # the machine's speed while the PEs run (deploy.speed)
         for p in procs.values():
             p.send({"cmd": "start"})
         stall = deploy.get("stall_timeout") or DEFAULT_STALL_TIMEOUT_S
         beat_file = Path(progress_dir, f"agent-{node}.beat") if progress_dir else None
-        try:
-            done = _collect(events, procs, "done", node, timeout=None, stall=stall, beat_file=beat_file)
-        finally:
-            reference = meter.stop()
+        done = _collect(events, procs, "done", node, timeout=None, stall=stall, beat_file=beat_file)
         if beat_file is not None:  # waiting for the other nodes below is not a silent agent
             beat_file.unlink(missing_ok=True)
         barrier()  # every node's PEs are done, so every tuple has been received
@@ -152,7 +146,7 @@ def run_node(node: int, deploy: dict[str, Any], build_dir: str, out_dir: str | N
             except subprocess.TimeoutExpired:
                 p.kill()
         return {"node": node, "host": socket.gethostname(), "executor_pid": os.getpid(),
-                "started": t0, "reference_ns": reference, "pes": [done[p]["stats"] for p in sorted(done)]}
+                "started": t0, "pes": [done[p]["stats"] for p in sorted(done)]}
     finally:
         for p in procs.values():
             p.kill()

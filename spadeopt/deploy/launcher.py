@@ -25,7 +25,6 @@ from typing import Any
 
 from spadeopt.deploy.agent import ERROR_TAG, barrier_task
 from spadeopt.deploy.masters import is_local, local_cluster_cores
-from spadeopt.deploy.speed import median_ns
 from spadeopt.errors import EnvironmentProblem, PlanError, RunError, UsageError
 
 _SESSION: Any = None
@@ -183,7 +182,6 @@ class RunResult:
     build_dir: str = ""
     steady_throughput: float = 0.0  # aggregate source rate after the warm-up (see steady_rate)
     cpu_per_node: dict[str, float] = field(default_factory=dict)
-    reference_ns: float = 0.0  # median reference-loop time on the nodes while the PEs ran (deploy.speed)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -441,10 +439,9 @@ def _result(deploy: dict, reports: list[dict], master: str, wall: float, build_d
         cpu_node[str(p["node"])] = cpu_node.get(str(p["node"]), 0.0) + p["cpu_s"]
     for p in per_pe:
         p["sources"] = {k: v[:3] for k, v in p["sources"].items()}
-    reference = median_ns([ns for rep in reports for ns in rep.get("reference_ns", [])])
     return RunResult(deploy["app"], deploy["strategy"], master, deploy["nodes"], len(deploy["pes"]), thr,
                      wall, tuples, sorted(per_pe, key=lambda p: p["pe"]), dict(sorted(sinks.items())), used,
-                     build_dir, steady_rate(timelines) or thr, cpu_node, reference)
+                     build_dir, steady_rate(timelines) or thr, cpu_node)
 
 
 def steady_rate(timelines: list[list[tuple[float, int]]], warmup: float = 0.2) -> float:

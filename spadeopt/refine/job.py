@@ -129,13 +129,7 @@ def _production(root: Path) -> dict | None:
     if not isinstance(doc, dict) or not all(isinstance(doc.get(k), int | float) and not isinstance(doc.get(k), bool)
                                             and doc[k] >= 0 for k in keys):
         raise ProfileError(f"{path}: expected an object with non-negative numbers {', '.join(keys)}; {_RERUN}")
-    out = {k: doc[k] for k in keys}
-    ref = doc.get("reference_ns")  # the machine's speed meanwhile (deploy.speed); older probes lack it
-    if ref is not None:
-        if isinstance(ref, bool) or not isinstance(ref, int | float) or ref < 0:
-            raise ProfileError(f"{path}: reference_ns must be a non-negative number, got {ref!r}; {_RERUN}")
-        out["reference_ns"] = ref
-    return out
+    return {k: doc[k] for k in keys}
 
 
 def _deploy_links(root: Path, manifest: Manifest) -> tuple[frozenset[tuple[str, str]], str]:
