@@ -121,6 +121,7 @@ def compare(app_ref: str, out_dir: Path, strategies: Sequence[str] = ("none", "a
         row["planned_rate"] = pred.rate
         row["prediction"] = pred.to_json()  # with the model's constants, fitted ones included
         row["predicted_over_measured"] = pred.rate / row["throughput_median"]
+    _versus_fall(doc["strategies"])
     for st, explain in explains.items():
         key = "fatm_plan" if st == "auto" else f"fatm_plan_{st}"
         doc[key] = {"planned_rate": explain["rate"].get("predicted"), "fused_at_rate": explain["rate"]["planned"],
@@ -136,6 +137,18 @@ def compare(app_ref: str, out_dir: Path, strategies: Sequence[str] = ("none", "a
     write_atomic(out_dir / "compare.txt", table(doc) + "\n")
     plot(doc, out_dir / "compare.png")
     return doc
+
+
+def _versus_fall(rows: Mapping[str, dict[str, Any]]) -> None:
+    """Predicted / measured *speed-up over FALL* of every predicted row, both measured in
+    the same compare (``predicted_over_measured`` over FALL's): what the model says about
+    one plan against another, free of how fast the shared machine happened to be when
+    the production probe ran (a one-PE build's speed on the development VM swung 1.5x
+    between the probe and a compare minutes later; docs/decisions.md, round 9)."""
+    fall = rows.get("all", {}).get("predicted_over_measured")
+    for row in rows.values():
+        if fall and row.get("predicted_over_measured"):
+            row["versus_fall"] = row["predicted_over_measured"] / fall
 
 
 def _digest(sinks_dir: Path) -> str:
@@ -202,7 +215,7 @@ def table(doc: dict[str, Any]) -> str:
     lines = [f"{doc['app']} on {doc['master']} ({doc['nodes']} node(s) x {doc['cores']} core(s)), "
              f"median of {doc['repeat']} run(s)", "",
              f"{'strategy':<9}{'tuples/s':>12}{'vs FATM':>9}{'PEs':>6}{'nodes':>7}{'planned':>11}{'pl/meas':>8}"
-             f"  CPU s per node"]
+             f"{'/FALL':>7}  CPU s per node"]
     for st in ORDER:
         row = doc["strategies"].get(st)
         if row is None:
@@ -213,8 +226,9 @@ def table(doc: dict[str, Any]) -> str:
         cpu = ", ".join(f"{v:.1f}" for _, v in sorted(row["cpu_per_node"].items()))
         planned = f"{row['planned_rate']:,.0f}" if row.get("planned_rate") else "-"
         ratio = f"{row['predicted_over_measured']:.2f}" if row.get("predicted_over_measured") else "-"
+        vs_fall = f"{row['versus_fall']:.2f}" if row.get("versus_fall") else "-"
         lines.append(f"{row['label']:<9}{row['throughput_median']:>12,.0f}{rel:>9}{row['pes']:>6}"
-                     f"{row['nodes_used']:>7}{planned:>11}{ratio:>8}  {cpu}")
+                     f"{row['nodes_used']:>7}{planned:>11}{ratio:>8}{vs_fall:>7}  {cpu}")
     first = True
     for st in ("auto1", "auto"):
         plan = doc.get("fatm_plan" if st == "auto" else f"fatm_plan_{st}")
@@ -231,6 +245,9 @@ def table(doc: dict[str, Any]) -> str:
     if model:
         consts = ", ".join(f"{k} {v:g}" for k, v in sorted(model.items()) if k != "source")
         lines.append(f"planned = predicted source rate of each plan (one model: {consts}; {model.get('source')})")
+    if any(r.get("versus_fall") for r in doc["strategies"].values()):
+        lines.append("/FALL = pl/meas over FALL's pl/meas: the predicted speed-up over FALL / the measured one, "
+                     "both from this compare's runs (free of the machine's speed during the probe)")
     if doc.get("fatm_over_best_other"):
         lines.append(f"FATM / best of FALL, FMAN, FATM-w1 measured: {doc['fatm_over_best_other']:.2f}x")
     ans = doc.get("answers")

@@ -57,6 +57,9 @@ def test_compare_reports_predictions_for_every_strategy(compared):
         assert rows[st]["planned_rate"] > 0
         assert rows[st]["predicted_over_measured"] == rows[st]["planned_rate"] / rows[st]["throughput_median"]
         assert rows[st]["prediction"]["model"]["source"]
+    for st in ("none", "manual", "auto", "auto1"):  # predicted / measured speed-up over FALL
+        assert rows[st]["versus_fall"] == rows[st]["predicted_over_measured"] / rows["all"]["predicted_over_measured"]
+    assert rows["all"]["versus_fall"] == 1.0 and "/FALL" in (out / "compare.txt").read_text()
     explain = json.loads((out / "build-auto" / "explain.json").read_text())
     assert rows["auto"]["planned_rate"] == explain["rate"]["predicted"] == doc["fatm_plan"]["planned_rate"]
     assert (out / "compare.txt").read_text().startswith("chain on ")
