@@ -748,40 +748,9 @@ class CpuWindow:
         n = self.stride
         scale = r.__mul__
         for rec, cd, batch, submit_ns, process_ns, group in log:
-            # MetricRecorder.sample_submit's common case (one sampled tuple, reservoir not
-            # full) for a whole stride n (num = 1, den = n), inlined: this loop runs once
-            # per nested sample, so each attribute access counts. Anything else goes
-            # through MetricRecorder._record, as sample_submit does.
-            stride = rec._stride
-            seen = stride._seen_at_arm + stride.countdown - cd
-            taken = stride.taken
-            j = rec._seen
-            if seen // n - taken != 1 or j >= rec._size:
-                calls = (submit_ns * r,) if process_ns is None else [*map(scale, process_ns)]
-                rec._record(cd, batch, submit_ns * r, calls, ts, group, r)
-                continue
-            stride.seen = stride._seen_at_arm = seen
-            stride.taken = taken + 1
-            stride.countdown = (taken + 2) * n - seen
-            rec._seen = j + 1
-            rec._last = count = (ts, seen)
-            if rec._first is None:
-                rec._first = count
-            k = len(batch)
-            t = batch[k - 1 + cd]
-            memo = rec._memo
-            if (m := memo[0])[0] is t:  # the tuple the last sample sized
-                size = m[1]
-            else:
-                size = rec._sizeof(t)
-                memo[0] = (t, size)
-            if process_ns is None:  # one call, no send: the call's time is the submit's
-                submit_ns *= r
-                rec._flat.extend((ts, seen, size, k, submit_ns, submit_ns))
-            else:
-                rec._flat.extend((ts, seen, size, k, submit_ns * r, *map(scale, process_ns)))
-            if group:
-                _mirror_one(group, count, k, k - 1 + cd, r, memo)
+            submit_ns *= r
+            _record_nested(rec, cd, batch, submit_ns,
+                           (submit_ns,) if process_ns is None else [*map(scale, process_ns)], group, ts, n, r)
         log.clear()
 
     def close_submit(self, cpu_ns: int, wall_ns: int, rec: MetricRecorder, cd: int,
@@ -799,13 +768,56 @@ class CpuWindow:
         records it.
         """
         r = cpu_ns / wall_ns if wall_ns > cpu_ns else 1.0
-        if not self.stride or not r:  # (r = 0: a thread clock too coarse to see the submit)
+        n = self.stride
+        if not n or not r:  # (r = 0: a thread clock too coarse to see the submit)
             self._record_log(r)
             calls = (cpu_ns,) if calls_ns is None else [p * r for p in calls_ns]
             return rec.sample_submit(cd, batch, cpu_ns, calls, group, r)
-        self.log.append((rec, cd, batch, cpu_ns / r, calls_ns, group))
-        self._record_log(r)
+        if self.log:  # nested samples first, in the order they were taken, then this one
+            self.log.append((rec, cd, batch, cpu_ns / r, calls_ns, group))
+            self._record_log(r)
+            return rec._stride.countdown
+        self.open = False
+        _record_nested(rec, cd, batch, cpu_ns, (cpu_ns,) if calls_ns is None else [p * r for p in calls_ns],
+                       group, _time(), n, r)
         return rec._stride.countdown
+
+
+def _record_nested(rec: MetricRecorder, cd: int, batch: Sequence[Any], submit_ns: float,
+                   process_ns: Sequence[float], group: list[Follower] | None, ts: float, n: int,
+                   r: float) -> None:
+    """Record one sample of a closing ``CpuWindow`` (whole stride ``n``), its times already
+    scaled to CPU; ``group``'s are scaled by ``r`` (``_mirror``).
+
+    ``MetricRecorder.sample_submit``'s common case (one sampled tuple, reservoir not full)
+    for num = 1, den = n, inlined: it runs once per sample of every window, so each
+    attribute access counts. Anything else goes through ``MetricRecorder._record``.
+    """
+    stride = rec._stride
+    seen = stride._seen_at_arm + stride.countdown - cd
+    taken = stride.taken
+    j = rec._seen
+    if seen // n - taken != 1 or j >= rec._size:
+        rec._record(cd, batch, submit_ns, process_ns, ts, group, r)
+        return
+    stride.seen = stride._seen_at_arm = seen
+    stride.taken = taken + 1
+    stride.countdown = (taken + 2) * n - seen
+    rec._seen = j + 1
+    rec._last = count = (ts, seen)
+    if rec._first is None:
+        rec._first = count
+    k = len(batch)
+    t = batch[k - 1 + cd]
+    memo = rec._memo
+    if (m := memo[0])[0] is t:  # the tuple the last sample sized
+        size = m[1]
+    else:
+        size = rec._sizeof(t)
+        memo[0] = (t, size)
+    rec._flat.extend((ts, seen, size, k, submit_ns, *process_ns))
+    if group:
+        _mirror_one(group, count, k, k - 1 + cd, r, memo)
 
 
 def _check_name(what: str, value: object) -> None:
