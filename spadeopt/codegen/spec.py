@@ -58,6 +58,14 @@ class OpSpec:
     # None (``assign_followers``); and this operator's ports that lead a group of followers
     leader: PortRef | None = None
     leads: set[str] = field(default_factory=set)
+    # sample groups: a follower's first slot in its leader's times list (its submit, then
+    # each call's when it has several) and where its tuples' sizes come from (-1: the
+    # leader's sampled tuple; i >= 0: output slot i, its own or the follower's it
+    # forwards); its output slot, if it makes new tuples; a leader port's list lengths
+    slot: int = 0
+    size_src: int = -1
+    out_slot: int | None = None
+    group_len: dict[str, tuple[int, int]] = field(default_factory=dict)  # port -> (times, outputs)
 
     @property
     def g(self) -> str:
@@ -240,6 +248,32 @@ def assign_followers(graph: AppGraph, specs: list[OpSpec]) -> None:
             lead = publisher[lead.op]
         by_name[name].leader = lead
         by_name[lead.op].leads.add(lead.port)
+    # Slots, in PE order: each follower's wall times (its submit, then each call's when it
+    # has several) and, if it makes new tuples, its output batch; a forwarder's tuples are
+    # those of its publisher (sized once, where they were made).
+    sized: dict[str, int] = {}
+
+    def size_src(name: str) -> int:
+        if name not in sized:
+            f = by_name[name]
+            pub = publisher[name]
+            sized[name] = f.out_slot if f.out_slot is not None else (
+                size_src(pub.op) if pub.op in publisher else -1)
+        return sized[name]
+
+    for s in specs:
+        if s.op.name in publisher:
+            lead = by_name[s.leader.op]
+            times, outs = lead.group_len.get(s.leader.port, (0, 0))
+            calls = len(s.submits[next(iter(s.emit))][1])
+            s.slot = times
+            if s.ctx.get("row"):
+                s.out_slot = outs
+                outs += 1
+            lead.group_len[s.leader.port] = (times + (1 if calls == 1 else 1 + calls), outs)
+    for s in specs:
+        if s.op.name in publisher:
+            s.size_src = size_src(s.op.name)
     for s in specs:
         for port, (subs, calls, send) in s.submits.items():
             s.submits[port] = (subs, [f"{c}_s" if sub.split(".", 1)[0] in publisher else c

@@ -43,12 +43,16 @@ its output port counts exactly what the port feeding it counts: its stride count
 would always equal that port's. Codegen (``codegen.spec.assign_followers``) gives such a
 *follower* no countdown at all; the group's *leader* (the first port up the chain that
 is not one) counts for the whole group, and when it samples a batch it calls the
-followers' sampled variants, which time their submit by wall clock and hand the leader
-``(recorder, out batch, submit ns, process ns or None)``. The leader records each
-follower's tuple at its own sampled offsets into the follower's reservoir slots
-(``MetricRecorder._mirror``): the same tuples a countdown of the follower's own would
-have sampled, with the follower's own sizes and times, and one reservoir decision for
-the group instead of one per point.
+followers' sampled variants, which time their submit by wall clock into fixed slots of
+the leader's times list and, if they make new tuples, leave their output batch in a slot
+of its outputs list (a ``Group``). The leader keeps, beside each of its records, the
+group's times, the window's ``r`` and the sizes of the new tuples at its sampled offset
+(``_group_entry``); a follower's samples are rebuilt from its leader's records when the
+profile is written (``MetricRecorder.follow``): the same tuples a countdown of the
+follower's own would have sampled, with the follower's own sizes and times, one
+reservoir decision for the group, and per follower only its two clock reads and a store
+on the hot path (issue 14, round 10: a tuple per follower, appended and copied into its
+own reservoir at every sample, cost ~0.2 us each).
 """
 
 from __future__ import annotations
@@ -381,6 +385,10 @@ class MetricRecorder:
         "_last",
         "_thread",
         "_total",
+        "_gdata",
+        "_lead",
+        "_slot",
+        "_size_src",
     )
 
     def __init__(
@@ -421,6 +429,23 @@ class MetricRecorder:
             Reservoir(reservoir_size, _rng_for(seed, key, None, "thread_cpu"))
         )
         self._total: Sample | None = None
+        # sample groups: a leader's group entry per record, aligned with _flat (a
+        # follower's samples are rebuilt from them); a follower's leader, its first slot
+        # in the leader's times and its size source (see ``follow``)
+        self._gdata: list[tuple[float, Sequence[float], list[int]]] = []
+        self._lead: MetricRecorder | None = None
+        self._slot = 0
+        self._size_src = -1
+
+    def follow(self, leader: MetricRecorder, slot: int, size_src: int) -> None:
+        """Make this ``out`` point a follower of ``leader`` (module docstring, sample
+        groups): its samples are the leader's records with, from each record's group
+        entry, the wall times at ``slot`` (its submit, then each call's if it has several
+        subscribers) scaled by the entry's ``r``, and the size of the leader's sampled
+        tuple (``size_src`` -1) or of the new tuple in output slot ``size_src``."""
+        if self.key.dir != "out" or leader.key.dir != "out" or leader is self or leader._lead:
+            self._misuse("follow", f" with leader {leader.key.op}.{leader.key.port}")
+        self._lead, self._slot, self._size_src = leader, slot, size_src
 
     @property
     def countdown(self) -> int:
@@ -434,7 +459,7 @@ class MetricRecorder:
         submit_ns: float,
         process_ns: Sequence[float],
         ts: float | None = None,
-        group: list[Follower] | None = None,
+        group: Group | None = None,
         r: float = 1.0,
     ) -> int:
         """Advance the stride; offer one record per sampled tuple to the point's reservoir.
@@ -444,8 +469,8 @@ class MetricRecorder:
         (``Reservoir.add``) are inlined here; their own tests pin the arithmetic, and
         tests/profiling/test_recorder.py checks this copy against them. ``ts`` is the
         sample's time (``time.time()`` if not given; a closing ``CpuWindow`` passes its own).
-        ``group``: the followers' samples of this call, recorded at the same offsets into
-        the same reservoir slots, their times scaled by ``r`` (``_mirror``).
+        ``group``: the followers' times and outputs in this call, kept beside each record
+        (``_group_entry``), their times to be scaled by ``r``.
         """
         stride = self._stride
         k = len(batch)
@@ -490,8 +515,15 @@ class MetricRecorder:
                     slots.append(j)
                 else:
                     slots.append(None)
-            if group:
-                _mirror(group, count, k, offsets, slots, r, memo)
+            if group is not None:
+                gdata = self._gdata
+                for i, slot in zip(offsets, slots, strict=True):
+                    if slot is not None:
+                        entry = _group_entry(group, i, r, self._sizeof)
+                        if slot < 0:
+                            gdata.append(entry)
+                        else:
+                            gdata[slot] = entry
         return stride.countdown
 
     def sample_submit(
@@ -500,7 +532,7 @@ class MetricRecorder:
         batch: Sequence[Any],
         submit_ns: float,
         process_ns: Sequence[float] = (),
-        group: list[Follower] | None = None,
+        group: Group | None = None,
         r: float = 1.0,
     ) -> int:
         """Record a sampled submit on an ``out`` point; return the re-armed countdown.
@@ -509,8 +541,8 @@ class MetricRecorder:
         thread CPU ns of the whole submit. ``process_ns``: thread CPU ns of each
         subscriber's process call, in the order of ``subscribers``. (Submits nested in a
         timing window do not call this: ``CpuWindow`` records them when it closes.)
-        ``group``: the samples the point's followers took in this submit (module
-        docstring), their wall times to be scaled by ``r``.
+        ``group``: the times and outputs the point's followers left in this submit
+        (module docstring), their wall times to be scaled by ``r``.
         """
         if len(process_ns) != self._nsub:
             self._misuse("sample_submit", f" with {len(process_ns)} process timing(s)")
@@ -543,8 +575,8 @@ class MetricRecorder:
             size = self._sizeof(t)
             memo[0] = (t, size)  # one store: safe when points of several threads share it
         self._flat.extend((ts, seen, size, k, submit_ns, *process_ns))
-        if group:
-            _mirror_one(group, count, k, i, r, memo)
+        if group is not None:
+            self._gdata.append(_group_entry(group, i, r, self._sizeof))
         return cd
 
     def sample_process(self, cd: int, batch: Sequence[Any], process_ns: int) -> int:
@@ -587,6 +619,30 @@ class MetricRecorder:
         )
         raise UsageError(msg)
 
+    def _follower_flat(self) -> list[float]:
+        """A follower's records, as its own ``_flat`` would hold them: its leader's time
+        stamps, counts and batch lengths, with this follower's sizes and times."""
+        lead = self._lead
+        assert lead is not None
+        gdata = lead._gdata
+        w = lead._width
+        src = lead._flat
+        if len(gdata) * w != len(src):
+            self._misuse("samples", f": leader {lead.key.op}.{lead.key.port} kept records without groups")
+        q = self._slot
+        calls = self._width - 5
+        size_src = self._size_src
+        out: list[float] = []
+        for m, (r, times, sizes) in enumerate(gdata):
+            b = m * w
+            submit = times[q] * r
+            out.extend((src[b], src[b + 1], src[b + 2] if size_src < 0 else sizes[size_src], src[b + 3], submit))
+            if calls == 1:
+                out.append(submit)
+            else:
+                out.extend([times[q + 1 + c] * r for c in range(calls)])
+        return out
+
     def samples(self) -> list[tuple[str | None, str, Sample]]:
         """Kept samples as ``(subscriber, metric, (ts, value))``, in a stable order."""
         out: list[tuple[str | None, str, Sample]] = []
@@ -598,7 +654,7 @@ class MetricRecorder:
             put(None, "thread_cpu", self._thread.kept())
             return out
         w = self._width
-        flat = self._flat
+        flat = self._flat if self._lead is None else self._follower_flat()
         ts = flat[0::w]
         counts = set(zip(ts, flat[1::w], strict=True))
         counts.update(c for c in (self._first, self._last) if c is not None)
@@ -616,60 +672,21 @@ class MetricRecorder:
         return out
 
 
-Follower = tuple["MetricRecorder", Sequence[Any], float, "tuple[float, ...] | None"]
-"""One follower's sample in its leader's group: (its recorder, its output batch, the wall
-ns of its whole submit, the wall ns of each process call or ``None`` when the submit is
-one call)."""
+Group = tuple[Sequence[float], Sequence[Sequence[Any]]]
+"""What a leader's followers left in one sampled submit: their wall ns by slot (each
+follower's submit, then each call's if it has several) and the output batches of those
+that make new tuples (``MetricRecorder.follow``)."""
 
 
-def _mirror(group: list[Follower], count: tuple[float, int], k: int, offsets: Sequence[int],
-            slots: Sequence[int | None], r: float, memo: list[Any]) -> None:
-    """Record each follower's tuples at the leader's sampled ``offsets`` into the slots the
-    leader's records took (``-1`` appended, ``j`` replaced slot ``j``, ``None`` dropped).
-
-    A follower's reservoir only ever receives what its leader's does, so it holds as
-    many records and the leader's slot numbers are its own. Its tuples are sized and its
-    times are its own, scaled by ``r``; ``count`` (the leader's time stamp and tuples
-    seen) is the follower's too, as it counts what the leader counts.
-    """
-    ts, seen = count
-    for f, out, submit_ns, process_ns in group:
-        submit = submit_ns * r
-        tail = (k, submit, submit) if process_ns is None else (k, submit, *[p * r for p in process_ns])
-        if (m := memo[1])[0] is out and m[1] == offsets:  # see MetricRecorder.__init__
-            sizes = m[2]
-        else:
-            sizes = [f._sizeof(out[i]) for i in offsets]
-            memo[1] = (out, offsets, sizes)
-        flat = f._flat
-        w = f._width
-        for n, slot in zip(sizes, slots, strict=True):
-            if slot is None:
-                continue
-            rec = (ts, seen, n, *tail)
-            if slot < 0:
-                flat.extend(rec)
-            else:
-                flat[slot * w : slot * w + w] = rec
+def _group_entry(group: Group, i: int, r: float,
+                 sizeof: Callable[[object], int]) -> tuple[float, Sequence[float], list[int]]:
+    """What a leader keeps beside its record of the tuple at offset ``i``: the window's
+    ``r``, the followers' times (a copy) and the sizes of their new tuples at ``i``."""
+    times, outs = group
+    return (r, tuple(times), [sizeof(out[i]) for out in outs] if outs else _NO_SIZES)
 
 
-def _mirror_one(group: list[Follower], count: tuple[float, int], k: int, i: int, r: float,
-                memo: list[Any]) -> None:
-    """``_mirror``'s common case: one sampled tuple (offset ``i``), appended by the leader.
-    Runs once per follower of a sampled batch, so it is kept flat."""
-    ts, seen = count
-    for f, out, submit_ns, process_ns in group:
-        t = out[i]
-        if (m := memo[0])[0] is t:
-            size = m[1]
-        else:
-            size = f._sizeof(t)
-            memo[0] = (t, size)
-        if process_ns is None:
-            submit_ns *= r
-            f._flat.extend((ts, seen, size, k, submit_ns, submit_ns))
-        else:
-            f._flat.extend((ts, seen, size, k, submit_ns * r, *[p * r for p in process_ns]))
+_NO_SIZES: list[int] = []  # shared, never changed: the group made no new tuples
 
 
 def window_stride(s: float) -> int:
@@ -697,7 +714,7 @@ class CpuWindow:
     finds the window open (it runs inside that submit, in the same thread) reads only
     the wall clock and appends ``(recorder, cd, batch, submit_ns, process_ns, group)``
     to ``log`` (``process_ns`` ``None`` when the submit is one call, whose time is the
-    submit's; ``group`` its followers' samples or ``None``, see the module docstring),
+    submit's; ``group`` a copy of its followers' ``Group`` or ``None``),
     re-arming its countdown inline as ``cd % stride or stride``. That is all it
     does: a nested sample costs two clock reads, a tuple and an append. ``close``
     records every logged sample, in order, with the window's time stamp and its times
@@ -729,7 +746,7 @@ class CpuWindow:
         self.open = False
         self.stride = stride
         self.log: list[tuple[MetricRecorder, int, Sequence[Any], float, tuple[float, ...] | None,
-                             list[Follower] | None]] = []
+                             Group | None]] = []
         """Nested samples of the open window, in the order they were taken."""
 
     def close(self, cpu_ns: int, wall_ns: int) -> float:
@@ -755,13 +772,13 @@ class CpuWindow:
 
     def close_submit(self, cpu_ns: int, wall_ns: int, rec: MetricRecorder, cd: int,
                      batch: Sequence[Any], calls_ns: tuple[float, ...] | None = None,
-                     group: list[Follower] | None = None) -> int:
+                     group: Group | None = None) -> int:
         """Close the window opened by the outermost sampled submit and record that submit
         too; return its re-armed countdown.
 
         ``cpu_ns``/``wall_ns``: the thread CPU and wall ns of the whole submit;
         ``calls_ns``: the wall ns of each process call, or ``None`` when the submit is
-        one call (whose time is the submit's); ``group``: its followers' samples. With a
+        one call (whose time is the submit's); ``group``: its followers' ``Group``. With a
         whole stride the submit joins the end of the log (its CPU time divided by ``r``,
         so the loop's scaling gives it back) and is recorded by the same loop as the
         nested samples, after them; otherwise the log is empty and ``sample_submit``
@@ -784,10 +801,10 @@ class CpuWindow:
 
 
 def _record_nested(rec: MetricRecorder, cd: int, batch: Sequence[Any], submit_ns: float,
-                   process_ns: Sequence[float], group: list[Follower] | None, ts: float, n: int,
+                   process_ns: Sequence[float], group: Group | None, ts: float, n: int,
                    r: float) -> None:
     """Record one sample of a closing ``CpuWindow`` (whole stride ``n``), its times already
-    scaled to CPU; ``group``'s are scaled by ``r`` (``_mirror``).
+    scaled to CPU; ``group``'s are kept beside it, to be scaled by ``r``.
 
     ``MetricRecorder.sample_submit``'s common case (one sampled tuple, reservoir not full)
     for num = 1, den = n, inlined: it runs once per sample of every window, so each
@@ -816,8 +833,8 @@ def _record_nested(rec: MetricRecorder, cd: int, batch: Sequence[Any], submit_ns
         size = rec._sizeof(t)
         memo[0] = (t, size)
     rec._flat.extend((ts, seen, size, k, submit_ns, *process_ns))
-    if group:
-        _mirror_one(group, count, k, k - 1 + cd, r, memo)
+    if group is not None:
+        rec._gdata.append(_group_entry(group, k - 1 + cd, r, rec._sizeof))
 
 
 def _check_name(what: str, value: object) -> None:

@@ -30,15 +30,15 @@ def build(rt):
     # ---- source 'src' ----
     _rec__3src__out = rt.point("src", "out", "out", ["op0.in"])
     _cd__3src__out = [_rec__3src__out.countdown]  # tuples until the next sample; emit lines count down
-    _grp__3src__out = []  # what the followers took in this sampled submit
-    _grp__3src__out_add = _grp__3src__out.append
+    _gt__3src__out = [0] * 3  # the followers' wall times in a sampled submit, by slot
+    _go__3src__out = ()  # no follower makes new tuples: all forward this port's
 
     def _3src__submit_out(out, cd):  # a sample is due in `out`; cd <= 0 after it
         if _win_0.open:  # nested in this thread's timing window: wall clock, recorded at its close
             t0 = _pc()
             _3op0__in_s(out)
             t1 = _pc()
-            _win_0_log((_rec__3src__out, cd, out, t1 - t0, None, _grp__3src__out[:])); _grp__3src__out.clear()  # None: the one call is the whole submit
+            _win_0_log((_rec__3src__out, cd, out, t1 - t0, None, (_gt__3src__out[:], _go__3src__out[:])))  # None: the one call is the whole submit
             _cd__3src__out[0] = cd % _win_0_n or _win_0_n  # re-armed: one sample every _win_0_n tuples
             return
         _win_0.open = _win_0_n > 0  # the outermost sampled submit opens the window (whole strides only)
@@ -47,7 +47,7 @@ def build(rt):
         _3op0__in_s(out)
         t1 = _pc()
         c1 = _tt()
-        _cd__3src__out[0] = _win_0.close_submit(c1 - c0, t1 - t0, _rec__3src__out, cd, out, None, _grp__3src__out); _grp__3src__out.clear()  # records the window's samples and this one
+        _cd__3src__out[0] = _win_0.close_submit(c1 - c0, t1 - t0, _rec__3src__out, cd, out, None, (_gt__3src__out, _go__3src__out))  # records the window's samples and this one
 
     def _3src__run():
         for out in rt.source_batches("src", _u_counter(n=200000, seed=1, size=100)):
@@ -77,7 +77,7 @@ def build(rt):
         t0 = _pc()
         _3op1__in_s(out)
         t1 = _pc()
-        _grp__3src__out_add((_rec__3op0__out, out, t1 - t0, None))  # None: the one call is the whole submit
+        _gt__3src__out[0] = t1 - t0  # its wall time: the one call is the whole submit
 
     __3op0_pending = rt.pending("op0", {'in': 1})
 
@@ -101,7 +101,7 @@ def build(rt):
         t0 = _pc()
         _3op2__in_s(out)
         t1 = _pc()
-        _grp__3src__out_add((_rec__3op1__out, out, t1 - t0, None))  # None: the one call is the whole submit
+        _gt__3src__out[1] = t1 - t0  # its wall time: the one call is the whole submit
 
     __3op1_pending = rt.pending("op1", {'in': 1})
 
@@ -125,7 +125,7 @@ def build(rt):
         t0 = _pc()
         _4sink__in(out)
         t1 = _pc()
-        _grp__3src__out_add((_rec__3op2__out, out, t1 - t0, None))  # None: the one call is the whole submit
+        _gt__3src__out[2] = t1 - t0  # its wall time: the one call is the whole submit
 
     __3op2_pending = rt.pending("op2", {'in': 1})
 
@@ -146,5 +146,10 @@ def build(rt):
             __4sink_sink.close()
 
             pass
+
+    # sample groups: each follower's slot in its leader's times and where its sizes come from
+    _rec__3op0__out.follow(_rec__3src__out, 0, -1)
+    _rec__3op1__out.follow(_rec__3src__out, 1, -1)
+    _rec__3op2__out.follow(_rec__3src__out, 2, -1)
 
     rt.source("src", _3src__run)
