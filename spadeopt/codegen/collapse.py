@@ -27,6 +27,11 @@ same as the uncollapsed build:
   times (no duplicated work).
 * The tail's own expressions stay in the output row, evaluated after every clause, as
   before.
+* A value nothing reads is not converted to its declared type (``lower.typed``): the
+  conversion only shapes what downstream sees, so the one failure collapsing can remove
+  is a conversion of a value nobody reads (the call that made it still runs).
+* An input attribute read three times or more (below the head's filter) is read once,
+  by a ``for _aI in [t[I]]`` clause, as a hand-written loop binds ``p = t[1]``.
 
 Every line of the comprehension ends with ``# op: <operator>``: the runtime
 (``runtime.pe._locate``) names that operator when the line raises. A comment above the
@@ -199,15 +204,17 @@ def collapse_run(specs: dict[str, Any], run: list[str]) -> Run:
             else [ast.parse(e, mode="eval").body for e in specs[n].ctx["exprs"]] for n in run]
     widths = [len(specs[n].op.out_port("out").schema) for n in run]
     uses = _uses(rows, widths)
-    clauses: list[str] = []
-    nvar = 0
+    clauses: list[tuple[str, ast.AST, str]] = []  # (variable, expression, operator)
     for j, name in enumerate(run[:-1]):
         row = rows[j]
         if row is None:
             continue
         out_types = [t for _, t in specs[name].op.out_port("out").schema.attrs]
+        raw = specs[name].ctx["raw"]
         new: list[ast.AST | None] = []
         for i, e in enumerate(row):
+            if uses[j][i] == 0:  # nothing reads the value: its declared-type conversion is moot
+                e = ast.parse(raw[i], mode="eval").body
             sub = _Subst(env).visit(copy.deepcopy(e))
             pure, _ = _pure_type(sub, types)
             if _trivial(sub) or (pure and uses[j][i] == 1):
@@ -216,9 +223,8 @@ def collapse_run(specs: dict[str, Any], run: list[str]) -> Run:
             if pure and uses[j][i] == 0:
                 new.append(None)  # never read, cannot raise: dropped
                 continue
-            var = f"_c{nvar}"
-            nvar += 1
-            clauses.append(f"for {var} in [{ast.unparse(sub)}]  # op: {name}")
+            var = f"_c{len(clauses)}"
+            clauses.append((var, sub, name))
             types[var] = out_types[i]
             new.append(ast.Name(var, ast.Load()))
         env = new
@@ -227,18 +233,42 @@ def collapse_run(specs: dict[str, Any], run: list[str]) -> Run:
         out = [e for e in env]
     else:
         out = [_Subst(env).visit(copy.deepcopy(e)) for e in rows[-1]]
-    items = [ast.unparse(e) for e in out if e is not None]
-    if items == [f"t[{i}]" for i in range(len(in_schema))]:
-        row_src = "t"  # the input tuple itself: never rebuild it
+    out = [e for e in out if e is not None]
+    if [ast.unparse(e) for e in out] == [f"t[{i}]" for i in range(len(in_schema))]:
+        out_src = "t"  # the input tuple itself: never rebuild it
     else:
-        row_src = "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
-    if row_src == "t" and not clauses and not head.ctx.get("filter"):
+        out_src = None
+    if out_src == "t" and not clauses and not head.ctx.get("filter"):
         return Run(list(run), [])  # a run of pass-throughs: ``out = batch``
-    lines = [f"{row_src}  # op: {tail.op.name}", "for t in batch"]
+    # An input attribute read three times or more below the filter is read once, into a name
+    hoist = _hoisted([e for _, e, _ in clauses] + ([] if out_src else out), len(in_schema))
+    if hoist:
+        env = [ast.Name(f"_a{i}", ast.Load()) if i in hoist else ast.parse(f"t[{i}]", mode="eval").body
+               for i in range(len(in_schema))]
+        clauses = [(v, _Subst(env).visit(e), op) for v, e, op in clauses]
+        out = [_Subst(env).visit(e) for e in out]
+    if out_src is None:
+        items = [ast.unparse(e) for e in out]
+        out_src = "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+    lines = [f"{out_src}  # op: {tail.op.name}", "for t in batch"]
     if head.ctx.get("filter"):
         lines.append(f"if {head.ctx['filter']}  # op: {head.op.name}")
-    lines.extend(clauses)
+    lines.extend(f"for _a{i} in [t[{i}]]  # {in_schema.attrs[i][0]}, read {n} times  # op: {head.op.name}"
+                 for i, n in sorted(hoist.items()))
+    lines.extend(f"for {v} in [{ast.unparse(e)}]  # op: {op}" for v, e, op in clauses)
     return Run(list(run), lines)
+
+
+def _hoisted(exprs: list[ast.AST], width: int) -> dict[int, int]:
+    """Input attributes read three times or more in ``exprs``, with their number of reads
+    (a name costs a store and loads: for two reads it measured slower than two subscripts)."""
+    reads = [0] * width
+    for e in exprs:
+        for node in ast.walk(e):
+            i = _is_read(node)
+            if i is not None:
+                reads[i] += 1
+    return {i: n for i, n in enumerate(reads) if n > 2}
 
 
 def apply(graph: AppGraph, specs: list[Any]) -> None:

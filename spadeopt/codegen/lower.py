@@ -220,13 +220,15 @@ def lower_functor(graph: AppGraph, op: Operator, imports: Imports) -> dict[str, 
         row = None
     else:
         types = [t for _, t in op.out_port("out").schema.attrs]
-        exprs = [typed(compile_expr(e, schema, functions=names, rename=ren).source, typ,
-                       static_type(e, schema))
-                 for (_, e), typ in zip(p.output, types, strict=True)]
+        raw = [compile_expr(e, schema, functions=names, rename=ren).source for _, e in p.output]
+        exprs = [typed(src, typ, static_type(e, schema))
+                 for src, (_, e), typ in zip(raw, p.output, types, strict=True)]
         identity = exprs == [f"t[{i}]" for i in range(len(schema))]
         row = None if identity else _row(exprs)
-    # exprs: the row's expressions one by one (None: the identity), for codegen.collapse
-    return {"filter": flt, "row": row, "exprs": None if row is None else exprs}
+    # exprs: the row's expressions one by one (None: the identity), and raw: the same
+    # before the declared-type conversion, for codegen.collapse
+    return {"filter": flt, "row": row, "exprs": None if row is None else exprs,
+            "raw": None if row is None else raw}
 
 
 def lower_aggregate(graph: AppGraph, op: Operator, imports: Imports) -> dict[str, Any]:

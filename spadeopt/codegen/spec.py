@@ -64,6 +64,7 @@ class OpSpec:
     # forwards); its output slot, if it makes new tuples; a leader port's list lengths
     slot: int = 0
     size_src: int = -1
+    tail: bool = False  # its one call ends where its leader's does: one clock read (see below)
     out_slot: int | None = None
     group_len: dict[str, tuple[int, int]] = field(default_factory=dict)  # port -> (times, outputs)
 
@@ -274,6 +275,23 @@ def assign_followers(graph: AppGraph, specs: list[OpSpec]) -> None:
     for s in specs:
         if s.op.name in publisher:
             s.size_src = size_src(s.op.name)
+    # A follower whose one call ends its submit, reached from the leader through ports of
+    # one call each (its own included), is a tail call of the leader's one call: nothing
+    # runs between its call's end and the leader's but returns, so it reads the wall
+    # clock only where its submit starts and its time ends at the leader's end.
+    tails: dict[str, bool] = {}
+
+    def tail(name: str) -> bool:
+        if name not in tails:
+            pub = publisher[name]
+            one = len(by_name[name].submits[next(iter(by_name[name].emit))][1]) == 1
+            tails[name] = one and len(by_name[pub.op].submits[pub.port][1]) == 1 and (
+                pub.op not in publisher or tail(pub.op))
+        return tails[name]
+
+    for s in specs:
+        if s.op.name in publisher:
+            s.tail = tail(s.op.name)
     for s in specs:
         for port, (subs, calls, send) in s.submits.items():
             s.submits[port] = (subs, [f"{c}_s" if sub.split(".", 1)[0] in publisher else c

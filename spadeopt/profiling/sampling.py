@@ -45,14 +45,16 @@ would always equal that port's. Codegen (``codegen.spec.assign_followers``) give
 is not one) counts for the whole group, and when it samples a batch it calls the
 followers' sampled variants, which time their submit by wall clock into fixed slots of
 the leader's times list and, if they make new tuples, leave their output batch in a slot
-of its outputs list (a ``Group``). The leader keeps, beside each of its records, the
-group's times, the window's ``r`` and the sizes of the new tuples at its sampled offset
-(``_group_entry``); a follower's samples are rebuilt from its leader's records when the
-profile is written (``MetricRecorder.follow``): the same tuples a countdown of the
-follower's own would have sampled, with the follower's own sizes and times, one
-reservoir decision for the group, and per follower only its two clock reads and a store
-on the hot path (issue 14, round 10: a tuple per follower, appended and copied into its
-own reservoir at every sample, cost ~0.2 us each).
+of its outputs list (a ``Group``). Each of the leader's records carries, after its own
+fields, the window's ``r``, the end of its call, the group's times and the sizes of the
+new tuples at its sampled offset (``MetricRecorder.lead``); a follower's samples are
+rebuilt from its leader's records when the profile is written (``MetricRecorder.follow``):
+the same tuples a countdown of the follower's own would have sampled, with the
+follower's own sizes and times, one reservoir decision for the group, and per follower
+only one or two clock reads and a store on the hot path. A follower whose one call is a
+tail call of the leader's reads the clock once, where its submit starts: its submit ends
+where the leader's call does (issue 14, round 10: a tuple per follower, appended and
+copied into its own reservoir at every sample, had cost ~0.2 us each).
 """
 
 from __future__ import annotations
@@ -385,10 +387,12 @@ class MetricRecorder:
         "_last",
         "_thread",
         "_total",
-        "_gdata",
+        "_own",
+        "_ntimes",
         "_lead",
         "_slot",
         "_size_src",
+        "_tail",
     )
 
     def __init__(
@@ -432,20 +436,42 @@ class MetricRecorder:
         # sample groups: a leader's group entry per record, aligned with _flat (a
         # follower's samples are rebuilt from them); a follower's leader, its first slot
         # in the leader's times and its size source (see ``follow``)
-        self._gdata: list[tuple[float, Sequence[float], list[int]]] = []
+        # sample groups: a leader's records carry its group's part after its own fields
+        # (``lead``); _own is the number of its own
+        self._own = self._width
+        self._ntimes = 0
         self._lead: MetricRecorder | None = None
         self._slot = 0
         self._size_src = -1
+        self._tail = False
 
-    def follow(self, leader: MetricRecorder, slot: int, size_src: int) -> None:
+    def lead(self, times: int, outputs: int) -> None:
+        """Make this ``out`` point the leader of a sample group whose followers leave
+        ``times`` wall times and ``outputs`` output batches in a sampled submit (a
+        ``Group``). Each of its records then carries, after its own fields, the group's
+        part: ``r``, the end of its call, the times, the sizes of the new tuples at the
+        sampled offset. Numbers only, in the same flat list: the cyclic garbage collector
+        never sees a group (issue 14, round 10: a tuple per record made every full
+        collection of a long profiling run slower)."""
+        if self.key.dir != "out" or self._flat or self._lead:
+            self._misuse("lead")
+        self._width = self._own + 2 + times + outputs
+        self._ntimes = times
+
+    def follow(self, leader: MetricRecorder, slot: int, size_src: int, tail: bool = False) -> None:
         """Make this ``out`` point a follower of ``leader`` (module docstring, sample
         groups): its samples are the leader's records with, from each record's group
         entry, the wall times at ``slot`` (its submit, then each call's if it has several
         subscribers) scaled by the entry's ``r``, and the size of the leader's sampled
-        tuple (``size_src`` -1) or of the new tuple in output slot ``size_src``."""
-        if self.key.dir != "out" or leader.key.dir != "out" or leader is self or leader._lead:
+        tuple (``size_src`` -1) or of the new tuple in output slot ``size_src``. A
+        ``tail`` follower's slot holds its submit's start (``perf_counter_ns``): its one
+        call is a tail call of the leader's, so its submit ends at the group's end."""
+        if (self.key.dir != "out" or leader.key.dir != "out" or leader is self or leader._lead
+                or leader._width == leader._own):
             self._misuse("follow", f" with leader {leader.key.op}.{leader.key.port}")
-        self._lead, self._slot, self._size_src = leader, slot, size_src
+        if tail and self._nsub != 1:
+            self._misuse("follow", f" as a tail call with {self._nsub} subscribers")
+        self._lead, self._slot, self._size_src, self._tail = leader, slot, size_src, tail
 
     @property
     def countdown(self) -> int:
@@ -470,7 +496,7 @@ class MetricRecorder:
         tests/profiling/test_recorder.py checks this copy against them. ``ts`` is the
         sample's time (``time.time()`` if not given; a closing ``CpuWindow`` passes its own).
         ``group``: the followers' times and outputs in this call, kept beside each record
-        (``_group_entry``), their times to be scaled by ``r``.
+        (``lead``), their times to be scaled by ``r``.
         """
         stride = self._stride
         k = len(batch)
@@ -503,8 +529,10 @@ class MetricRecorder:
             flat = self._flat
             w = self._width
             slots: list[int | None] = []  # per offset: -1 appended, j replaced slot j, None dropped
-            for n in sizes:
+            for n, i in zip(sizes, offsets, strict=True):
                 rec = (ts, seen, n, k, submit_ns, *process_ns)
+                if group is not None:
+                    rec += _group_part(group, i, r, self._sizeof)
                 j = self._seen
                 self._seen = j + 1
                 if j < size:
@@ -515,15 +543,6 @@ class MetricRecorder:
                     slots.append(j)
                 else:
                     slots.append(None)
-            if group is not None:
-                gdata = self._gdata
-                for i, slot in zip(offsets, slots, strict=True):
-                    if slot is not None:
-                        entry = _group_entry(group, i, r, self._sizeof)
-                        if slot < 0:
-                            gdata.append(entry)
-                        else:
-                            gdata[slot] = entry
         return stride.countdown
 
     def sample_submit(
@@ -576,7 +595,7 @@ class MetricRecorder:
             memo[0] = (t, size)  # one store: safe when points of several threads share it
         self._flat.extend((ts, seen, size, k, submit_ns, *process_ns))
         if group is not None:
-            self._gdata.append(_group_entry(group, i, r, self._sizeof))
+            self._flat.extend(_group_part(group, i, r, self._sizeof))
         return cd
 
     def sample_process(self, cd: int, batch: Sequence[Any], process_ns: int) -> int:
@@ -624,23 +643,24 @@ class MetricRecorder:
         stamps, counts and batch lengths, with this follower's sizes and times."""
         lead = self._lead
         assert lead is not None
-        gdata = lead._gdata
-        w = lead._width
         src = lead._flat
-        if len(gdata) * w != len(src):
-            self._misuse("samples", f": leader {lead.key.op}.{lead.key.port} kept records without groups")
-        q = self._slot
+        w = lead._width
+        if len(src) % w:
+            self._misuse("samples", f": leader {lead.key.op}.{lead.key.port} kept a record without its group")
+        g = lead._own  # the group part: r, end, times..., sizes...
+        q = g + 2 + self._slot
+        sz = 2 if self._size_src < 0 else g + 2 + lead._ntimes + self._size_src
         calls = self._width - 5
-        size_src = self._size_src
+        tail = self._tail
         out: list[float] = []
-        for m, (r, times, sizes) in enumerate(gdata):
-            b = m * w
-            submit = times[q] * r
-            out.extend((src[b], src[b + 1], src[b + 2] if size_src < 0 else sizes[size_src], src[b + 3], submit))
+        for b in range(0, len(src), w):
+            r = src[b + g]
+            submit = ((src[b + g + 1] - src[b + q]) if tail else src[b + q]) * r
+            out.extend((src[b], src[b + 1], src[b + sz], src[b + 3], submit))
             if calls == 1:
                 out.append(submit)
             else:
-                out.extend([times[q + 1 + c] * r for c in range(calls)])
+                out.extend([src[b + q + 1 + c] * r for c in range(calls)])
         return out
 
     def samples(self) -> list[tuple[str | None, str, Sample]]:
@@ -672,21 +692,19 @@ class MetricRecorder:
         return out
 
 
-Group = tuple[Sequence[float], Sequence[Sequence[Any]]]
+Group = tuple[Sequence[float], Sequence[Sequence[Any]], float]
 """What a leader's followers left in one sampled submit: their wall ns by slot (each
-follower's submit, then each call's if it has several) and the output batches of those
-that make new tuples (``MetricRecorder.follow``)."""
+follower's submit, then each call's if it has several; a tail call's start time), the
+output batches of those that make new tuples, and the ``perf_counter_ns`` at which the
+leader's call ended (``MetricRecorder.follow``)."""
+
+def _group_part(group: Group, i: int, r: float, sizeof: Callable[[object], int]) -> tuple[float, ...]:
+    """The group's part of a leader's record of the tuple at offset ``i`` (``MetricRecorder.lead``):
+    ``r``, the end of the call, the followers' times, the sizes of their new tuples at ``i``."""
+    times, outs, end = group
+    return (r, end, *times, *[sizeof(out[i]) for out in outs]) if outs else (r, end, *times)
 
 
-def _group_entry(group: Group, i: int, r: float,
-                 sizeof: Callable[[object], int]) -> tuple[float, Sequence[float], list[int]]:
-    """What a leader keeps beside its record of the tuple at offset ``i``: the window's
-    ``r``, the followers' times (a copy) and the sizes of their new tuples at ``i``."""
-    times, outs = group
-    return (r, tuple(times), [sizeof(out[i]) for out in outs] if outs else _NO_SIZES)
-
-
-_NO_SIZES: list[int] = []  # shared, never changed: the group made no new tuples
 
 
 def window_stride(s: float) -> int:
@@ -834,7 +852,7 @@ def _record_nested(rec: MetricRecorder, cd: int, batch: Sequence[Any], submit_ns
         memo[0] = (t, size)
     rec._flat.extend((ts, seen, size, k, submit_ns, *process_ns))
     if group is not None:
-        rec._gdata.append(_group_entry(group, k - 1 + cd, r, rec._sizeof))
+        rec._flat.extend(_group_part(group, k - 1 + cd, r, rec._sizeof))
 
 
 def _check_name(what: str, value: object) -> None:

@@ -57,10 +57,21 @@ def test_runs_stop_at_pe_boundaries():
 def test_expensive_expression_read_twice_is_computed_once():
     graph = _graph("tests/apps/collapse.py", {})
     code = render_build(graph, plan_for(graph, "all"), "APP_REF")["pe0.py"]
-    assert code.count("t[1] * t[1]") == 1, "p * p (read twice downstream) is bound once"
-    assert "t[3] * 3" not in code, "a pure expression nobody reads is dropped"
-    assert "/ (t[0] - -1)" in code, "a division (may raise) is kept even if unread"
-    assert "[t[0] * t[1]]" in code, "int * float may overflow converting a huge int: kept even if unread"
+    assert code.count("_a1 * _a1") == 1, "p * p (read twice downstream) is bound once"
+    assert "_a3 * 3" not in code and "t[3] * 3" not in code, "a pure expression nobody reads is dropped"
+    assert "/ (_a0 - -1)" in code, "a division (may raise) is kept even if unread"
+    assert "[_a0 * _a1]" in code, "int * float may overflow converting a huge int: kept even if unread"
+    assert "for _a1 in [t[1]]" in code, "price, read five times, is read from the tuple once"
+
+
+def test_a_value_nobody_reads_keeps_its_call_but_not_its_conversion():
+    """16 functors calling an opaque function (apps/notional.py): every call runs, in
+    order, but only the value the sink sees is converted to its declared float."""
+    graph = _graph("apps/notional.py", {"n": "16", "opaque": "1"})
+    code = render_build(graph, plan_for(graph, "all"), "APP_REF")["pe0.py"]
+    loop = code[code.index("out = ["):code.index("]\n", code.index("out = ["))]
+    assert loop.count("_u_notional_of(_a1, _a3)") == 16
+    assert loop.count("float(") == 1 and "float(_u_notional_of(_a1, _a3)))  # op: f15" in loop
 
 
 def test_failure_inside_a_collapsed_loop_names_its_operator(tmp_path):

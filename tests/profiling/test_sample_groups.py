@@ -120,3 +120,34 @@ def test_a_full_reservoir_keeps_the_same_tuples_for_the_whole_group(tmp_path, mo
         assert len(series[(follower, None, "size")]) == 20, follower
     # 'ident' passes its tuples on unchanged: it kept the same tuples as 'calc', so the same sizes
     assert sorted(series[("ident.out", None, "size")]) == sorted(series[("calc.out", None, "size")])
+
+
+def test_tail_followers_time_from_their_start_to_the_group_end(tmp_path, monkeypatch) -> None:
+    """In a chain of followers (each one call, a tail call of its publisher's) a follower
+    reads the clock only where its submit starts and its time ends at the leader's end
+    (``MetricRecorder.follow(tail=True)``): every sampled batch's submit times then shrink
+    strictly down the chain, each operator's including everything after it. A wrong slot
+    or a missing end would break the order."""
+    app = "apps/chain.py"
+    monkeypatch.setenv(APP_ENV, app)
+    monkeypatch.setattr(loader, "_app_module", None)
+    graph, ref = load_graph(app, {"n": "4", "work": "20", "tuples": "20000"})
+    build = generate(graph, _plan(graph), tmp_path / "build", ref)
+    code = (build.directory / "pe0.py").read_text()
+    assert code.count("tail=True") == 4 and "_gt__3src__out[3] = _pc()" in code
+    module_file = str(build.directory / "pe0.py")
+    spec = importlib.util.spec_from_file_location("spadeopt_groups_tail", module_file)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    prof = Profiler("pe0", sample_rate=0.01, reservoir_size=10**6, seed=5)
+    rt = PERuntime("pe0", module.OPERATORS, module_file, profiler=prof, batch_size=64)
+    module.build(rt)
+    rt.run()
+    by_ts: dict[float, dict[str, float]] = defaultdict(dict)
+    for r in prof.dump():
+        if r.metric == "submit_cpu" and r.op.startswith("op"):
+            by_ts[r.ts][r.op] = r.value
+    assert len(by_ts) >= 100
+    for ts, ops in by_ts.items():
+        times = [ops[f"op{i}"] for i in range(4)]
+        assert all(a > b > 0 for a, b in zip(times, times[1:], strict=False)), (ts, times)

@@ -30,6 +30,7 @@ def build(rt):
     # ---- source 'src' ----
     _rec__3src__out = rt.point("src", "out", "out", ["op0.in"])
     _cd__3src__out = [_rec__3src__out.countdown]  # tuples until the next sample; emit lines count down
+    _rec__3src__out.lead(3, 0)  # its records carry its followers' times and sizes
     _gt__3src__out = [0] * 3  # the followers' wall times in a sampled submit, by slot
     _go__3src__out = ()  # no follower makes new tuples: all forward this port's
 
@@ -38,7 +39,7 @@ def build(rt):
             t0 = _pc()
             _3op0__in_s(out)
             t1 = _pc()
-            _win_0_log((_rec__3src__out, cd, out, t1 - t0, None, (_gt__3src__out[:], _go__3src__out[:])))  # None: the one call is the whole submit
+            _win_0_log((_rec__3src__out, cd, out, t1 - t0, None, (_gt__3src__out[:], _go__3src__out[:], t1)))  # None: the one call is the whole submit
             _cd__3src__out[0] = cd % _win_0_n or _win_0_n  # re-armed: one sample every _win_0_n tuples
             return
         _win_0.open = _win_0_n > 0  # the outermost sampled submit opens the window (whole strides only)
@@ -47,7 +48,7 @@ def build(rt):
         _3op0__in_s(out)
         t1 = _pc()
         c1 = _tt()
-        _cd__3src__out[0] = _win_0.close_submit(c1 - c0, t1 - t0, _rec__3src__out, cd, out, None, (_gt__3src__out, _go__3src__out))  # records the window's samples and this one
+        _cd__3src__out[0] = _win_0.close_submit(c1 - c0, t1 - t0, _rec__3src__out, cd, out, None, (_gt__3src__out, _go__3src__out, t1))  # records the window's samples and this one
 
     def _3src__run():
         for out in rt.source_batches("src", _u_counter(n=200000, seed=1, size=100)):
@@ -74,10 +75,8 @@ def build(rt):
 
     def _3op0__in_s(batch):  # sampled with src.out: its submit signal records what this one times
         out = batch
-        t0 = _pc()
+        _gt__3src__out[0] = _pc()  # its submit's start: a tail call, it ends with its leader's
         _3op1__in_s(out)
-        t1 = _pc()
-        _gt__3src__out[0] = t1 - t0  # its wall time: the one call is the whole submit
 
     __3op0_pending = rt.pending("op0", {'in': 1})
 
@@ -98,10 +97,8 @@ def build(rt):
 
     def _3op1__in_s(batch):  # sampled with src.out: its submit signal records what this one times
         out = batch
-        t0 = _pc()
+        _gt__3src__out[1] = _pc()  # its submit's start: a tail call, it ends with its leader's
         _3op2__in_s(out)
-        t1 = _pc()
-        _gt__3src__out[1] = t1 - t0  # its wall time: the one call is the whole submit
 
     __3op1_pending = rt.pending("op1", {'in': 1})
 
@@ -122,10 +119,8 @@ def build(rt):
 
     def _3op2__in_s(batch):  # sampled with src.out: its submit signal records what this one times
         out = batch
-        t0 = _pc()
+        _gt__3src__out[2] = _pc()  # its submit's start: a tail call, it ends with its leader's
         _4sink__in(out)
-        t1 = _pc()
-        _gt__3src__out[2] = t1 - t0  # its wall time: the one call is the whole submit
 
     __3op2_pending = rt.pending("op2", {'in': 1})
 
@@ -148,8 +143,8 @@ def build(rt):
             pass
 
     # sample groups: each follower's slot in its leader's times and where its sizes come from
-    _rec__3op0__out.follow(_rec__3src__out, 0, -1)
-    _rec__3op1__out.follow(_rec__3src__out, 1, -1)
-    _rec__3op2__out.follow(_rec__3src__out, 2, -1)
+    _rec__3op0__out.follow(_rec__3src__out, 0, -1, tail=True)
+    _rec__3op1__out.follow(_rec__3src__out, 1, -1, tail=True)
+    _rec__3op2__out.follow(_rec__3src__out, 2, -1, tail=True)
 
     rt.source("src", _3src__run)

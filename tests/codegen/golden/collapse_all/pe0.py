@@ -50,13 +50,15 @@ def build(rt):
     def _5clean__in(batch):
         # one pass for the static run clean -> calc -> ident -> use -> tap (codegen.collapse)
         out = [
-            (t[0], t[2] + '!', _c3, _c0, _c4, _c3 > 500)  # op: tap
+            (_a0, t[2] + '!', _c3, _c0, _c4, _c3 > 500)  # op: tap
             for t in batch
             if t[3] > 0  # op: clean
-            for _c0 in [t[1] / (t[0] - -1)]  # op: calc
-            for _c1 in [t[1] * t[1]]  # op: calc
-            for _c2 in [t[0] * t[1]]  # op: calc
-            for _c3 in [t[1] * t[3] + _c1 + _c1]  # op: use
+            for _a0 in [t[0]]  # id, read 3 times  # op: clean
+            for _a1 in [t[1]]  # price, read 5 times  # op: clean
+            for _c0 in [_a1 / (_a0 - -1)]  # op: calc
+            for _c1 in [_a1 * _a1]  # op: calc
+            for _c2 in [_a0 * _a1]  # op: calc
+            for _c3 in [_a1 * t[3] + _c1 + _c1]  # op: use
             for _c4 in [float(_u_weight(t[3]))]  # op: use
         ]
         if out:
