@@ -75,7 +75,7 @@ def operators_only(tuples: int, opaque: bool, rounds: int, workdir: Path) -> dic
 
     The generated FALL PE module (collapsed and not) is loaded into this process and run
     by the real runtime (``PERuntime``; FALL has no links) with its source generator
-    replaced by an iterator over the pre-generated records; the hand-unrolled loop runs
+    replaced by the list of pre-generated records (batched by slicing); the hand-unrolled loop runs
     over the same list. Each is timed by this thread's CPU clock; settings alternate,
     and each figure is the best of ``rounds`` (the run least disturbed by other
     processes). End to end, generating a record costs more than all 16 collapsed
