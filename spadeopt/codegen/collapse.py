@@ -198,7 +198,7 @@ def collapse_run(specs: dict[str, Any], run: list[str]) -> Run:
     """The comprehension of one run (see the module docstring for the invariants)."""
     head = specs[run[0]]
     in_schema = head.op.in_port("in").schema
-    env: list[ast.AST | None] = [ast.parse(f"t[{i}]", mode="eval").body for i in range(len(in_schema))]
+    env: list[ast.AST | None] = [_read(i) for i in range(len(in_schema))]
     types: dict[str, str | None] = {f"t[{i}]": typ for i, (_, typ) in enumerate(in_schema.attrs)}
     rows = [None if specs[n].ctx["exprs"] is None
             else [ast.parse(e, mode="eval").body for e in specs[n].ctx["exprs"]] for n in run]
@@ -243,8 +243,7 @@ def collapse_run(specs: dict[str, Any], run: list[str]) -> Run:
     # An input attribute read three times or more below the filter is read once, into a name
     hoist = _hoisted([e for _, e, _ in clauses] + ([] if out_src else out), len(in_schema))
     if hoist:
-        env = [ast.Name(f"_a{i}", ast.Load()) if i in hoist else ast.parse(f"t[{i}]", mode="eval").body
-               for i in range(len(in_schema))]
+        env = [ast.Name(f"_a{i}", ast.Load()) if i in hoist else _read(i) for i in range(len(in_schema))]
         clauses = [(v, _Subst(env).visit(e), op) for v, e, op in clauses]
         out = [_Subst(env).visit(e) for e in out]
     if out_src is None:
@@ -257,6 +256,11 @@ def collapse_run(specs: dict[str, Any], run: list[str]) -> Run:
                  for i, n in sorted(hoist.items()))
     lines.extend(f"for {v} in [{ast.unparse(e)}]  # op: {op}" for v, e, op in clauses)
     return Run(list(run), lines)
+
+
+def _read(i: int) -> ast.AST:
+    """The expression reading input attribute ``i``: ``t[i]``."""
+    return ast.Subscript(ast.Name("t", ast.Load()), ast.Constant(i), ast.Load())
 
 
 def _hoisted(exprs: list[ast.AST], width: int) -> dict[int, int]:

@@ -252,6 +252,10 @@ def assign_followers(graph: AppGraph, specs: list[OpSpec]) -> None:
     # Slots, in PE order: each follower's wall times (its submit, then each call's when it
     # has several) and, if it makes new tuples, its output batch; a forwarder's tuples are
     # those of its publisher (sized once, where they were made).
+    def calls(s: OpSpec, port: str | None = None) -> int:
+        """Timed calls of ``port`` (a follower's: its one output port)."""
+        return len(s.submits[next(iter(s.emit)) if port is None else port][1])
+
     sized: dict[str, int] = {}
 
     def size_src(name: str) -> int:
@@ -266,15 +270,12 @@ def assign_followers(graph: AppGraph, specs: list[OpSpec]) -> None:
         if s.op.name in publisher:
             lead = by_name[s.leader.op]
             times, outs = lead.group_len.get(s.leader.port, (0, 0))
-            calls = len(s.submits[next(iter(s.emit))][1])
+            n = calls(s)
             s.slot = times
             if s.ctx.get("row"):
                 s.out_slot = outs
                 outs += 1
-            lead.group_len[s.leader.port] = (times + (1 if calls == 1 else 1 + calls), outs)
-    for s in specs:
-        if s.op.name in publisher:
-            s.size_src = size_src(s.op.name)
+            lead.group_len[s.leader.port] = (times + (1 if n == 1 else 1 + n), outs)
     # A follower whose one call ends its submit, reached from the leader through ports of
     # one call each (its own included), is a tail call of the leader's one call: nothing
     # runs between its call's end and the leader's but returns, so it reads the wall
@@ -284,13 +285,13 @@ def assign_followers(graph: AppGraph, specs: list[OpSpec]) -> None:
     def tail(name: str) -> bool:
         if name not in tails:
             pub = publisher[name]
-            one = len(by_name[name].submits[next(iter(by_name[name].emit))][1]) == 1
-            tails[name] = one and len(by_name[pub.op].submits[pub.port][1]) == 1 and (
+            tails[name] = calls(by_name[name]) == 1 and calls(by_name[pub.op], pub.port) == 1 and (
                 pub.op not in publisher or tail(pub.op))
         return tails[name]
 
     for s in specs:
         if s.op.name in publisher:
+            s.size_src = size_src(s.op.name)
             s.tail = tail(s.op.name)
     for s in specs:
         for port, (subs, calls, send) in s.submits.items():

@@ -433,11 +433,9 @@ class MetricRecorder:
             Reservoir(reservoir_size, _rng_for(seed, key, None, "thread_cpu"))
         )
         self._total: Sample | None = None
-        # sample groups: a leader's group entry per record, aligned with _flat (a
-        # follower's samples are rebuilt from them); a follower's leader, its first slot
-        # in the leader's times and its size source (see ``follow``)
-        # sample groups: a leader's records carry its group's part after its own fields
-        # (``lead``); _own is the number of its own
+        # sample groups: a leader's records carry its group's part after its own _own
+        # fields (``lead``); a follower keeps its leader, its first slot in the leader's
+        # times, its size source and whether it is a tail call (``follow``)
         self._own = self._width
         self._ntimes = 0
         self._lead: MetricRecorder | None = None
@@ -461,7 +459,7 @@ class MetricRecorder:
     def follow(self, leader: MetricRecorder, slot: int, size_src: int, tail: bool = False) -> None:
         """Make this ``out`` point a follower of ``leader`` (module docstring, sample
         groups): its samples are the leader's records with, from each record's group
-        entry, the wall times at ``slot`` (its submit, then each call's if it has several
+        part, the wall times at ``slot`` (its submit, then each call's if it has several
         subscribers) scaled by the entry's ``r``, and the size of the leader's sampled
         tuple (``size_src`` -1) or of the new tuple in output slot ``size_src``. A
         ``tail`` follower's slot holds its submit's start (``perf_counter_ns``): its one
@@ -797,10 +795,10 @@ class CpuWindow:
         ``cpu_ns``/``wall_ns``: the thread CPU and wall ns of the whole submit;
         ``calls_ns``: the wall ns of each process call, or ``None`` when the submit is
         one call (whose time is the submit's); ``group``: its followers' ``Group``. With a
-        whole stride the submit joins the end of the log (its CPU time divided by ``r``,
-        so the loop's scaling gives it back) and is recorded by the same loop as the
-        nested samples, after them; otherwise the log is empty and ``sample_submit``
-        records it.
+        whole stride it is recorded after the nested samples: through the log (its CPU
+        time divided by ``r``, so the loop's scaling gives it back) if there are any,
+        else directly (``_record_nested``). Without one the log is empty and
+        ``sample_submit`` records it.
         """
         r = cpu_ns / wall_ns if wall_ns > cpu_ns else 1.0
         n = self.stride
