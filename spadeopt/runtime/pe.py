@@ -94,6 +94,18 @@ class OperatorFailure(Exception):
         self.op, self.port, self.thread, self.tb, self.exc = op, port, thread, tb, exc
 
 
+def check_shape(what: str, batch: list, arity: int) -> None:
+    """A user-made batch (a source's, a custom operator's) holds tuples of ``arity``
+    attributes: its first and last are checked (two ``len`` calls a batch). Generated
+    operators read attributes by position and a collapsed loop unpacks each tuple, so a
+    wrong shape must fail where it is made, naming its maker, not later or silently."""
+    for t in (batch[0], batch[-1]):
+        if type(t) is not tuple or len(t) != arity:
+            shape = f"a {len(t)}-tuple" if type(t) is tuple else f"a {type(t).__name__}"
+            raise ValueError(f"{what} made {shape} ({t!r:.80}) where its schema has {arity} attributes: "
+                             f"yield/submit one tuple per record, one value per attribute in schema order")
+
+
 class PERuntime:
     def __init__(self, pe_id: str, operators: tuple[str, ...], module_file: str,
                  out_dir: str | None = None, batch_size: int = DEFAULT_BATCH,
@@ -216,10 +228,11 @@ class PERuntime:
             return now
         return self._turn_cpu[name] + (now - self._turn_start if self._turn == name else 0)
 
-    def source_batches(self, name: str, iterable: Iterable) -> Iterable[list]:
+    def source_batches(self, name: str, iterable: Iterable, arity: int | None = None) -> Iterable[list]:
         """Chunk a source's tuples into batches, counting them for throughput. A list or
         tuple is cut by slicing (a copy of references), any other iterable through
-        ``islice`` (~11 ns a tuple on the development VM)."""
+        ``islice`` (~11 ns a tuple on the development VM). With ``arity``, each batch's
+        first and last tuple are checked against it (``check_shape``)."""
         stats = self.source_stats[name] = [0, None, None, []]  # count, first, last, timeline
         timeline = stats[3]
         next_mark = 0.0
@@ -239,6 +252,8 @@ class PERuntime:
             batch = next(chunks, None)
             if not batch:
                 break
+            if arity is not None:
+                check_shape(f"source '{name}'", batch, arity)
             if stats[1] is None:
                 stats[1] = time.time()
             n_batch = len(batch)  # counted as given: the consumer may append a fission pulse

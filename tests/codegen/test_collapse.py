@@ -61,7 +61,28 @@ def test_expensive_expression_read_twice_is_computed_once():
     assert "_a3 * 3" not in code and "t[3] * 3" not in code, "a pure expression nobody reads is dropped"
     assert "/ (_a0 - -1)" in code, "a division (may raise) is kept even if unread"
     assert "[_a0 * _a1]" in code, "int * float may overflow converting a huge int: kept even if unread"
-    assert "for _a1 in [t[1]]" in code, "price, read five times, is read from the tuple once"
+    assert "for _a0, _a1, _a2, _a3, _a4 in batch" in code, "more reads than attributes: the tuple is unpacked"
+    assert "for _a3 in [t[3]]  # volume, read 3 times" in code, "w1: 4 reads of 5 attributes, volume's 3 read once"
+
+
+def test_a_source_of_the_wrong_shape_fails_naming_it(tmp_path):
+    graph = _graph("tests/apps/collapse.py", {"bad": "0"})
+    for fusion in ("all", "none"):
+        with pytest.raises(Exception) as info:
+            run_local(graph, plan_for(graph, fusion), app_ref="tests/apps/collapse.py", workdir=tmp_path / fusion)
+        msg = str(info.value)
+        assert '"op": "src"' in msg and "source 'src' made a 6-tuple" in msg and "has 5 attributes" in msg, msg
+
+
+def test_a_wrong_shape_inside_a_batch_fails_where_the_loop_unpacks_it(tmp_path):
+    """A source's batches are checked at their ends only; a 6-tuple inside one stops the
+    collapsed loop that unpacks it, named by its head -- never a silently cut tuple."""
+    graph = _graph("tests/apps/collapse.py", {"bad": "5"})
+    with pytest.raises(Exception) as info:
+        run_local(graph, plan_for(graph, "all"), app_ref="tests/apps/collapse.py", workdir=tmp_path,
+                  deploy_overrides={"batch_size": 13})
+    msg = str(info.value)
+    assert '"op": "clean"' in msg and "too many values to unpack" in msg, msg
 
 
 def test_a_value_nobody_reads_keeps_its_call_but_not_its_conversion():

@@ -45,7 +45,8 @@ def test_functors_without_filters_follow_their_publisher() -> None:
     # 'clean' and 'f2' filter: they lead; everything downstream of a leader without a
     # filter follows the leader at the head of its chain (not its direct publisher)
     assert follows == {"calc": "clean.out", "ident": "clean.out", "use": "clean.out",
-                       "tap": "clean.out", "b2": "clean.out", "f1": "src.out", "f3": "f2.out"}
+                       "tap": "clean.out", "b2": "clean.out", "f1": "src.out", "f3": "f2.out",
+                       "w1": "src.out", "w2": "src.out"}
     leads = {o.op.name: o.leads for o in spec.ops if o.leads}
     assert leads == {"src": {"out"}, "clean": {"out"}, "f2": {"out"}}
     off = pe_spec(physical, plan, pe, links_of(plan, physical), lower_op, sample_groups=False)

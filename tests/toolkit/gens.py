@@ -73,3 +73,10 @@ def with_nans(n: int):
     """``(i, x)`` where every other ``x`` is NaN (NaN cannot be written as a source arg)."""
     for i in range(n):
         yield (i, float("nan") if i % 2 else i * 0.75)
+
+
+class Widen:
+    """Submits each tuple with one attribute too many (a custom operator's bug)."""
+
+    def process(self, port, tup, submit):
+        submit("out", (*tup, 0))

@@ -34,7 +34,7 @@ from spadeopt.plan.fission import physical_graph
 from spadeopt.plan.plan import Plan, make_plan
 from spadeopt.plan.regions import resolve_regions
 from spadeopt.runtime.ordered import Ordered
-from spadeopt.runtime.pe import Pending
+from spadeopt.runtime.pe import Pending, check_shape
 from spadeopt.runtime.sinks import Sink, commit
 from spadeopt.testing import read_sinks, run_local
 
@@ -140,7 +140,7 @@ class _FakeRT:
     def source(self, name: str, fn) -> None:
         self.sources[name] = fn
 
-    def source_batches(self, name: str, iterable):
+    def source_batches(self, name: str, iterable, arity: int | None = None):
         it = iter(iterable)
         i = 0
         while True:
@@ -148,6 +148,8 @@ class _FakeRT:
             i += 1
             if not batch:
                 return
+            if arity is not None:
+                check_shape(f"source '{name}'", batch, arity)
             yield batch
 
 

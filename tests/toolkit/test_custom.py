@@ -4,7 +4,7 @@ two input and two output ports, and one without on_final."""
 from __future__ import annotations
 
 from spadeopt import App
-from tests.toolkit.gens import Dedup, Tally, replay
+from tests.toolkit.gens import Dedup, Tally, Widen, replay
 from tests.toolkit.harness import multiset, same_under_fusions
 
 S = "seq:int, v:int"
@@ -38,3 +38,21 @@ def test_custom_two_inputs_two_outputs_and_on_final(tmp_path):
             seen.add(v % 5)
             firsts.append({"m": v % 5, "seq": s})
     assert got["firsts"] == firsts
+
+
+def test_custom_submitting_the_wrong_shape_fails_naming_it(tmp_path):
+    import pytest
+
+    from spadeopt.testing import run_local
+    from tests.toolkit.harness import plan
+
+    a = App("widen")
+    s = a.source("s", S, generator=replay, args={"rows": [(i, i) for i in range(5)]})
+    w = a.custom("widen", Widen, inputs={"in": s}, outputs={"out": S})
+    a.sink("out", a.functor("copy", w["out"], output={"seq": "seq", "v:int": "v + 1"}))
+    graph = a.build()
+    for fusion in ("all", "none"):
+        with pytest.raises(Exception) as info:
+            run_local(graph, plan(graph, fusion), workdir=tmp_path / fusion)
+        msg = str(info.value)
+        assert '"op": "widen"' in msg and "operator 'widen' (port 'out') made a 3-tuple" in msg, msg

@@ -51,7 +51,7 @@ def build(rt):
         _cd__3src__out[0] = _win_0.close_submit(c1 - c0, t1 - t0, _rec__3src__out, cd, out, None, (_gt__3src__out, _go__3src__out, t1))  # records the window's samples and this one
 
     def _3src__run():
-        for out in rt.source_batches("src", _u_counter(n=200000, seed=1, size=100)):
+        for out in rt.source_batches("src", _u_counter(n=200000, seed=1, size=100), 2):
             _cd__3src__out[0] = _cd = _cd__3src__out[0] - len(out); _3op0__in(out) if _cd > 0 else _3src__submit_out(out, _cd)
             yield  # one batch per turn: the PE's sources take turns in one thread (rt.drive_sources)
         _3src__final(None)

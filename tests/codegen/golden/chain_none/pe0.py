@@ -21,7 +21,7 @@ def build(rt):
 
     # ---- source 'src' ----
     def _3src__run():
-        for out in rt.source_batches("src", _u_counter(n=200000, seed=1, size=100)):
+        for out in rt.source_batches("src", _u_counter(n=200000, seed=1, size=100), 2):
             send__3src__out(out)
             yield  # one batch per turn: the PE's sources take turns in one thread (rt.drive_sources)
         _3src__final(None)

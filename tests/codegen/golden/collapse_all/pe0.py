@@ -13,6 +13,9 @@
 #   f2 (functor)
 #   f3 (functor)
 #   mid (sink)
+#   w1 (functor)
+#   w2 (functor)
+#   cubes (sink)
 from __future__ import annotations
 
 import math  # noqa: F401
@@ -23,7 +26,7 @@ from spadeopt.runtime.loader import symbol as _symbol
 
 APP = "collapse"
 PE = "pe0"
-OPERATORS = ("src", "clean", "calc", "ident", "use", "tap", "all", "b2", "some", "f1", "f2", "f3", "mid", )
+OPERATORS = ("src", "clean", "calc", "ident", "use", "tap", "all", "b2", "some", "f1", "f2", "f3", "mid", "w1", "w2", "cubes", )
 _u_trades = _symbol("_spadeopt_app_collapse", "trades", from_app=True)
 _u_weight = _symbol("_spadeopt_app_collapse", "weight", from_app=True)
 
@@ -33,8 +36,8 @@ def build(rt):
 
     # ---- source 'src' ----
     def _3src__run():
-        for out in rt.source_batches("src", _u_trades(n=500)):
-            _5clean__in(out); _2f1__in(out)
+        for out in rt.source_batches("src", _u_trades(bad=-1, n=500), 5):
+            _5clean__in(out); _2f1__in(out); _2w1__in(out)
             yield  # one batch per turn: the PE's sources take turns in one thread (rt.drive_sources)
         _3src__final(None)
 
@@ -43,23 +46,21 @@ def build(rt):
     def _3src__final(port):
         if __3src_pending.arrive(port):
 
-            _5clean__final("in"); _2f1__final("in")
+            _5clean__final("in"); _2f1__final("in"); _2w1__final("in")
             pass
 
     # ---- functor 'clean' ----
     def _5clean__in(batch):
         # one pass for the static run clean -> calc -> ident -> use -> tap (codegen.collapse)
         out = [
-            (_a0, t[2] + '!', _c3, _c0, _c4, _c3 > 500)  # op: tap
-            for t in batch
-            if t[3] > 0  # op: clean
-            for _a0 in [t[0]]  # id, read 3 times  # op: clean
-            for _a1 in [t[1]]  # price, read 5 times  # op: clean
+            (_a0, _a2 + '!', _c3, _c0, _c4, _c3 > 500)  # op: tap
+            for _a0, _a1, _a2, _a3, _a4 in batch  # id, price, symbol, volume, ts  # op: clean
+            if _a3 > 0  # op: clean
             for _c0 in [_a1 / (_a0 - -1)]  # op: calc
             for _c1 in [_a1 * _a1]  # op: calc
             for _c2 in [_a0 * _a1]  # op: calc
-            for _c3 in [_a1 * t[3] + _c1 + _c1]  # op: use
-            for _c4 in [float(_u_weight(t[3]))]  # op: use
+            for _c3 in [_a1 * _a3 + _c1 + _c1]  # op: use
+            for _c4 in [float(_u_weight(_a3))]  # op: use
         ]
         if out:
             _3all__in(out); _2b2__in(out)
@@ -168,9 +169,9 @@ def build(rt):
     def _2f2__in(batch):
         # one pass for the static run f2 -> f3 (codegen.collapse)
         out = [
-            (t[1] + t[1], t[0], t[0] % 2 == 1)  # op: f3
-            for t in batch
-            if t[1] > 3  # op: f2
+            (_a1 + _a1, _a0, _a0 % 2 == 1)  # op: f3
+            for _a0, _a1 in batch  # id, v  # op: f2
+            if _a1 > 3  # op: f2
         ]
         if out:
             _3mid__in(out)
@@ -202,6 +203,47 @@ def build(rt):
     def _3mid__final(port):
         if __3mid_pending.arrive(port):
             __3mid_sink.close()
+
+            pass
+
+    # ---- functor 'w1' ----
+    def _2w1__in(batch):
+        # one pass for the static run w1 -> w2 (codegen.collapse)
+        out = [
+            (_a3 * _a3 * _a3, t[0])  # op: w2
+            for t in batch
+            for _a3 in [t[3]]  # volume, read 3 times  # op: w1
+        ]
+        if out:
+            _5cubes__in(out)
+
+    __2w1_pending = rt.pending("w1", {'in': 1})
+
+    def _2w1__final(port):
+        if __2w1_pending.arrive(port):
+
+            _2w2__final("in")
+            pass
+
+    # ---- functor 'w2' ----
+    # collapsed into the loop of 'w1'
+    __2w2_pending = rt.pending("w2", {'in': 1})
+
+    def _2w2__final(port):
+        if __2w2_pending.arrive(port):
+
+            _5cubes__final("in")
+            pass
+
+    # ---- sink 'cubes' ----
+    __5cubes_sink = rt.sink("cubes", "file", ["cube", "id"], ["float", "int"])
+    _5cubes__in = __5cubes_sink.write
+
+    __5cubes_pending = rt.pending("cubes", {'in': 1})
+
+    def _5cubes__final(port):
+        if __5cubes_pending.arrive(port):
+            __5cubes_sink.close()
 
             pass
 
