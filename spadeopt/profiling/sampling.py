@@ -516,31 +516,37 @@ class MetricRecorder:
             if self._first is None:
                 self._first = count
             self._last = count
-            memo = self._memo
-            if (m := memo[1])[0] is batch and m[1] == offsets:  # see __init__
-                sizes = m[2]
-            else:
-                sizeof = self._sizeof
-                sizes = [sizeof(batch[i]) for i in offsets]
-                memo[1] = (batch, offsets, sizes)
+            # Algorithm R's draws first, in offset order: only the records the reservoir
+            # keeps are sized and built (once it is full, most are not)
             size = self._size
-            flat = self._flat
-            w = self._width
-            slots: list[int | None] = []  # per offset: -1 appended, j replaced slot j, None dropped
-            for n, i in zip(sizes, offsets, strict=True):
-                rec = (ts, seen, n, k, submit_ns, *process_ns)
-                if group is not None:
-                    rec += _group_part(group, i, r, self._sizeof)
+            kept: list[tuple[int, int]] = []  # (offset, slot): -1 appended, j replaces record j
+            for i in offsets:
                 j = self._seen
                 self._seen = j + 1
                 if j < size:
-                    flat.extend(rec)
-                    slots.append(-1)
+                    kept.append((i, -1))
                 elif (j := int(self._rng() * (j + 1))) < size:
-                    flat[j * w : j * w + w] = rec
-                    slots.append(j)
+                    kept.append((i, j))
+            if not kept:
+                return stride.countdown
+            at = [i for i, _ in kept]
+            memo = self._memo
+            if (m := memo[1])[0] is batch and m[1] == at:  # see __init__
+                sizes = m[2]
+            else:
+                sizeof = self._sizeof
+                sizes = [sizeof(batch[i]) for i in at]
+                memo[1] = (batch, at, sizes)
+            flat = self._flat
+            w = self._width
+            for n, (i, j) in zip(sizes, kept, strict=True):
+                rec = (ts, seen, n, k, submit_ns, *process_ns)
+                if group is not None:
+                    rec += _group_part(group, i, r, self._sizeof)
+                if j < 0:
+                    flat.extend(rec)
                 else:
-                    slots.append(None)
+                    flat[j * w : j * w + w] = rec
         return stride.countdown
 
     def sample_submit(
@@ -563,26 +569,32 @@ class MetricRecorder:
         """
         if len(process_ns) != self._nsub:
             self._misuse("sample_submit", f" with {len(process_ns)} process timing(s)")
-        # The common case, one sampled tuple in the batch and a reservoir not yet full, is
-        # _record with everything else left out: this runs for every point of every
+        # The common case, one sampled tuple in the batch, is _record with everything
+        # else left out (a full reservoir included: a long run's samples come this way): this runs for every point of every
         # sampled batch, so each attribute access counts (issue 14, round 3).
         stride = self._stride
         seen = stride._seen_at_arm + stride.countdown - cd
         taken = stride.taken
         num = stride._num
         den = stride._den
-        j = self._seen
-        if seen * num // den - taken != 1 or j >= self._size:
+        if seen * num // den - taken != 1:
             return self._record(cd, batch, submit_ns, process_ns, None, group, r)
         stride.seen = stride._seen_at_arm = seen
         stride.taken = taken + 1
         stride.countdown = cd = -((-(taken + 2) * den) // num) - seen
-        k = len(batch)
         ts = _time()
         self._last = count = (ts, seen)
         if self._first is None:
             self._first = count
+        j = self._seen
         self._seen = j + 1
+        if j >= self._size:  # a full reservoir: Algorithm R's draw first, nothing built if not kept
+            j = int(self._rng() * (j + 1))
+            if j >= self._size:
+                return cd
+        else:
+            j = -1
+        k = len(batch)
         i = -((-(taken + 1) * den) // num) - seen + k - 1
         t = batch[i]
         memo = self._memo
@@ -591,9 +603,14 @@ class MetricRecorder:
         else:
             size = self._sizeof(t)
             memo[0] = (t, size)  # one store: safe when points of several threads share it
-        self._flat.extend((ts, seen, size, k, submit_ns, *process_ns))
+        vals = (ts, seen, size, k, submit_ns, *process_ns)
         if group is not None:
-            self._flat.extend(_group_part(group, i, r, self._sizeof))
+            vals += _group_part(group, i, r, self._sizeof)
+        if j < 0:
+            self._flat.extend(vals)
+        else:
+            w = self._width
+            self._flat[j * w : j * w + w] = vals
         return cd
 
     def sample_process(self, cd: int, batch: Sequence[Any], process_ns: int) -> int:
@@ -822,24 +839,31 @@ def _record_nested(rec: MetricRecorder, cd: int, batch: Sequence[Any], submit_ns
     """Record one sample of a closing ``CpuWindow`` (whole stride ``n``), its times already
     scaled to CPU; ``group``'s are kept beside it, to be scaled by ``r``.
 
-    ``MetricRecorder.sample_submit``'s common case (one sampled tuple, reservoir not full)
-    for num = 1, den = n, inlined: it runs once per sample of every window, so each
-    attribute access counts. Anything else goes through ``MetricRecorder._record``.
+    ``MetricRecorder._record``'s one-sampled-tuple case for num = 1, den = n, inlined
+    (with a full reservoir too: a long run's samples take this path, issue 14): it runs
+    once per sample of every window, so each attribute access counts. Anything else goes
+    through ``MetricRecorder._record``.
     """
     stride = rec._stride
     seen = stride._seen_at_arm + stride.countdown - cd
     taken = stride.taken
-    j = rec._seen
-    if seen // n - taken != 1 or j >= rec._size:
+    if seen // n - taken != 1:
         rec._record(cd, batch, submit_ns, process_ns, ts, group, r)
         return
     stride.seen = stride._seen_at_arm = seen
     stride.taken = taken + 1
     stride.countdown = (taken + 2) * n - seen
-    rec._seen = j + 1
     rec._last = count = (ts, seen)
     if rec._first is None:
         rec._first = count
+    j = rec._seen
+    rec._seen = j + 1
+    if j >= rec._size:  # a full reservoir: Algorithm R's draw first, nothing built if not kept
+        j = int(rec._rng() * (j + 1))
+        if j >= rec._size:
+            return
+    else:
+        j = -1
     k = len(batch)
     t = batch[k - 1 + cd]
     memo = rec._memo
@@ -848,9 +872,14 @@ def _record_nested(rec: MetricRecorder, cd: int, batch: Sequence[Any], submit_ns
     else:
         size = rec._sizeof(t)
         memo[0] = (t, size)
-    rec._flat.extend((ts, seen, size, k, submit_ns, *process_ns))
+    vals = (ts, seen, size, k, submit_ns, *process_ns)
     if group is not None:
-        rec._flat.extend(_group_part(group, k - 1 + cd, r, rec._sizeof))
+        vals += _group_part(group, k - 1 + cd, r, rec._sizeof)
+    if j < 0:
+        rec._flat.extend(vals)
+    else:
+        w = rec._width
+        rec._flat[j * w : j * w + w] = vals
 
 
 def _check_name(what: str, value: object) -> None:

@@ -261,3 +261,30 @@ def test_sizes_are_msgpack_lengths_and_bad_tuples_still_raise() -> None:
     ]
     with pytest.raises(ProfileError, match="msgpack"):
         rec.sample_submit(rec.countdown - 1, [{1, 2}], 1)
+
+
+@pytest.mark.parametrize("batch_len,window", [(1, False), (7, False), (1, True)])
+def test_a_full_reservoir_keeps_what_algorithm_r_keeps(batch_len: int, window: bool) -> None:
+    """Past its size the recorder draws Algorithm R's decision before sizing a record
+    (issue 14: only kept records are sized and built); it must keep exactly the records
+    ``Reservoir`` keeps with the same random stream: one and several samples a batch,
+    and samples recorded by a closing timing window (``_record_nested``)."""
+    from spadeopt.profiling.sampling import CpuWindow, Reservoir, _rng_for
+
+    prof = Profiler("pe_1", sample_rate=1, reservoir_size=5, seed=11)
+    rec = prof.point(OUT, subscribers=("C.in0",) if window else ())  # a window's submit is one call
+    tuples = ["x" * i for i in range(300)]  # every size distinct
+    batches = [tuples[i:i + batch_len] for i in range(0, len(tuples), batch_len)]
+    if window:
+        w, cd = CpuWindow(1), rec.countdown
+        for batch in batches:
+            w.open = True
+            cd = w.close_submit(900, 1000, rec, cd - len(batch), batch)
+    else:
+        _drive(rec, batches)
+    ref = Reservoir(5, _rng_for(11, OUT, None, "record"))
+    for t in tuples:
+        ref.add(len(msgpack.packb(t)))
+    kept = sorted(int(r.value) for r in prof.dump() if r.metric == "size")
+    assert kept == sorted(ref.values) and ref.seen == 300
+    assert max(kept) > len(msgpack.packb(tuples[4])), "records past the reservoir's size were kept"
