@@ -70,10 +70,10 @@ from operator import mul
 from pathlib import Path
 from typing import Any, Final, NamedTuple
 
-import msgpack
-
 from spadeopt.errors import ProfileError, UsageError
 from spadeopt.profiling.records import SampleRecord, pe_file, write_pe_samples
+from spadeopt.runtime.transport import pack as wire_pack
+from spadeopt.runtime.transport import packer as wire_packer
 
 DEFAULT_SAMPLE_RATE: Final = 0.001
 DEFAULT_RESERVOIR_SIZE: Final = 5000
@@ -283,9 +283,10 @@ class PointKey(NamedTuple):
 
 
 def msgpack_size(tup: object) -> int:
-    """Bytes of one tuple as msgpack encodes it: the default tuple-size estimator."""
+    """Bytes of one tuple as the wire encodes it (msgpack, big ints as an extension): the
+    default tuple-size estimator."""
     try:
-        return len(msgpack.packb(tup, use_bin_type=True))
+        return len(wire_pack(tup))
     except (TypeError, ValueError, OverflowError) as e:
         msg = (
             f"cannot measure the size of a tuple of type {type(tup).__name__} with msgpack "
@@ -321,7 +322,7 @@ def packer_size() -> Callable[[object], int]:
     One per recorder: a Packer holds a buffer and is not thread-safe, and a recorder is
     only ever used by one thread at a time.
     """
-    pack = msgpack.Packer(use_bin_type=True).pack
+    pack = wire_packer().pack
 
     def size(tup: object) -> int:
         try:

@@ -43,12 +43,49 @@ class WireError(ValueError):
     """A frame that is not a valid batch for the port it arrived on."""
 
 
+BIGINT_EXT = 1
+"""The msgpack extension type of an int outside msgpack's own [-2**63, 2**64): its
+two's-complement bytes, big-endian. Without it such an int, which Python computes and
+fused operators pass on, failed only where it crossed a PE: an answer that depended on
+the fusion."""
+
+
+def _encode_other(obj: object) -> msgpack.ExtType:
+    """msgpack's ``default``: called for what it cannot pack itself."""
+    if type(obj) is int:  # only ints past 64 bits get here
+        return msgpack.ExtType(BIGINT_EXT, obj.to_bytes(obj.bit_length() // 8 + 1, "big", signed=True))
+    raise TypeError(f"a {type(obj).__name__} cannot be sent between PEs; attributes are int, float, "
+                    f"str, bytes, bool or None")
+
+
+def _decode_ext(code: int, data: bytes) -> int:
+    """msgpack's ``ext_hook``: a big int, or the frame is refused (``decode_batch``)."""
+    if code != BIGINT_EXT:
+        raise ValueError(f"unknown msgpack extension type {code}")
+    return int.from_bytes(data, "big", signed=True)
+
+
+def packer() -> msgpack.Packer:
+    """A packer of the wire's encoding (not thread-safe: one per user)."""
+    return msgpack.Packer(default=_encode_other)
+
+
+def pack(obj: object) -> bytes:
+    """One value in the wire's encoding."""
+    return msgpack.packb(obj, default=_encode_other)
+
+
+def unpack(data: bytes):
+    """The wire's decoding of ``data`` (tuples, not lists; big ints restored)."""
+    return msgpack.unpackb(data, use_list=False, raw=False, ext_hook=_decode_ext)
+
+
 def final_frame(link: str) -> bytes:
     return FINAL_TAG + link.encode()
 
 
 def decode(data: bytes):
-    return msgpack.unpackb(data, use_list=False, raw=False)
+    return unpack(data)
 
 
 def _describe(data) -> str:
@@ -69,7 +106,7 @@ def decode_batch(data, types: tuple[frozenset[type], ...] | None, max_frame: int
     if n > max_frame:
         raise WireError(f"oversized frame: {n:,} bytes, the limit is {max_frame:,}")
     try:
-        batch = msgpack.unpackb(data, use_list=False, raw=False)
+        batch = unpack(data)
     except Exception as exc:  # noqa: BLE001 - msgpack raises several kinds for garbage
         raise WireError(f"not a msgpack batch ({type(exc).__name__}: {exc or 'no detail'}): "
                         f"{_describe(data)}") from None
@@ -125,7 +162,7 @@ class Sender:
         self.sockets: list[zmq.Socket] = []
         self.links: list[str] = []
         self.batches = 0
-        self._packer = msgpack.Packer()
+        self._packer = packer()
         self._lock = threading.Lock() if locked else None
 
     def __call__(self, batch) -> None:

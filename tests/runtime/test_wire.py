@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from spadeopt.runtime.transport import FINAL_TAG, WireError, decode_batch, wire_types
+from spadeopt.runtime.transport import FINAL_TAG, WireError, decode_batch, pack, wire_types
 
 TYPES = wire_types([["seq", "int"], ["payload", "bytes"], ["x", "float"]])
 
@@ -32,6 +32,9 @@ def test_a_valid_batch_is_returned_as_tuples():
     (msgpack.packb([(1, "a", 1.0)]), "wrong type: attribute 1 is a str"),
     (msgpack.packb([(1, b"a", "1.5")]), "wrong type: attribute 2 is a str"),
     (msgpack.packb([(1, b"a", 1.0)]) + b"\x00", "not a msgpack batch"),
+    (msgpack.packb([(msgpack.ExtType(5, b"\x01"), b"a", 1.0)]), "unknown msgpack extension type 5"),
+    (msgpack.packb([(1, b"a", 1.0), (msgpack.ExtType(9, b""), b"", 0.5), (2, b"a", 1.0)]),
+     "unknown msgpack extension type 9"),  # refused wherever it sits, not only where types are checked
 ])
 def test_malformed_frames_are_refused_saying_what_was_wrong(frame, problem):
     with pytest.raises(WireError) as exc:
@@ -84,3 +87,15 @@ def test_a_fission_pulse_may_end_a_batch_on_a_pulsed_port_only():
         decode_batch(msgpack.packb([("a", 1), ("x",)]), types, pulsed=True)
     with pytest.raises(WireError, match="wrong arity"):
         decode_batch(msgpack.packb([(1,), ("a", 1)]), types, pulsed=True)  # only last
+
+
+@pytest.mark.parametrize("v", [2**64, -(2**63) - 1, 10**40, -(10**40), 2**64 - 1, -(2**63), 0, -1])
+def test_ints_of_any_size_cross_the_wire(v):
+    """msgpack holds ints in [-2**63, 2**64); a larger one goes as extension type 1, so
+    crossing a PE never changes what fused operators would compute (issue: big ints)."""
+    assert decode_batch(pack([(v, b"", 1.5)]), TYPES) == ((v, b"", 1.5),)
+
+
+def test_what_cannot_cross_the_wire_is_named():
+    with pytest.raises(TypeError, match="a complex cannot be sent between PEs"):
+        pack([(1j,)])
