@@ -247,16 +247,32 @@ def collapse_run(specs: dict[str, Any], run: list[str]) -> Run:
         out_src = None
     if out_src == "t" and not clauses and not head.ctx.get("filter"):
         return Run(list(run), [])  # a run of pass-throughs: ``out = batch``
-    filt = ast.parse(head.ctx["filter"], mode="eval").body if head.ctx.get("filter") else None
+    head_lines, clauses, out = _bind_inputs(head, clauses, out, rebuild=out_src is None)
+    if out_src is None:
+        items = [ast.unparse(e) for e in out]
+        out_src = "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+    lines = [f"{out_src}  # op: {tail.op.name}", *head_lines]
+    lines.extend(f"for {v} in [{ast.unparse(e)}]  # op: {op}" for v, e, op in clauses)
+    return Run(list(run), lines)
+
+
+def _bind_inputs(head: Any, clauses: list[tuple[str, ast.AST, str]], out: list[ast.AST],
+                 rebuild: bool) -> tuple[list[str], list[tuple[str, ast.AST, str]], list[ast.AST]]:
+    """How the loop reads the head's input: its ``for`` and filter lines, and the clauses
+    and output row with reads rebound.
+
+    More reads than attributes and the row rebuilt: each tuple is unpacked into names
+    (one ``UNPACK_SEQUENCE``; a read is then a local load). Otherwise ``t[i]`` reads stay,
+    and an attribute read three times or more below the filter is read once, into a name.
+    """
+    in_schema = head.op.in_port("in").schema
     width = len(in_schema)
-    below = [e for _, e, _ in clauses] + ([] if out_src else out)  # evaluated below the filter
-    # More reads than attributes and the row rebuilt: the loop unpacks each tuple into
-    # names (one UNPACK_SEQUENCE; a read is then a local load). Otherwise an attribute
-    # read three times or more below the filter is read once, into a name.
+    filt = ast.parse(head.ctx["filter"], mode="eval").body if head.ctx.get("filter") else None
+    below = [e for _, e, _ in clauses] + (out if rebuild else [])  # evaluated below the filter
     read = below + ([filt] if filt is not None else [])
     n_reads = sum(_reads(read, width))
     whole = sum(isinstance(n, ast.Name) and n.id == "t" for e in read for n in ast.walk(e)) - n_reads
-    unpack = out_src is None and n_reads > width and not whole  # no use of the tuple ``t`` itself
+    unpack = rebuild and n_reads > width and not whole  # no use of the tuple ``t`` itself
     hoist = {} if unpack else _hoisted(below, width)
     if unpack or hoist:
         env = [ast.Name(f"_a{i}", ast.Load()) if unpack or i in hoist else _read(i) for i in range(width)]
@@ -264,21 +280,16 @@ def collapse_run(specs: dict[str, Any], run: list[str]) -> Run:
         out = [_Subst(env).visit(e) for e in out]
         if unpack and filt is not None:
             filt = _Subst(env).visit(filt)
-    if out_src is None:
-        items = [ast.unparse(e) for e in out]
-        out_src = "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
-    lines = [f"{out_src}  # op: {tail.op.name}"]
     if unpack:  # a tuple of another arity fails here, naming the head
         names = ", ".join(f"_a{i}" for i in range(width))
-        lines.append(f"for {names} in batch  # {', '.join(a for a, _ in in_schema.attrs)}  # op: {head.op.name}")
+        lines = [f"for {names} in batch  # {', '.join(a for a, _ in in_schema.attrs)}  # op: {head.op.name}"]
     else:
-        lines.append("for t in batch")
+        lines = ["for t in batch"]
     if filt is not None:
         lines.append(f"if {ast.unparse(filt)}  # op: {head.op.name}")
     lines.extend(f"for _a{i} in [t[{i}]]  # {in_schema.attrs[i][0]}, read {n} times  # op: {head.op.name}"
                  for i, n in sorted(hoist.items()))
-    lines.extend(f"for {v} in [{ast.unparse(e)}]  # op: {op}" for v, e, op in clauses)
-    return Run(list(run), lines)
+    return lines, clauses, out
 
 
 def _read(i: int) -> ast.AST:
