@@ -83,7 +83,7 @@ def _validation_case(link_rate: float, frames: int = 2000) -> dict[str, Any]:
 
     import msgpack
 
-    from spadeopt.runtime.transport import decode, decode_batch, wire_types
+    from spadeopt.runtime.transport import decode_batch, unpack, wire_types
     from spadeopt.toolkit.sources import counter
 
     frame = msgpack.packb(list(islice(counter(DEFAULT_BATCH, 100, seed=1), DEFAULT_BATCH)))
@@ -92,7 +92,7 @@ def _validation_case(link_rate: float, frames: int = 2000) -> dict[str, Any]:
     for _ in range(5):  # alternate, take the best of each (least disturbed by other load)
         t0 = time.perf_counter()
         for _ in range(frames):
-            decode(frame)
+            unpack(frame)
         bare.append((time.perf_counter() - t0) / frames)
         t0 = time.perf_counter()
         for _ in range(frames):

@@ -570,9 +570,9 @@ class MetricRecorder:
         """
         if len(process_ns) != self._nsub:
             self._misuse("sample_submit", f" with {len(process_ns)} process timing(s)")
-        # The common case, one sampled tuple in the batch, is _record with everything
-        # else left out (a full reservoir included: a long run's samples come this way): this runs for every point of every
-        # sampled batch, so each attribute access counts (issue 14, round 3).
+        # The common case, one sampled tuple in the batch (a full reservoir included: a
+        # long run's samples come this way), is _record with everything else left out:
+        # this runs for every point of every sampled batch (issue 14, round 3).
         stride = self._stride
         seen = stride._seen_at_arm + stride.countdown - cd
         taken = stride.taken
@@ -583,20 +583,28 @@ class MetricRecorder:
         stride.seen = stride._seen_at_arm = seen
         stride.taken = taken + 1
         stride.countdown = cd = -((-(taken + 2) * den) // num) - seen
-        ts = _time()
+        self._keep_one(_time(), seen, batch, -((-(taken + 1) * den) // num) - seen + len(batch) - 1,
+                       submit_ns, process_ns, group, r)
+        return cd
+
+    def _keep_one(self, ts: float, seen: int, batch: Sequence[Any], i: int, submit_ns: float,
+                  process_ns: Sequence[float], group: Group | None, r: float) -> None:
+        """Offer the record of the one sampled tuple ``batch[i]`` (the stride already
+        advanced): the count samples, then Algorithm R's draw first, so a full reservoir
+        sizes and builds nothing it does not keep (issue 14). The one-sample paths
+        (``sample_submit``, ``_record_nested``) share it; ``_record`` does the same for
+        several offsets."""
         self._last = count = (ts, seen)
         if self._first is None:
             self._first = count
         j = self._seen
         self._seen = j + 1
-        if j >= self._size:  # a full reservoir: Algorithm R's draw first, nothing built if not kept
+        if j >= self._size:
             j = int(self._rng() * (j + 1))
             if j >= self._size:
-                return cd
+                return
         else:
             j = -1
-        k = len(batch)
-        i = -((-(taken + 1) * den) // num) - seen + k - 1
         t = batch[i]
         memo = self._memo
         if (m := memo[0])[0] is t:  # the tuple the last sample sized (see __init__)
@@ -604,7 +612,7 @@ class MetricRecorder:
         else:
             size = self._sizeof(t)
             memo[0] = (t, size)  # one store: safe when points of several threads share it
-        vals = (ts, seen, size, k, submit_ns, *process_ns)
+        vals = (ts, seen, size, len(batch), submit_ns, *process_ns)
         if group is not None:
             vals += _group_part(group, i, r, self._sizeof)
         if j < 0:
@@ -612,7 +620,6 @@ class MetricRecorder:
         else:
             w = self._width
             self._flat[j * w : j * w + w] = vals
-        return cd
 
     def sample_process(self, cd: int, batch: Sequence[Any], process_ns: int) -> int:
         """Record a sampled process call on an ``in`` point; return the re-armed countdown."""
@@ -840,9 +847,9 @@ def _record_nested(rec: MetricRecorder, cd: int, batch: Sequence[Any], submit_ns
     """Record one sample of a closing ``CpuWindow`` (whole stride ``n``), its times already
     scaled to CPU; ``group``'s are kept beside it, to be scaled by ``r``.
 
-    ``MetricRecorder._record``'s one-sampled-tuple case for num = 1, den = n, inlined
-    (with a full reservoir too: a long run's samples take this path, issue 14): it runs
-    once per sample of every window, so each attribute access counts. Anything else goes
+    ``MetricRecorder._record``'s one-sampled-tuple case for num = 1, den = n: the stride
+    step inlined, the record offered by ``MetricRecorder._keep_one`` (as
+    ``sample_submit`` does); it runs once per sample of every window. Anything else goes
     through ``MetricRecorder._record``.
     """
     stride = rec._stride
@@ -854,33 +861,7 @@ def _record_nested(rec: MetricRecorder, cd: int, batch: Sequence[Any], submit_ns
     stride.seen = stride._seen_at_arm = seen
     stride.taken = taken + 1
     stride.countdown = (taken + 2) * n - seen
-    rec._last = count = (ts, seen)
-    if rec._first is None:
-        rec._first = count
-    j = rec._seen
-    rec._seen = j + 1
-    if j >= rec._size:  # a full reservoir: Algorithm R's draw first, nothing built if not kept
-        j = int(rec._rng() * (j + 1))
-        if j >= rec._size:
-            return
-    else:
-        j = -1
-    k = len(batch)
-    t = batch[k - 1 + cd]
-    memo = rec._memo
-    if (m := memo[0])[0] is t:  # the tuple the last sample sized
-        size = m[1]
-    else:
-        size = rec._sizeof(t)
-        memo[0] = (t, size)
-    vals = (ts, seen, size, k, submit_ns, *process_ns)
-    if group is not None:
-        vals += _group_part(group, k - 1 + cd, r, rec._sizeof)
-    if j < 0:
-        rec._flat.extend(vals)
-    else:
-        w = rec._width
-        rec._flat[j * w : j * w + w] = vals
+    rec._keep_one(ts, seen, batch, len(batch) - 1 + cd, submit_ns, process_ns, group, r)
 
 
 def _check_name(what: str, value: object) -> None:

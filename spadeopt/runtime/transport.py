@@ -84,10 +84,6 @@ def final_frame(link: str) -> bytes:
     return FINAL_TAG + link.encode()
 
 
-def decode(data: bytes):
-    return unpack(data)
-
-
 def _describe(data) -> str:
     head = bytes(data[:16])
     return f"{len(data)} bytes starting {head.hex(' ')}" if len(data) else "an empty frame"
