@@ -53,7 +53,14 @@ def _logical_vs_hand(out: Path, args: argparse.Namespace) -> dict:
     return logical_vs_hand.run(out, log=lambda m: print(m, file=sys.stderr, flush=True), **kw)
 
 
-BENCHMARKS = {"fission": _fission, "logical-vs-hand": _logical_vs_hand, "fusion-tradeoff": _tradeoff, "fused-overhead": _fused,
+def _spark_auth(out: Path, args: argparse.Namespace) -> dict:
+    from spadeopt.bench import spark_auth
+
+    kw = {"tuples": 30_000, "repeat": 2} if args.quick else {}
+    return spark_auth.run(out, log=lambda m: print(m, file=sys.stderr, flush=True), **kw)
+
+
+BENCHMARKS = {"spark-auth": _spark_auth, "fission": _fission, "logical-vs-hand": _logical_vs_hand, "fusion-tradeoff": _tradeoff, "fused-overhead": _fused,
               "profiling-overhead": _profiling, "optimizer": _optimizer, "collapse": _collapse}
 
 

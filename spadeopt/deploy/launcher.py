@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from spadeopt.deploy import sparkauth
 from spadeopt.deploy.agent import ERROR_TAG, barrier_task
 from spadeopt.deploy.masters import is_local, local_cluster_cores
 from spadeopt.errors import EnvironmentProblem, PlanError, RunError, UsageError
@@ -130,6 +131,10 @@ def spark_session(master: str | None, cores: int, app_name: str = "spadeopt",
             sconf.setIfMissing(k, v)
         else:
             sconf.set(k, v)
+    given = dict(sconf.getAll()) if submitted else user  # what spark-submit or --conf said wins
+    auth = sparkauth.session_auth(effective, given)
+    if auth.warning:
+        print(f"spadeopt: {auth.warning}", file=sys.stderr)
     python = sconf.get("spark.pyspark.python", None)
     if python:  # PySpark reads the executors' interpreter from the environment
         os.environ["PYSPARK_PYTHON"] = python
@@ -140,7 +145,19 @@ def spark_session(master: str | None, cores: int, app_name: str = "spadeopt",
             os.environ.pop("PYSPARK_PYTHON", None)
             _OUR_PYTHON = None
     try:
-        _SESSION = SparkSession.builder.config(conf=sconf).getOrCreate()
+        # PySpark puts a SparkConf given before its JVM exists on the JVM's command line
+        # (and in its system properties, which outlive this session), so the JVM starts
+        # without the authentication settings, and they go in through py4j
+        SparkContext._ensure_initialized(conf=sconf)
+        full = SparkConf()
+        for k, v in sconf.getAll():
+            full.set(k, v)
+        for k, v in auth.conf.items():
+            if k not in given:
+                full.set(k, v)
+        if auth.secret:
+            full.set(sparkauth.SECRET_KEY, auth.secret)
+        _SESSION = SparkSession.builder.config(conf=full).getOrCreate()
     except Exception as exc:  # noqa: BLE001 - Spark/py4j raise many kinds
         raise EnvironmentProblem(f"Spark did not start with master '{effective}': {spark_reason(exc)}") from None
     _SESSION.sparkContext.setLogLevel("ERROR")

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from spadeopt import api
-from spadeopt.deploy import cluster
+from spadeopt.deploy import cluster, sparkauth
 
 pytestmark = pytest.mark.spark
 
@@ -69,14 +69,19 @@ def spark_cluster(tmp_path_factory):
         c = cluster.start(state, workers=2, cores=1, memory="1g", worker_prefix={1: prefix})
     except Exception as exc:  # noqa: BLE001 - any failure to start Java/Spark
         pytest.skip(f"a Spark standalone cluster does not start here: {exc}")
+    _SECRET[sparkauth.SECRET_ENV] = c.secret_file
     try:
         yield c
     finally:
+        _SECRET.clear()
         cluster.stop(state)
 
 
+_SECRET: dict[str, str] = {}  # the module cluster's secret file, for _env
+
+
 def _env(**extra: str) -> dict[str, str]:
-    env = {**os.environ, "PYSPARK_PYTHON": PY, **extra}
+    env = {**os.environ, "PYSPARK_PYTHON": PY, **_SECRET, **extra}
     env["PATH"] = f"{Path(PY).parent}{os.pathsep}{env.get('PATH', '')}"
     return env
 
@@ -248,3 +253,67 @@ def test_kill_9_of_an_executor_fails_fast_names_it_and_leaves_nothing(spark_clus
         time.sleep(0.25)
     assert not alive, f"PE processes were left running: {alive}"
     assert not (out.exists() and any(out.iterdir())), "a failed run left sink files (complete-looking or parts)"
+
+
+PROBES = Path(__file__).resolve().parent / "probes"
+
+
+def _secret_of(c: cluster.Cluster) -> str:
+    return sparkauth.read_secret_file(Path(c.secret_file))
+
+
+def test_the_cluster_secret_is_private_and_on_no_command_line(spark_cluster):
+    path = Path(spark_cluster.secret_file)
+    assert path.stat().st_mode & 0o777 == 0o600 and path.stat().st_uid == os.geteuid()
+    assert Path(spark_cluster.state_dir).stat().st_mode & 0o077 == 0
+    secret = _secret_of(spark_cluster).encode()
+    seen = [d.name for d in Path("/proc").iterdir() if d.name.isdigit() and _cmdline_has(d, secret)]
+    assert not seen, f"the cluster's secret is on the command line of pids {seen}"
+    assert secret not in Path(spark_cluster.state_dir, cluster.STATE_FILE).read_bytes()
+
+
+def _cmdline_has(proc_dir: Path, secret: bytes) -> bool:
+    try:
+        return secret in (proc_dir / "cmdline").read_bytes()
+    except OSError:
+        return False
+
+
+def test_a_job_without_the_secret_is_refused_and_runs_nothing(spark_cluster, tmp_path):
+    """A plain PySpark application and a spark-submit without the secret register nowhere
+    and run nothing; the same application given the secret file runs (so the probe can fail)."""
+    env = {k: v for k, v in _env().items() if k != sparkauth.SECRET_ENV}
+    submit = Path(PY).with_name("spark-submit")
+    marker = tmp_path / "marker"  # the job writes it if it runs (worker 0 shares /tmp)
+    tries = {"pyspark": [PY, str(PROBES / "plain_job.py"), spark_cluster.master_url, str(marker)],
+             "spark-submit": [str(submit), "--master", spark_cluster.master_url,
+                              str(PROBES / "plain_job.py"), spark_cluster.master_url, str(marker)]}
+    procs = {name: subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                                    start_new_session=True)
+             for name, cmd in tries.items()}  # side by side: each retries registration for a minute
+    time.sleep(35)
+    for name, proc in procs.items():
+        os.killpg(proc.pid, signal.SIGKILL)  # the launcher, its JVM and its Python
+        out = proc.communicate()[0]
+        assert not marker.exists() and "JOB RAN" not in out, f"{name} ran a job without the secret"
+        assert "Expected SaslMessage" in out or "Failed to connect to master" in out, out[-3000:]
+    ok = subprocess.run([str(submit), "--master", spark_cluster.master_url, "--properties-file",
+                         spark_cluster.secret_file, str(PROBES / "plain_job.py"), spark_cluster.master_url,
+                         str(marker)], capture_output=True, text=True, env=env, timeout=180)
+    assert ok.returncode == 0 and "JOB RAN" in ok.stdout, _why(ok)
+
+
+def test_the_rest_submission_server_is_off(spark_cluster):
+    """Spark's REST server would run a job from one unauthenticated HTTP request."""
+    import urllib.error
+    import urllib.request
+
+    body = json.dumps({"action": "CreateSubmissionRequest", "appResource": "file:/bin/true",
+                       "mainClass": "x", "appArgs": [], "clientSparkVersion": "4.1.4",
+                       "environmentVariables": {}, "sparkProperties": {}}).encode()
+    req = urllib.request.Request("http://127.0.0.1:6066/v1/submissions/create", body,
+                                 {"Content-Type": "application/json"})
+    with pytest.raises(urllib.error.URLError) as err:
+        urllib.request.urlopen(req, timeout=5)
+    assert isinstance(err.value.reason, ConnectionRefusedError), err.value
+    assert "REST server" not in Path(spark_cluster.procs[0].log).read_text()
