@@ -32,16 +32,26 @@ def load_graph(app_ref: str, params: Mapping[str, str] | None = None) -> tuple[A
     return obj.build(params or {}), ref
 
 
-def make_plan(graph: AppGraph, fusion: str, nodes: int = 1, cores: int = 2,
-              widths: Mapping[str, int] | None = None, collapse: bool = True) -> Plan:
-    """A plan for ``fusion``: a strategy name, or a path to a plan.json. ``widths`` sets
-    parallel regions' widths (``--width REGION=K``); a plan.json carries its own.
-    ``collapse=False`` (``--no-collapse``) keeps operator boundaries inside static runs
-    (``codegen.collapse``)."""
-    if fusion.endswith(".json"):
+def plan_file(fusion: str | Plan, widths: Mapping[str, int] | None = None) -> str | Plan:
+    """``fusion`` itself, or the plan its ``.json`` path holds, read and checked field by
+    field (``plan.artefacts``). Commands call it before claiming any output, so a bad
+    plan.json is refused with nothing written."""
+    if isinstance(fusion, str) and fusion.endswith(".json"):
         if widths:
             raise UsageError("--width cannot change a plan.json; it records its regions' widths")
-        plan = Plan.load(Path(fusion))
+        return Plan.load(Path(fusion))
+    return fusion
+
+
+def make_plan(graph: AppGraph, fusion: str | Plan, nodes: int = 1, cores: int = 2,
+              widths: Mapping[str, int] | None = None, collapse: bool = True) -> Plan:
+    """A plan for ``fusion``: a strategy name, a path to a plan.json, or a ``Plan`` read
+    by ``plan_file``. ``widths`` sets parallel regions' widths (``--width REGION=K``); a
+    plan.json carries its own. ``collapse=False`` (``--no-collapse``) keeps operator
+    boundaries inside static runs (``codegen.collapse``)."""
+    fusion = plan_file(fusion, widths)
+    if isinstance(fusion, Plan):
+        plan = fusion
         check_plan(plan, graph)
     else:
         plan = plan_for(graph, fusion, nodes, cores, widths=dict(widths or {}))
@@ -55,6 +65,7 @@ def build(app_ref: str, fusion: str = "none", params: Mapping[str, str] | None =
     previous build holding nothing else (``spadeopt.outputs``); ``force`` moves other content aside."""
     from spadeopt.outputs import claim_dir
 
+    fusion = plan_file(fusion, widths)
     if out is not None:
         claim_dir(out, "build", flag, force)
     graph, ref = load_graph(app_ref, params)
@@ -101,13 +112,17 @@ def run(target: str, fusion: str = "none", params: Mapping[str, str] | None = No
     from spadeopt.outputs import claim_dir
 
     overrides = link_overrides(insecure_links, stall_timeout)
-    if out is not None:
-        claim_dir(out, "sinks", "--out", force)
-    if is_build(target):
+    built = is_build(target)
+    if built:  # the build's files are checked before any output is claimed
         if params or widths:
             raise UsageError("-p and --width cannot change an existing build; rebuild it with `spadeopt build`")
         deploy = load_deploy(Path(target))
         check_build_consistent(Path(target), deploy)
+    else:
+        fusion = plan_file(fusion, widths)
+    if out is not None:
+        claim_dir(out, "sinks", "--out", force)
+    if built:
         preflight(None, master or deploy["spark"]["master"], deploy["nodes"], deploy["cores"], progress)
         result = run_build(Path(target), master, out, progress, overrides, conf=conf)
     else:
@@ -133,9 +148,9 @@ def run_submitted(build_dir: Path, out: Path | None = None, progress: Callable[[
     from spadeopt.deploy.launcher import load_deploy
     from spadeopt.outputs import claim_dir
 
+    check_build_consistent(Path(build_dir), load_deploy(Path(build_dir)))
     if out is not None:
         claim_dir(out, "sinks", "--out", force)
-    check_build_consistent(Path(build_dir), load_deploy(Path(build_dir)))
     result = run_build(Path(build_dir), out_dir=out, progress=progress, submitted=True)
     if out is not None:
         _mark_sinks(out, result)
@@ -216,10 +231,11 @@ def profile(app_ref: str, run_dir: Path, fusion: str = "none", params: Mapping[s
         raise UsageError(f"--reservoir must be an integer >= 1, got {reservoir!r}")
     if duration is not None and not duration > 0:
         raise UsageError(f"--duration must be a positive number of seconds, got {duration!r}")
+    fusion = plan_file(fusion)
     run_dir = check_run_dir(run_dir)
     graph, ref = load_graph(app_ref, params)
     # profiles describe logical operators: parallel regions are profiled at width 1
-    unreplicated = {} if fusion.endswith(".json") else {name: 1 for name, _, _ in graph.annotations.parallel}
+    unreplicated = {} if isinstance(fusion, Plan) else {name: 1 for name, _, _ in graph.annotations.parallel}
     plan = dataclasses.replace(make_plan(graph, fusion, nodes, cores, unreplicated), instrumented=True)
     preflight(graph, master, plan.nodes, plan.cores, progress)  # before the build is written
     build_dir = Path(run_dir) / "build"
@@ -381,12 +397,13 @@ def predict_build(build_dir: Path, profile_path: Path, calibration: Path | None 
                   cpu_score: float | None = None):
     """The predicted source rate of any build (any strategy) from a refined profile of its app:
     the model FATM plans with, evaluated on the build's ``plan.json``."""
+    from spadeopt.deploy.launcher import load_deploy
     from spadeopt.optimize.fatm import predict_plan
     from spadeopt.refine.comm import CommCost
     from spadeopt.refine.profile import Profile
 
     plan = Plan.load(Path(build_dir) / "plan.json")
-    deploy = json.loads((Path(build_dir) / "deploy.json").read_text())
+    deploy = load_deploy(Path(build_dir))
     prof = Profile.load_file(profile_path)
     params = {k: str(v) for k, v in prof.params.items()}
     graph, _ = load_graph(deploy.get("app_ref") or plan.app, params)
@@ -410,12 +427,19 @@ def _foreign_profile(profile_path: Path, profiled: str, name: str, app_ref: str)
                       f"spadeopt refine RUN_DIR -o PROFILE.json)")
 
 
-def draw_plan(build_dir: Path, png: Path | None = None, dot: Path | None = None) -> list[Path]:
-    """A picture of a build's plan, as PNG and/or Graphviz DOT; returns what was written."""
+def draw_plan(build_dir: Path, png: Path | None = None, dot: Path | None = None,
+              force: bool = False) -> list[Path]:
+    """A picture of a build's plan, as PNG and/or Graphviz DOT; returns what was written.
+    The build's files are read and checked before ``png`` and ``dot`` are claimed."""
     from spadeopt.atomic import write_atomic
+    from spadeopt.outputs import claim_file
     from spadeopt.plan.picture import load_picture, to_dot, to_png
 
     pic = load_picture(Path(build_dir))
+    if png:
+        claim_file(png, "plan picture (PNG)", "--png", force)
+    if dot:
+        claim_file(dot, "plan picture (DOT)", "--dot", force)
     written = []
     if png:
         to_png(pic, Path(png))
@@ -462,6 +486,8 @@ def regions_text(plan: Plan) -> list[str]:
 def explain_text(build_dir: Path) -> str:
     """A readable account of a build: an optimized build's ``explain.json``, and the
     parallel regions of any build's ``plan.json``."""
+    from spadeopt.plan.artefacts import read_explain
+
     path = Path(build_dir) / "explain.json"
     plan_path = Path(build_dir) / "plan.json"
     plan = Plan.load(plan_path) if plan_path.is_file() else None
@@ -473,13 +499,7 @@ def explain_text(build_dir: Path) -> str:
         lines += [f"{p.pe_id:<6} node {p.node}  {', '.join(p.operators)}" for p in plan.pes]
         extra = regions_text(plan)
         return "\n".join(lines + ([""] + extra if extra else []))
-    try:
-        doc = json.loads(path.read_text())
-        doc["max_frac"], doc["pes"], doc["objective"]  # noqa: B018 - the fields explain needs
-    except (OSError, ValueError, TypeError, KeyError) as exc:
-        reason = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
-        raise UsageError(f"{path} is not a readable explain.json ({reason}); regenerate the build with "
-                         f"`spadeopt optimize`") from None
+    doc = read_explain(path)
     lines = [f"MaxFrac {doc['max_frac']}, MinUtil {doc['min_util']}; objective sum of Rate(P) "
              f"{doc['objective']:,.0f} tuples/s (one PE per operator: {doc['objective_none']:,.0f}; each "
              f"inter-PE link counts at both ends, so inter-PE traffic is {doc['objective'] / 2:,.0f} tuples/s); "

@@ -135,12 +135,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
     print(api.explain_text(args.build))
     if args.png or args.dot:
-        for path, kind in ((args.png, "plan picture (PNG)"), (args.dot, "plan picture (DOT)")):
-            if path:
-                from spadeopt.outputs import claim_file
-
-                claim_file(path, kind, "--png" if kind.endswith("(PNG)") else "--dot", args.force)
-        written = api.draw_plan(args.build, args.png, args.dot)
+        written = api.draw_plan(args.build, args.png, args.dot, args.force)
         print("\n".join(f"plan picture: {p}" for p in written))
     return 0
 
@@ -207,12 +202,15 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def cmd_cluster(args: argparse.Namespace) -> int:
     from spadeopt.deploy import cluster
+    from spadeopt.deploy.sparkauth import SECRET_ENV
 
     if args.action == "start":
-        c = cluster.start(args.state_dir, args.workers, args.cores, args.memory, args.port)
+        c = cluster.start(args.state_dir, args.workers, args.cores, args.memory, args.port, host=args.host)
         print(f"Spark standalone master {c.master_url} with {args.workers} worker(s) x {args.cores} core(s) "
-              f"on 127.0.0.1; logs and pids in {c.state_dir}")
-        print(f"run an app on it: spadeopt run apps/chain.py --nodes {args.workers} --cores {args.cores} "
+              f"on {args.host}; logs and pids in {c.state_dir}")
+        print(f"its secret (mode 0600; jobs without it are refused): {c.secret_file}")
+        print(f"run an app on it: export {SECRET_ENV}={c.secret_file}")
+        print(f"                  spadeopt run apps/chain.py --nodes {args.workers} --cores {args.cores} "
               f"--master {c.master_url}")
         print(f"stop it: spadeopt cluster stop --state-dir {args.state_dir}")
     else:
@@ -349,7 +347,8 @@ def parser() -> argparse.ArgumentParser:
     b.set_defaults(func=cmd_build)
 
     be = sub.add_parser("bench", help="run a benchmark and write its figures to files")
-    be.add_argument("name", help="fused-overhead | profiling-overhead | fusion-tradeoff | optimizer | fission | collapse")
+    be.add_argument("name", help="fused-overhead | profiling-overhead | fusion-tradeoff | optimizer | fission | collapse | "
+                    "logical-vs-hand | spark-auth")
     be.add_argument("--out", type=Path, default=Path("out/bench"), help="directory for the figures")
     be.add_argument("--quick", action="store_true", help="smaller sizes (a smoke run)")
     be.set_defaults(func=cmd_bench)
@@ -373,12 +372,14 @@ def parser() -> argparse.ArgumentParser:
     sh.add_argument("--top", type=int, help="only the N heaviest operators and busiest links")
     sh.set_defaults(func=cmd_show)
     cl = sub.add_parser("cluster", help="start or stop a local Spark standalone cluster (master + workers "
-                        "on 127.0.0.1, from the pip PySpark)")
+                        "on 127.0.0.1, from the pip PySpark), authenticated by a secret only you can read")
     cl.add_argument("action", choices=("start", "stop"))
     cl.add_argument("--workers", type=int, default=2, help="workers to start (default 2)")
     cl.add_argument("--cores", type=int, default=1, help="cores per worker (default 1)")
     cl.add_argument("--memory", default="1g", help="memory per worker (default 1g)")
     cl.add_argument("--port", type=int, help="master port (default: a free one)")
+    cl.add_argument("--host", default="127.0.0.1", help="address the master and workers bind to "
+                    "(default 127.0.0.1: only this host can reach them)")
     cl.add_argument("--state-dir", type=Path, default=Path(".spadeopt-cluster"),
                     help="where pids, ports and logs are kept (default .spadeopt-cluster)")
     cl.set_defaults(func=cmd_cluster)

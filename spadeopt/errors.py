@@ -26,7 +26,21 @@ class GraphError(SpadeoptError):
         self.problems = list(problems)
         lines = "\n".join(f"  - {p}" for p in self.problems)
         n = len(self.problems)
-        super().__init__(f"app '{app}' is invalid ({n} problem{'s' if n != 1 else ''}):\n{lines}")
+        super().__init__(f"app {app!r} is invalid ({n} problem{'s' if n != 1 else ''}):\n{lines}")
+
+
+class ArtefactError(UsageError):
+    """A build file read back from disk (plan.json, deploy.json, explain.json) holds a
+    field spadeopt would not have written. Carries every bad field, each named by its
+    JSON path and value."""
+
+    def __init__(self, path: str, what: str, problems: list[str], hint: str) -> None:
+        self.path = path
+        self.problems = list(problems)
+        n = len(self.problems)
+        shown = self.problems[:20] + ([f"... {n - 20} more"] if n > 20 else [])
+        lines = "\n".join(f"  - {p}" for p in shown)
+        super().__init__(f"{path} is not a valid {what} ({n} problem{'s' if n != 1 else ''}); {hint}:\n{lines}")
 
 
 class PlanError(SpadeoptError):

@@ -60,10 +60,10 @@ def _json_has(path: Path, keys: set[str]) -> bool:
 _LEGACY = {  # directories written before markers: recognised by their shape and content
     "build": (lambda d, names: {"deploy.json", "plan.json"} <= names
               and _json_has(d / "deploy.json", {"schema_version", "app", "app_ref", "pes", "links", "spark"}),
-              re.compile(r"^(pe\d+\.py|plan\.json|deploy\.json|explain\.json|logs|progress|__pycache__)$")),
+              re.compile(r"(pe\d+\.py|plan\.json|deploy\.json|explain\.json|logs|progress|__pycache__)")),
     "compare": (lambda d, names: "compare.json" in names
                 and _json_has(d / "compare.json", {"schema_version", "app", "answers"}),
-                re.compile(r"^(compare\.json|compare\.png|build-\w+|sinks|profile-run|profile\.json)$")),
+                re.compile(r"(compare\.json|compare\.png|build-\w+|sinks|profile-run|profile\.json)")),
 }
 _WHAT = {"build": "a build directory", "sinks": "a sink output directory", "compare": "a compare directory"}
 
@@ -91,7 +91,7 @@ def _foreign(path: Path, kind: str) -> tuple[list[str], str | None]:
         return [n for n in names if n not in ours], kind
     legacy = _LEGACY.get(kind)
     if legacy and names and legacy[0](path, set(names)):
-        return [n for n in names if not legacy[1].match(n)], kind
+        return [n for n in names if not legacy[1].fullmatch(n)], kind
     return names, None
 
 

@@ -27,6 +27,7 @@ from spadeopt.deploy import sparkauth
 from spadeopt.deploy.agent import ERROR_TAG, barrier_task
 from spadeopt.deploy.masters import is_local, local_cluster_cores
 from spadeopt.errors import EnvironmentProblem, PlanError, RunError, UsageError
+from spadeopt.plan.artefacts import check_deploy
 
 _SESSION: Any = None
 _SESSION_KEY: tuple | None = None
@@ -213,9 +214,7 @@ def load_deploy(build_dir: Path) -> dict[str, Any]:
                         f"`spadeopt build APP -o DIR`") from None
     except (OSError, json.JSONDecodeError) as exc:
         raise PlanError(f"cannot read {path}: {exc}; rebuild it with `spadeopt build`") from None
-    if deploy.get("schema_version") != 1:
-        raise PlanError(f"{path}: unknown deploy schema_version {deploy.get('schema_version')!r}; rebuild it")
-    return deploy
+    return check_deploy(deploy, path)  # schema version, and every field that becomes a path or code
 
 
 def run_build(build_dir: Path, master: str | None = None, out_dir: Path | None = None,

@@ -13,16 +13,37 @@ from dataclasses import dataclass
 from spadeopt.errors import UsageError
 
 TYPES: dict[str, type] = {"int": int, "float": float, "str": str, "bool": bool, "bytes": bytes}
-_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_FILE_NAME = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_-]|\.(?!\.))*")
+MAX_FILE_NAME = 100
 
 
-def is_identifier(name: str) -> bool:
+def is_identifier(name: object) -> bool:
     """An ASCII Python identifier that is not a keyword. Every such name is allowed:
     generated code never uses a user's name bare (attributes become ``t[i]``, operators
     are mangled by ``gid``, functions get ``_u_`` aliases), so none can collide with it.
     Non-ASCII names are refused because Python NFKC-normalises identifiers, so two
     distinct names could become one."""
-    return bool(_NAME.match(name)) and not keyword.iskeyword(name)
+    return is_port_name(name) and not keyword.iskeyword(name)
+
+
+def is_port_name(name: object) -> bool:
+    """An ASCII Python identifier, keywords included (``in``): a port's name only ever
+    ends a generated name (``_5price__in``)."""
+    return isinstance(name, str) and _NAME.fullmatch(name) is not None
+
+
+def is_file_name(name: object) -> bool:
+    """A name that is safe as one path component and on one line of generated code (app
+    names, PE ids, strategies): ASCII letters, digits, ``_``, ``-`` and ``.``, not
+    starting with ``.`` or ``-``, no ``..``, at most ``MAX_FILE_NAME`` characters."""
+    return (isinstance(name, str) and len(name) <= MAX_FILE_NAME
+            and _FILE_NAME.fullmatch(name) is not None)
+
+
+FILE_NAME_RULE = (f"letters, digits, '_', '-' and '.', not starting with '.' or '-', no '..', "
+                  f"at most {MAX_FILE_NAME} characters")
+"""``is_file_name`` in words, for messages."""
 
 
 def gid(name: str) -> str:

@@ -17,7 +17,7 @@ from spadeopt.model.graph import (
     PortRef,
     Stream,
 )
-from spadeopt.model.schema import Schema, is_identifier
+from spadeopt.model.schema import FILE_NAME_RULE, Schema, is_file_name, is_identifier, is_port_name
 from spadeopt.toolkit.derive import DERIVE
 
 if TYPE_CHECKING:
@@ -46,12 +46,19 @@ def _resolve(ref: Any, decls: Mapping[str, _Decl], where: str, problems: list[st
 
 def build_graph(app: App, params: Mapping[str, Any], module: str) -> AppGraph:
     problems: list[str] = []
+    if not is_file_name(app.name):
+        problems.append(f"app name {app.name!r} cannot name a build folder (build/<app>/...) or stand in "
+                        f"generated code: use {FILE_NAME_RULE}; give App(...) such a name")
     decls: dict[str, _Decl] = {}
     for d in app._decls:
         problems.extend(d.problems)
         if not is_identifier(d.name):
-            problems.append(f"operator name '{d.name}' ({d.line}) must be a Python identifier "
+            problems.append(f"operator name {d.name!r} ({d.line}) must be a Python identifier "
                             f"(ASCII letters, digits, underscores; not a keyword)")
+        for port in (*d.inputs, *d.out_ports):
+            if not is_port_name(port):
+                problems.append(f"{d.kind} '{d.name}' ({d.line}): port name {port!r} must be an ASCII "
+                                f"identifier (letters, digits, underscores)")
         if d.name in decls:
             problems.append(f"duplicate operator name '{d.name}' (declared at {decls[d.name].line} and {d.line})")
             continue
@@ -204,7 +211,7 @@ def _check_annotations(ann: Annotations, decls: Mapping[str, Any]) -> list[str]:
     names: set[str] = set()
     for region, ops, width in ann.parallel:
         if not is_identifier(region):
-            problems.append(f"parallel region name '{region}' must be a Python identifier")
+            problems.append(f"parallel region name {region!r} must be a Python identifier")
         if region in names:
             problems.append(f"parallel region '{region}' is declared twice")
         names.add(region)

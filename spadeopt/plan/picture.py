@@ -15,13 +15,10 @@ label="node 0";
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-from spadeopt.errors import UsageError
 
 MAX_LINES = 8  # operators listed per PE box before "+N more"
 MAX_LABELS = 12  # only the busiest links carry a rate label (all are drawn)
@@ -51,23 +48,20 @@ def _rate(r: float) -> str:
 
 
 def load_picture(build_dir: Path) -> Picture:
-    """Read a build's deploy.json (and plan.json / explain.json when present)."""
+    """Read a build's deploy.json (and plan.json / explain.json when present), each
+    checked field by field (``plan.artefacts``) before any name reaches the picture."""
     from spadeopt.deploy.launcher import load_deploy
+    from spadeopt.plan.artefacts import read_explain
+    from spadeopt.plan.plan import Plan
 
     build_dir = Path(build_dir)
     deploy = load_deploy(build_dir)
     explain: dict[str, Any] = {}
     if (build_dir / "explain.json").is_file():
-        try:
-            explain = json.loads((build_dir / "explain.json").read_text())
-        except ValueError as exc:
-            raise UsageError(f"{build_dir / 'explain.json'} is not readable JSON ({exc}); regenerate the build") from None
-    plan: dict[str, Any] = {}
+        explain = read_explain(build_dir / "explain.json")
+    regions: dict[str, Any] = {}
     if (build_dir / "plan.json").is_file():
-        try:
-            plan = json.loads((build_dir / "plan.json").read_text())
-        except ValueError:
-            plan = {}
+        regions = {r.name: r.width for r in Plan.load(build_dir / "plan.json").regions}
     loads = {p["pe"]: p.get("oper_load", 0.0) + p.get("comm_load", 0.0) for p in explain.get("pes", [])}
     nodes: list[list[PEBox]] = [[] for _ in range(deploy["nodes"])]
     for p in deploy["pes"]:
@@ -80,8 +74,6 @@ def load_picture(build_dir: Path) -> Picture:
             key = (ln["src_pe"], ln["dst_pe"])
             count[key] = count.get(key, 0) + 1
         links = [(a, b, f"{n} stream{'s' if n != 1 else ''}") for (a, b), n in sorted(count.items())]
-    regions = {r.get("name", f"r{i}"): r.get("width") for i, r in enumerate(plan.get("regions", []) or [])
-               if isinstance(r, dict)}
     return Picture(deploy["app"], deploy["strategy"], nodes, links, regions)
 
 

@@ -20,6 +20,7 @@ from typing import Any
 from spadeopt.errors import PlanError, UsageError
 from spadeopt.model.graph import AppGraph
 from spadeopt.model.validate import recursion_cycles
+from spadeopt.plan.artefacts import MAX_CORES, MAX_NODES, check_plan_json
 from spadeopt.plan.fission import physical_graph
 from spadeopt.plan.regions import Region
 
@@ -88,18 +89,13 @@ class Plan:
 
     @classmethod
     def from_json(cls, doc: dict[str, Any], source: str = "plan") -> Plan:
-        try:
-            if doc.get("schema_version") != SCHEMA_VERSION:
-                msg = f"{source}: unknown plan schema_version {doc.get('schema_version')!r}; expected {SCHEMA_VERSION}"
-                raise PlanError(msg)
-            pes = tuple(PE(p["pe"], tuple(p["operators"]), int(p["node"])) for p in doc["pes"])
-            regions = tuple(Region.from_json(r) for r in doc.get("regions", []))
-            return cls(doc["app"], doc["fingerprint"], doc["strategy"], int(doc["nodes"]),
-                       int(doc["cores"]), pes, bool(doc.get("instrumented", False)), regions,
-                       bool(doc.get("collapse", True)))
-        except (KeyError, TypeError, ValueError) as exc:
-            msg = f"{source}: malformed plan ({type(exc).__name__}: {exc}); regenerate it with spadeopt build"
-            raise PlanError(msg) from None
+        """The plan ``doc`` read from ``source``, checked field by field first
+        (``plan.artefacts.check_plan_json``: ``ArtefactError`` naming each bad field)."""
+        check_plan_json(doc, source)
+        pes = tuple(PE(p["pe"], tuple(p["operators"]), p["node"]) for p in doc["pes"])
+        regions = tuple(Region.from_json(r) for r in doc.get("regions", []))
+        return cls(doc["app"], doc["fingerprint"], doc["strategy"], doc["nodes"], doc["cores"], pes,
+                   doc.get("instrumented", False), regions, doc.get("collapse", True))
 
     @classmethod
     def load(cls, path: Path) -> Plan:
@@ -137,6 +133,12 @@ def check_plan(plan: Plan, graph: AppGraph) -> None:
         graph = physical_graph(graph, plan.regions)
     except UsageError as exc:
         raise PlanError(f"plan '{plan.strategy}' for app '{graph.name}' is invalid: {exc}") from None
+    if not (1 <= plan.nodes <= MAX_NODES and 1 <= plan.cores <= MAX_CORES):
+        problems.append(f"plan has {plan.nodes} node(s) x {plan.cores} core(s); at most {MAX_NODES} nodes "
+                        f"x {MAX_CORES} cores")
+    ids = [pe.pe_id for pe in plan.pes]
+    if len(set(ids)) < len(ids):
+        problems.append(f"PE ids are not unique: {sorted(i for i in set(ids) if ids.count(i) > 1)}")
     seen: dict[str, str] = {}
     for pe in plan.pes:
         if not pe.operators:

@@ -47,6 +47,7 @@ from spadeopt.errors import UsageError
 from spadeopt.model.graph import PARTITIONED, STATEFUL, AppGraph, Operator, PortRef, Stream
 
 BLOCK = 64  # tuples per round-robin block (split and merge agree on it)
+MAX_REGION_WIDTH = 256  # widest region of any plan (declared, --width, plan.json)
 STATIC, DYNAMIC = "static", "dynamic"
 
 
@@ -276,8 +277,9 @@ def resolve_regions(graph: AppGraph, strategy: str, widths: dict[str, int] | Non
     out = []
     for name, (ops, declared_width) in sorted(declared.items()):
         width = widths.get(name, declared_width if strategy == "manual" else 1)
-        if isinstance(width, bool) or not isinstance(width, int) or width < 1:
-            raise UsageError(f"region '{name}': width must be an integer >= 1, got {width!r}")
+        if isinstance(width, bool) or not isinstance(width, int) or not 1 <= width <= MAX_REGION_WIDTH:
+            raise UsageError(f"region '{name}': width must be an integer from 1 to {MAX_REGION_WIDTH}, "
+                             f"got {width!r}")
         ops = tuple(sorted(ops, key=lambda o: order.get(o, -1)))
         shape = check_region(graph, name, ops)
         out.append(Region(name, ops, width, shape.key, shape.ordering, shape.fed))

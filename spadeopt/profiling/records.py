@@ -34,7 +34,6 @@ import json
 import math
 import os
 import platform
-import re
 import socket
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, fields
@@ -43,6 +42,7 @@ from typing import Any, Final, NamedTuple
 
 from spadeopt.atomic import write_atomic
 from spadeopt.errors import ProfileError, UsageError
+from spadeopt.model.schema import FILE_NAME_RULE, is_file_name
 
 SCHEMA_VERSION: Final = 1
 MANIFEST_NAME: Final = "manifest.json"
@@ -55,7 +55,6 @@ METRICS: Final[dict[str, frozenset[str]]] = {
 }
 """Which metrics each kind of instrumentation point records."""
 
-_PE_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 _RERUN = "re-run `spadeopt profile` into a new directory"
 
 
@@ -185,7 +184,7 @@ def _pe_of_file(rel: str) -> str | None:
     if not (rel.startswith(prefix) and rel.endswith(".jsonl")):
         return None
     pe = rel[len(prefix) : -len(".jsonl")]
-    return pe if _PE_ID.fullmatch(pe) else None
+    return pe if is_file_name(pe) else None
 
 
 @dataclass(frozen=True)
@@ -199,11 +198,8 @@ class RawRun:
 
 def pe_file(pe: str) -> str:
     """The path of a PE's sample file relative to the run directory."""
-    if not isinstance(pe, str) or not _PE_ID.fullmatch(pe):
-        msg = (
-            f"PE id {pe!r} cannot name a file: use letters, digits, '_', '.', '-' "
-            f"(not starting with '.' or '-')"
-        )
+    if not is_file_name(pe):
+        msg = f"PE id {pe!r} cannot name a file: use {FILE_NAME_RULE}"
         raise UsageError(msg)
     return f"{RAW_DIR}/{pe}.jsonl"
 

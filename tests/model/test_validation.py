@@ -88,3 +88,33 @@ def test_cli_rejects_unknown_parameter(tmp_path):
                            "-o", str(tmp_path / "b")], capture_output=True, text=True)
     assert proc.returncode == 2
     assert "unknown parameter 'nope'" in proc.stderr and "n=8" in proc.stderr
+
+
+def test_identifiers_are_whole_names():
+    """Issue 25: a trailing newline is not part of an identifier ($ matched before it)."""
+    from spadeopt.model.schema import is_file_name, is_identifier, is_port_name
+
+    assert is_identifier("name") and not is_identifier("name\n") and not is_identifier("in")
+    assert is_port_name("in") and not is_port_name("out\n")
+    assert is_file_name("pe0") and is_file_name("my-app.v2")
+    for bad in ("pe0\n", "../x", "/abs", "a/b", ".hidden", "-x", "a..b", "", "x" * 101, None):
+        assert not is_file_name(bad), bad
+
+
+@pytest.mark.parametrize("name", ["a/b", "app\nimport os", "..", "", "x" * 101])
+def test_an_app_name_that_cannot_name_a_folder_is_refused(name):
+    a = App(name)
+    a.sink("k", a.source("src", "x:int", generator=counter))
+    (problem,) = _problems(a)
+    assert repr(name)[:60] in problem and "app name" in problem and "App(" in problem
+
+
+def test_names_with_a_newline_are_refused():
+    a = App("names")
+    s = a.source("src\n", "x:int", generator=counter)
+    outs = a.custom("c", bad_apps.Echo, inputs={"in\nx": s}, outputs={"out\n": "x:int"})
+    a.sink("k", list(outs.values()))
+    a.parallel("c", name="r\n")
+    text = "\n".join(_problems(a))
+    assert "operator name 'src\\n'" in text and "port name 'in\\nx'" in text and "port name 'out\\n'" in text
+    assert "parallel region name 'r\\n'" in text
