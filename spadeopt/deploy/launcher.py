@@ -9,10 +9,12 @@ naming the app, PE, operator and input port.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -314,27 +316,38 @@ def run_build(build_dir: Path, master: str | None = None, out_dir: Path | None =
 
 
 def _wait_until_gone(progress_dir: Path, timeout: float) -> None:
-    """Wait (up to ``timeout``) until every PE that wrote a progress file has exited.
+    """Wait (up to ``timeout``) until every PE of this run has exited; then kill any left.
 
-    Local masters only: the PEs run on this host, so the pids in their progress files
-    are this host's. A cancelled task's PEs die with its Python worker, asynchronously."""
-    pids = set()
-    for f in progress_dir.glob("*.json"):
-        try:
-            pids.add(int(json.loads(f.read_text())["pid"]))
-        except (OSError, ValueError, KeyError, TypeError):
-            continue
+    Local masters only: the PEs run on this host. A run's PEs are the processes of this
+    user running ``spadeopt.runtime.pe_main`` whose command line names this run's
+    progress directory (each PE's config carries its progress file), found in /proc, so
+    a PE that had not yet written its progress file is waited for too. A cancelled
+    task's PEs die with its Python worker, asynchronously; one that outlives the wait
+    (its parent died before it could ask to die with it) is killed here."""
     deadline = time.time() + timeout
-    while pids and time.time() < deadline:
-        for pid in list(pids):
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                pids.discard(pid)
-            except PermissionError:
-                pass  # another user's process reusing the pid: not ours, but wait it out
-        if pids:
-            time.sleep(0.1)
+    while (pids := _run_pes(progress_dir)) and time.time() < deadline:
+        time.sleep(0.1)
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _run_pes(progress_dir: Path) -> list[int]:
+    """Live PE processes (not zombies) of this user whose command line names ``progress_dir``."""
+    marker, me, found = json.dumps(str(progress_dir))[1:-1].encode(), os.getuid(), []  # as in the PE's config
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            if d.stat().st_uid != me:
+                continue
+            argv = (d / "cmdline").read_bytes()
+            if b"spadeopt.runtime.pe_main" in argv and marker in argv \
+                    and (d / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+                found.append(int(d.name))
+        except (OSError, IndexError):
+            continue
+    return found
 
 
 _CANCEL_WAIT_S = 30.0
