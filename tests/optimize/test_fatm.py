@@ -77,6 +77,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "spadeopt", *args], capture_output=True, text=True, cwd=ROOT)
 
 
+@pytest.mark.spark
 def test_optimize_explain_and_run_the_build(chain_profile, tmp_path):
     d, params = chain_profile
     cal = _calibration(tmp_path / "cal.json")
@@ -106,6 +107,7 @@ def test_optimize_explain_and_run_the_build(chain_profile, tmp_path):
     (["--nodes", "1", "--cores", "1", "--max-frac", "5", "--rate", "profiled"], None),
     (["--rate", "fast"], "--rate"),
 ])
+@pytest.mark.spark
 def test_optimize_bad_input_exits_2(chain_profile, tmp_path, extra, expect):
     d, _ = chain_profile
     cal = _calibration(tmp_path / "cal.json", per_tuple_s=4e-4 if expect is None else 2e-7)
@@ -118,6 +120,7 @@ def test_optimize_bad_input_exits_2(chain_profile, tmp_path, extra, expect):
     assert not (tmp_path / "b").exists()
 
 
+@pytest.mark.spark
 def test_optimize_refuses_foreign_profile_and_bad_calibration(chain_profile, tmp_path):
     d, _ = chain_profile
     proc = _cli("optimize", "apps/chain.py", "--profile", str(d / "profile.json"), "-p", "n=7",
@@ -133,6 +136,7 @@ def test_optimize_refuses_foreign_profile_and_bad_calibration(chain_profile, tmp
     assert missing.returncode == 2 and "nope.json" in missing.stderr
 
 
+@pytest.mark.spark
 def test_a_profile_of_another_app_names_both_apps(chain_profile, tmp_path):
     d, _ = chain_profile
     proc = _cli("optimize", "apps/outlier.py", "--profile", str(d / "profile.json"),
@@ -142,6 +146,7 @@ def test_a_profile_of_another_app_names_both_apps(chain_profile, tmp_path):
     assert "unknown parameter" not in proc.stderr and not (tmp_path / "b").exists()
 
 
+@pytest.mark.spark
 def test_a_very_large_cluster_still_plans(chain_profile, tmp_path):
     """The rate search has no arbitrary floor: on 100,000 nodes the bound is one operator's MaxFrac."""
     d, _ = chain_profile
@@ -150,6 +155,7 @@ def test_a_very_large_cluster_still_plans(chain_profile, tmp_path):
     assert explain["rate"]["planned"] > 0 and build.plan.nodes == 100_000
 
 
+@pytest.mark.spark
 def test_the_same_profile_and_calibration_give_the_same_plan(chain_profile, tmp_path, monkeypatch):
     """A calibration from another CPU is rescaled by this host's score, measured once and
     kept; explain.json records it and every other input that decided the plan."""

@@ -135,6 +135,7 @@ def test_profile_maps_onto_every_physical_operator_and_stream():
     assert inside and all(r == pytest.approx(1000 / 3) for r in inside)
 
 
+@pytest.mark.spark
 def test_the_chosen_plan_runs_on_spark_with_the_answers_of_fall(tmp_path):
     """FATM's plan with a widened region, built and run on local[2]: byte-identical sinks."""
     from spadeopt.codegen.render import generate

@@ -14,6 +14,8 @@ import pytest
 from spadeopt import api
 from spadeopt.refine.job import refine
 
+pytestmark = pytest.mark.spark
+
 
 def test_two_sources_of_one_pe_take_turns_and_write_what_none_writes(tmp_path):
     params = {"tuples": "3000", "a_ns": "0", "b_ns": "0"}
