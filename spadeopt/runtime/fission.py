@@ -28,9 +28,9 @@ from bisect import bisect_right
 from itertools import chain
 from operator import itemgetter
 
+from spadeopt.protocol import SEQ  # noqa: F401 - runtime.pe reads it from here (its wire name)
+
 _SEQ = itemgetter(-1)
-SEQ = "_fission_seq"  # the hidden sequence-number attribute of a dynamic region's channels
-FINAL_BASE = 1 << 62  # sequence numbers of rows flushed at end of stream: after every tuple
 _COMPACT = 4096
 
 
