@@ -1,7 +1,8 @@
 """Static-rate runs of functors compile into one loop (paper 004 §4, issue 14).
 
 Partitioning (004 §4.1): inside a PE, a functor without a filter is static 1:1; a
-functor with a filter, and every other kind, is dynamic. A *run* is a maximal chain
+functor with a filter, and every other kind, is dynamic. A *run* (``run_successor``,
+the one rule; the optimizer reads it through ``collapsible_links``) is a maximal chain
 ``f1 -> f2 -> ... -> fk`` (k >= 2) of functors of one PE where each ``fi`` (i < k) has
 exactly one subscriber, ``f(i+1)``, which has no other publisher and no filter; only the
 head ``f1`` may filter (its filter becomes the comprehension's ``if`` clause, so a
@@ -19,7 +20,7 @@ same as the uncollapsed build:
   intermediate operator is evaluated exactly once, in the original order (operator by
   operator, left to right), even when nothing downstream reads it: it is bound by its
   own ``for _cN in [expr]`` clause (CPython compiles that to an assignment).
-* A pure expression (attribute reads, constants, ``+ - *`` on numbers -- but not an int
+* A pure expression (one ``model.types.check`` shows cannot raise: attribute reads, constants, ``+ - *`` on numbers -- but not an int
   attribute with a float: a huge int raises OverflowError converting -- string ``+``,
   comparisons of numbers or ``==``/``!=``, ``not``/``and``/``or``/``if-else`` of pure
   parts) cannot raise and has no effect, so it is inlined where it is read once, dropped
@@ -52,9 +53,9 @@ import copy
 from dataclasses import dataclass
 from typing import Any
 
-from spadeopt.model.graph import AppGraph, PortRef
-
-_NUM = ("bool", "int", "float")
+from spadeopt.kinds import kind_of, selectivity
+from spadeopt.model.graph import STATIC, AppGraph, PortRef
+from spadeopt.model.types import ExprProblem, ExprType, check
 
 
 @dataclass
@@ -65,23 +66,45 @@ class Run:
     lines: list[str]  # the comprehension's lines, each with its ``# op:`` marker; [] = pass-through
 
 
+def run_successor(graph: AppGraph, name: str) -> str | None:
+    """The operator that ``name`` feeds inside a static run when both share a PE, or None.
+
+    The one rule for a *collapsible link* ``a -> b`` (codegen and the optimizer's cost
+    model both read it here): both kinds are collapsible (``Kind.collapsible``), ``b``
+    is static-rate (no filter), ``a`` has one output port whose only subscriber is ``b``,
+    and ``b`` has no other publisher. Codegen adds what only a plan knows: both in one
+    PE, neither locked, ``a``'s port not exposed (``find_runs``)."""
+    op = graph.op(name)
+    if not kind_of(op).collapsible or len(op.outputs) != 1:
+        return None
+    subs = graph.subscribers(PortRef(name, op.outputs[0].name))
+    if len(subs) != 1:
+        return None
+    nxt = graph.op(subs[0].op)
+    if not kind_of(nxt).collapsible or selectivity(nxt) != STATIC or len(graph.publishers(subs[0])) != 1:
+        return None
+    return nxt.name
+
+
+def collapsible_links(graph: AppGraph) -> frozenset[tuple[str, str]]:
+    """Every link ``a -> b`` that compiles into one loop when ``a`` and ``b`` share a PE
+    (``run_successor``)."""
+    return frozenset((op.name, nxt) for op in graph.operators
+                     if (nxt := run_successor(graph, op.name)) is not None)
+
+
 def find_runs(graph: AppGraph, specs: list[Any]) -> list[list[str]]:
     """Maximal runs (>= 2 functors) of one PE's operators, in declaration order of heads."""
     by_name = {s.op.name: s for s in specs}
 
     def succ(name: str) -> str | None:
+        nxt = run_successor(graph, name)
         s = by_name[name]
-        if s.op.kind != "functor" or s.locked or len(s.op.outputs) != 1:
+        if nxt is None or nxt not in by_name or s.locked or by_name[nxt].locked:
             return None
-        subs = graph.subscribers(PortRef(name, s.op.outputs[0].name))
-        if len(subs) != 1 or s.emit[s.op.outputs[0].name] != [_fn(subs[0])]:
-            return None  # more than one subscriber, or an exposed port (a sender)
-        nxt = by_name.get(subs[0].op)
-        if nxt is None or nxt.op.kind != "functor" or nxt.locked or nxt.ctx.get("filter"):
-            return None
-        if len(graph.publishers(subs[0])) != 1:
-            return None
-        return nxt.op.name
+        if len(s.emit[s.op.outputs[0].name]) != 1:
+            return None  # the port is exposed too: it also sends to another PE
+        return nxt
 
     has_pred = {n for n in (succ(s.op.name) for s in specs) if n is not None}
     runs = []
@@ -94,11 +117,6 @@ def find_runs(graph: AppGraph, specs: list[Any]) -> list[list[str]]:
             run.append(n)
         runs.append(run)
     return runs
-
-
-def _fn(ref: PortRef) -> str:
-    from spadeopt.codegen.spec import fn
-    return fn(ref)
 
 
 # ---- purity and substitution ---------------------------------------------------------------
@@ -119,52 +137,17 @@ def _trivial(node: ast.AST) -> bool:
         and isinstance(node.slice, ast.Constant)
 
 
-def _pure_type(node: ast.AST, env_types: dict[str, str | None]) -> tuple[bool, str | None]:
-    """(cannot raise and has no effect, static type) of an expression over bound names.
-
+def _pure(node: ast.AST, env_types: dict[str, str | None]) -> bool:
+    """An expression over bound names cannot raise and has no effect (``model.types``);
     ``env_types`` maps the source of each leaf (``t[3]``, ``_c2``) to its type."""
-    src = ast.unparse(node)
-    if src in env_types:
-        return True, env_types[src]
-    if isinstance(node, ast.Constant):
-        t = type(node.value).__name__
-        return True, t if t in ("bool", "int", "float", "str", "bytes") else None
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add | ast.Sub | ast.Mult):
-        pa, a = _pure_type(node.left, env_types)
-        pb, b = _pure_type(node.right, env_types)
-        if pa and pb and a in _NUM and b in _NUM:
-            if {a, b} == {"int", "float"} and not any(_small_const(n) for n in (node.left, node.right)):
-                return False, "float"  # a huge int does not convert to float: OverflowError
-            return True, "float" if "float" in (a, b) else "int"
-        if pa and pb and isinstance(node.op, ast.Add) and a == b and a in ("str", "bytes"):
-            return True, a
-        return False, None
-    if isinstance(node, ast.Compare):
-        parts = [_pure_type(n, env_types) for n in [node.left, *node.comparators]]
-        if not all(p for p, _ in parts):
-            return False, None
-        if all(isinstance(o, ast.Eq | ast.NotEq) for o in node.ops) or all(t in _NUM for _, t in parts):
-            return True, "bool"
-        return False, None
-    if isinstance(node, ast.UnaryOp):
-        p, t = _pure_type(node.operand, env_types)
-        if isinstance(node.op, ast.Not):
-            return p, "bool"  # truth of a builtin-typed value never raises
-        if isinstance(node.op, ast.USub | ast.UAdd) and p and t in _NUM:
-            return True, "int" if t == "bool" else t
-        return False, None
-    if isinstance(node, ast.BoolOp):
-        parts = [_pure_type(v, env_types) for v in node.values]
-        types = {t for _, t in parts}
-        return all(p for p, _ in parts), types.pop() if len(types) == 1 else None
-    if isinstance(node, ast.IfExp):
-        parts = [_pure_type(n, env_types) for n in (node.test, node.body, node.orelse)]
-        return all(p for p, _ in parts), parts[1][1] if parts[1][1] == parts[2][1] else None
-    return False, None
+    def lookup(leaf: ast.AST) -> ExprType | None:
+        src = ast.unparse(leaf)
+        return ExprType(env_types[src]) if src in env_types else None
 
-
-def _small_const(node: ast.AST) -> bool:
-    return isinstance(node, ast.Constant) and type(node.value) is int and abs(node.value) < 2**63
+    try:
+        return not check(node, lookup).may_raise
+    except ExprProblem:  # cannot happen on a validated app; were it to, it may raise
+        return False
 
 
 class _Subst(ast.NodeTransformer):
@@ -223,7 +206,7 @@ def collapse_run(specs: dict[str, Any], run: list[str]) -> Run:
             if uses[j][i] == 0:  # nothing reads the value: its declared-type conversion is moot
                 e = ast.parse(raw[i], mode="eval").body
             sub = _Subst(env).visit(copy.deepcopy(e))
-            pure, _ = _pure_type(sub, types)
+            pure = _pure(sub, types)
             if _trivial(sub) or (pure and uses[j][i] == 1):
                 new.append(sub)
                 continue

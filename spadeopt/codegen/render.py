@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from jinja2 import ChoiceLoader, Environment, FileSystemLoader, FunctionLoader, StrictUndefined
 
 from spadeopt.codegen.lower import lower_op
 from spadeopt.codegen.spec import PESpec, links_of, pe_spec
@@ -42,10 +42,17 @@ def template_dir() -> Path:
 _ENV: Environment | None = None
 
 
+def _own_template(name: str) -> str | None:
+    """A kind's own template, named by its absolute path (``Kind.template``)."""
+    path = Path(name)
+    return path.read_text() if path.is_absolute() and path.is_file() else None
+
+
 def environment() -> Environment:
     global _ENV
     if _ENV is None:
-        _ENV = Environment(loader=FileSystemLoader(str(template_dir())), undefined=StrictUndefined,
+        loader = ChoiceLoader([FileSystemLoader(str(template_dir())), FunctionLoader(_own_template)])
+        _ENV = Environment(loader=loader, undefined=StrictUndefined,
                            trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
                            autoescape=False)
         _ENV.filters["gid"] = gid

@@ -12,12 +12,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from spadeopt.codegen import collapse
+from spadeopt.kinds import kind_of
 from spadeopt.model.graph import AppGraph, Operator, PortRef
 from spadeopt.model.schema import gid
 from spadeopt.plan.plan import PE, Plan
-from spadeopt.runtime.fission import SEQ
-
-NEEDS_LOCK_KINDS = frozenset({"aggregate", "join", "merge", "custom", "sink", "fission_split", "fission_merge"})
+from spadeopt.protocol import SEQ
 
 
 @dataclass(frozen=True)
@@ -40,6 +39,7 @@ class Link:
 class OpSpec:
     op: Operator
     ctx: dict[str, Any]  # kind-specific, filled by lower.py
+    template: str = ""  # the kind's template (``Kind.template``)
     locked: bool = False
     threads: tuple[str, ...] = ()
     emit: dict[str, list[str]] = field(default_factory=dict)  # out port -> call targets
@@ -177,10 +177,6 @@ def thread_reach(graph: AppGraph, members: set[str], roots: Mapping[str, list[st
     return reach
 
 
-WINDOW_KINDS = frozenset({"source", "functor", "split", "aggregate", "join", "union", "merge", "sink"})
-"""Kinds whose generated code never blocks or leaves its thread (see ``assign_windows``)."""
-
-
 def assign_windows(specs: list[OpSpec]) -> list[str]:
     """Give each operator that may time by wall clock its thread's timing window.
 
@@ -188,7 +184,7 @@ def assign_windows(specs: list[OpSpec]) -> list[str]:
     scales the wall-clock times taken inside it by its own CPU/wall ratio, which is
     unbiased only if nothing inside it blocks. So an operator gets a window only if it
     is reached by exactly one thread (no lock: a lock wait blocks, and a window belongs
-    to one thread), its kind's code cannot block (``WINDOW_KINDS``: not a custom
+    to one thread), its kind's code cannot block (``Kind.never_blocks``: not a custom
     operator's opaque code, not fission's queues), none of its ports sends to another PE
     (a full send queue blocks), and the same holds, recursively, for every in-PE
     subscriber its submits call. Operators in a cycle inside the PE get none. Returns
@@ -204,7 +200,7 @@ def assign_windows(specs: list[OpSpec]) -> list[str]:
             safe[name] = (
                 not s.locked
                 and len(s.threads) == 1
-                and s.op.kind in WINDOW_KINDS
+                and kind_of(s.op).never_blocks
                 and all(
                     send is None and all(ok(sub.split(".", 1)[0]) for sub in subs)
                     for subs, _, send in s.submits.values()
@@ -237,7 +233,7 @@ def assign_followers(graph: AppGraph, specs: list[OpSpec]) -> None:
     by_name = {s.op.name: s for s in specs}
     publisher: dict[str, PortRef] = {}  # follower -> the port it follows
     for s in specs:
-        if (s.op.kind != "functor" or s.window is None or len(s.emit) != 1
+        if (not kind_of(s.op).collapsible or s.window is None or len(s.emit) != 1
                 or s.ctx.get("filter") or s.ctx.get("pulse") or len(s.op.inputs) != 1):
             continue
         pubs = graph.publishers(PortRef(s.op.name, s.op.inputs[0].name))
@@ -326,8 +322,9 @@ def pe_spec(graph: AppGraph, plan: Plan, pe: PE, links: list[Link], lower_op, *,
         threads = tuple(sorted(threads_of[op.name]))
         # Instrumented builds also lock stateless operators shared by threads: their
         # submit signals keep sampling state.
-        lockable = plan.instrumented or op.kind in NEEDS_LOCK_KINDS
-        spec = OpSpec(op, {}, locked=len(threads) > 1 and lockable, threads=threads,
+        kind = kind_of(op)
+        lockable = plan.instrumented or kind.needs_lock
+        spec = OpSpec(op, {}, kind.template, locked=len(threads) > 1 and lockable, threads=threads,
                       instrumented=plan.instrumented)
         for out in op.outputs:
             ref = PortRef(op.name, out.name)
@@ -345,7 +342,7 @@ def pe_spec(graph: AppGraph, plan: Plan, pe: PE, links: list[Link], lower_op, *,
             spec.pending[inp.name] = len(graph.publishers(PortRef(op.name, inp.name)))
         spec.ctx = lower_op(graph, op, imports)
         # a dynamic parallel region's channel copy: pass fission pulses on (regions.py)
-        spec.ctx["pulse"] = op.kind != "fission_merge" and any(
+        spec.ctx["pulse"] = kind.passes_pulses and any(
             p.schema is not None and SEQ in p.schema for p in op.inputs)
         specs.append(spec)
     if plan.collapse and not plan.instrumented:

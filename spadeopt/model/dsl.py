@@ -21,17 +21,28 @@ to operators declared later.
 from __future__ import annotations
 
 import inspect
-import os
 import sys
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from spadeopt.errors import GraphError, SpadeoptError, UsageError, user_failure
+from spadeopt.kinds import (
+    KINDS,
+    aggregate,
+    custom,
+    functor,
+    join,
+    merge,
+    sink,
+    source,
+    split,
+    union,
+)
+from spadeopt.kinds.base import Decl, symbol_of
+from spadeopt.kinds.windows import Window
 from spadeopt.model.graph import (
-    PARTITIONED,
     STATEFUL,
-    STATELESS,
     Annotations,
     AppGraph,
     InPort,
@@ -39,18 +50,9 @@ from spadeopt.model.graph import (
     OutPort,
     PortRef,
     Stream,
-    SymbolRef,
 )
-from spadeopt.model.schema import Schema, is_identifier
-from spadeopt.toolkit.params import (
-    CustomParams,
-    MergeParams,
-    SinkParams,
-    SourceParams,
-    UnionParams,
-    Window,
-)
-from spadeopt.toolkit.sources import split_size
+from spadeopt.model.schema import is_identifier
+from spadeopt.model.validate import build_graph
 
 
 @dataclass(frozen=True)
@@ -77,45 +79,21 @@ def time_window(attr: str, size: float, slide: float | None = None) -> Window:
     return Window("time", size, size if slide is None else slide, attr)
 
 
-def symbol_of(obj: Any, what: str) -> SymbolRef:
-    """The import path of a module-level function or class, or a clear error."""
-    if isinstance(obj, SymbolRef):
-        return obj
-    module = getattr(obj, "__module__", None)
-    qualname = getattr(obj, "__qualname__", None)
-    if not module or not qualname or "<locals>" in qualname or "<lambda>" in qualname:
-        msg = (f"{what}: {obj!r} is not a module-level function or class; PEs import user code "
-               f"by name, so define it at the top level of a module")
-        raise UsageError(msg)
-    return SymbolRef(module, qualname)
-
-
 def _caller_line() -> str:
+    """``file:line`` of the developer's call of an ``App`` method (three frames up)."""
     frame = sys._getframe(3)
     return f"{frame.f_code.co_filename}:{frame.f_lineno}"
 
 
-@dataclass
-class _Decl:
-    name: str
-    kind: str
-    inputs: dict[str, list[StreamLike]]
-    raw: dict[str, Any]
-    out_ports: tuple[str, ...] = ("out",)
-    out_schemas: dict[str, Schema] | None = None  # declared (source, custom); else derived
-    state: str = STATELESS
-    key: tuple[str, ...] = ()
-    tuple_generating: dict[str, bool] = field(default_factory=dict)
-    line: str = ""
-    problems: list[str] = field(default_factory=list)
-
-
 class App:
-    """A mutable builder for one application graph; ``build()`` freezes it."""
+    """A mutable builder for one application graph; ``build()`` freezes it.
+
+    Each operator method hands its arguments to its kind's ``declare``
+    (``spadeopt.kinds``); ``operator`` does the same for any registered kind."""
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self._decls: list[_Decl] = []
+        self._decls: list[Decl] = []
         self._colocate: list[tuple[str, ...]] = []
         self._exlocate: list[tuple[str, ...]] = []
         self._host: list[tuple[str, int]] = []
@@ -123,16 +101,10 @@ class App:
         self._parallel: list[tuple[str, tuple[str, ...], int]] = []
 
     # ---- operators -------------------------------------------------------------------
-    def _add(self, decl: _Decl) -> None:
+    def _add(self, decl: Decl) -> Decl:
         decl.line = _caller_line()
         self._decls.append(decl)
-
-    def _schema(self, spec: Any, decl: _Decl, what: str) -> Schema | None:
-        try:
-            return Schema.parse(spec)
-        except UsageError as exc:
-            decl.problems.append(f"operator '{decl.name}' {what}: {exc}")
-            return None
+        return decl
 
     def source(self, name: str, schema: Any, *, generator: Callable | None = None,
                args: Mapping[str, Any] | None = None, file: str | None = None,
@@ -141,55 +113,20 @@ class App:
         replay (CSV with a header, JSON lines, or Parquet) of ``file``. A generator marked
         ``spadeopt.toolkit.sources.splittable`` yields splits instead, and may lead a
         parallel region (each channel reads its own splits)."""
-        decl = _Decl(name, "source", {}, {}, state=STATEFUL)
-        sch = self._schema(schema, decl, "schema")
-        decl.out_schemas = {"out": sch} if sch else None
-        if (generator is None) == (file is None):
-            decl.problems.append(f"source '{name}': give exactly one of generator= or file=")
-        elif file is not None:
-            file = os.path.abspath(file)  # PEs may run elsewhere: resolve against the builder's cwd
-            fmt = format or file.rsplit(".", 1)[-1].lower()
-            readers = {"csv": "read_csv", "jsonl": "read_jsonl", "json": "read_jsonl", "parquet": "read_parquet"}
-            if fmt not in readers:
-                decl.problems.append(f"source '{name}': unknown file format '{fmt}'; use csv, jsonl or parquet")
-            else:
-                decl.raw["params"] = SourceParams(
-                    SymbolRef("spadeopt.toolkit.sources", readers[fmt]),
-                    (("path", file), ("schema", sch.to_json() if sch else [])),
-                )
-        else:
-            try:
-                try:
-                    split = split_size(generator, dict(args or {}))
-                except ValueError as exc:
-                    raise UsageError(f"source '{name}': {exc}") from None
-                if split and {"part", "parts"} & set(args or {}):
-                    raise UsageError(f"source '{name}': args must not set part/parts of a splittable "
-                                     f"generator; fission sets them for each channel")
-                decl.raw["params"] = SourceParams(symbol_of(generator, f"source '{name}'"),
-                                                  tuple(sorted((args or {}).items())), split=split)
-            except UsageError as exc:
-                decl.problems.append(str(exc))
-        self._add(decl)
+        self._add(source.declare(name, schema, generator=generator, args=args, file=file, format=format))
         return StreamHandle(name)
 
     def functor(self, name: str, input: StreamLike, *, output: Mapping[str, str] | None = None,
                 filter: str | None = None, functions: Iterable[Callable] = ()) -> StreamHandle:
         """Compute or project attributes (``{"name[:type]": expr}``) and/or filter tuples."""
-        decl = _Decl(name, "functor", {"in": [input]}, {"output": dict(output) if output is not None else None, "filter": filter})
-        decl.raw["functions"] = self._functions(functions, decl)
-        self._add(decl)
+        self._add(functor.declare(name, input, output=output, filter=filter, functions=functions))
         return StreamHandle(name)
 
     def aggregate(self, name: str, input: StreamLike, *, window: Window, output: Mapping[str, str],
                   by: Iterable[str] = (), functions: Iterable[Callable] = ()) -> StreamHandle:
         """Windowed aggregation: outputs are group-by attributes, ``count()``, ``sum(e)``,
         ``avg(e)``, ``min(e)``, ``max(e)``, ``first(e)``, ``last(e)``, ``wstart()``, ``wend()``."""
-        by = tuple(by)
-        decl = _Decl(name, "aggregate", {"in": [input]}, {"window": window, "by": by, "output": dict(output)},
-                     state=PARTITIONED if by else STATEFUL, key=by)
-        decl.raw["functions"] = self._functions(functions, decl)
-        self._add(decl)
+        self._add(aggregate.declare(name, input, window=window, output=output, by=by, functions=functions))
         return StreamHandle(name)
 
     def join(self, name: str, left: StreamLike, right: StreamLike, *, on: str | tuple, order: str | tuple,
@@ -200,45 +137,24 @@ class App:
         side's window (``window=(left_window, right_window)``; ``count_window(0)`` keeps none).
         Tuples are processed in merged ``order`` (left first on ties), so the result does
         not depend on arrival timing."""
-        lk, rk = (on, on) if isinstance(on, str) else on
-        lo, ro = (order, order) if isinstance(order, str) else order
-        lk = (lk,) if isinstance(lk, str) else tuple(lk)
-        rk = (rk,) if isinstance(rk, str) else tuple(rk)
-        decl = _Decl(name, "join", {"left": [left], "right": [right]},
-                     {"left_key": lk, "right_key": rk, "left_order": lo, "right_order": ro,
-                      "left_window": window[0], "right_window": window[1], "output": dict(output),
-                      "where": where}, state=PARTITIONED if lk else STATEFUL, key=lk)
-        decl.raw["functions"] = self._functions(functions, decl)
-        self._add(decl)
+        self._add(join.declare(name, left, right, on=on, order=order, window=window, output=output,
+                               where=where, functions=functions))
         return StreamHandle(name)
 
     def split(self, name: str, input: StreamLike, *, n: int | None = None, by: str | None = None,
               predicates: Iterable[str] | None = None, functions: Iterable[Callable] = ()) -> tuple[StreamHandle, ...]:
         """Route by a stable hash of ``by`` to ``n`` outputs, or by ``predicates`` (one output each)."""
-        preds = list(predicates) if predicates is not None else None
-        count = len(preds) if preds is not None else (n or 0)
-        decl = _Decl(name, "split", {"in": [input]}, {"n": count, "by": by, "predicates": preds},
-                     out_ports=tuple(f"out{i}" for i in range(count)))
-        if count < 1:
-            decl.problems.append(f"split '{name}': needs n >= 1 outputs (got {count})")
-        decl.raw["functions"] = self._functions(functions, decl)
-        self._add(decl)
-        return tuple(StreamHandle(name, f"out{i}") for i in range(count))
+        decl = self._add(split.declare(name, input, n=n, by=by, predicates=predicates, functions=functions))
+        return tuple(StreamHandle(name, p) for p in decl.out_ports)
 
     def union(self, name: str, inputs: Iterable[StreamLike]) -> StreamHandle:
         """Interleave streams in arrival order (not deterministic across fusions; use merge)."""
-        decl = _Decl(name, "union", {"in": list(inputs)}, {"params": UnionParams()})
-        self._add(decl)
+        self._add(union.declare(name, inputs))
         return StreamHandle(name)
 
     def merge(self, name: str, inputs: Iterable[StreamLike], *, order_by: str) -> StreamHandle:
         """Order-preserving merge of streams each ordered by ``order_by`` (ties: input order)."""
-        ins = list(inputs)
-        decl = _Decl(name, "merge", {f"in{i}": [s] for i, s in enumerate(ins)},
-                     {"params": MergeParams(order_by), "order_by": order_by}, state=STATEFUL)
-        if len(ins) < 1:
-            decl.problems.append(f"merge '{name}': needs at least one input")
-        self._add(decl)
+        self._add(merge.declare(name, inputs, order_by=order_by))
         return StreamHandle(name)
 
     def custom(self, name: str, cls: type, *, inputs: Mapping[str, StreamLike | list[StreamLike]],
@@ -246,41 +162,26 @@ class App:
                state: str = STATEFUL, key: Iterable[str] = (),
                tuple_generating: Mapping[str, bool] | None = None) -> dict[str, StreamHandle]:
         """A user class with ``process(port, tup, submit)`` and optionally ``on_final(submit)``."""
-        decl = _Decl(name, "custom",
-                     {p: (list(s) if isinstance(s, list) else [s]) for p, s in inputs.items()}, {},
-                     out_ports=tuple(outputs), state=state, key=tuple(key),
-                     tuple_generating=dict(tuple_generating or {}))
-        schemas = {p: self._schema(s, decl, f"output '{p}'") for p, s in outputs.items()}
-        decl.out_schemas = schemas if all(schemas.values()) else None
-        if state not in (STATELESS, PARTITIONED, STATEFUL):
-            decl.problems.append(f"custom '{name}': state must be stateless, partitioned or stateful")
-        try:
-            decl.raw["params"] = CustomParams(symbol_of(cls, f"custom '{name}'"), tuple(sorted((args or {}).items())))
-        except UsageError as exc:
-            decl.problems.append(str(exc))
-        for p in decl.tuple_generating:
-            if p not in inputs:
-                decl.problems.append(f"custom '{name}': tuple_generating names unknown input port '{p}'")
-        self._add(decl)
+        self._add(custom.declare(name, cls, inputs=inputs, outputs=outputs, args=args, state=state, key=key,
+                                 tuple_generating=tuple_generating))
         return {p: StreamHandle(name, p) for p in outputs}
 
     def sink(self, name: str, input: StreamLike | list[StreamLike], *, mode: str = "file") -> None:
         """Write tuples as JSON lines to ``<out>/<name>.jsonl`` (``mode="file"``) or only count them."""
-        decl = _Decl(name, "sink", {"in": list(input) if isinstance(input, list) else [input]},
-                     {"params": SinkParams(mode)}, out_ports=(), state=STATEFUL)
-        if mode not in ("file", "count"):
-            decl.problems.append(f"sink '{name}': mode must be 'file' or 'count', got '{mode}'")
-        self._add(decl)
+        self._add(sink.declare(name, input, mode=mode))
 
-    def _functions(self, functions: Iterable[Callable], decl: _Decl) -> tuple:
-        out = []
-        for fn in functions:
-            try:
-                ref = symbol_of(fn, f"operator '{decl.name}' function")
-                out.append((ref.qualname.rsplit(".", 1)[-1], ref))
-            except UsageError as exc:
-                decl.problems.append(str(exc))
-        return tuple(sorted(out, key=lambda x: x[0]))
+    def operator(self, kind: str, name: str, *inputs: StreamLike, **args: Any
+                 ) -> StreamHandle | tuple[StreamHandle, ...] | None:
+        """An operator of any registered kind (``spadeopt.kinds.register``): ``inputs`` and
+        ``args`` go to the kind's ``declare``. Returns the handle of its one output port,
+        a tuple of handles when it has several (in port order), or None when it has none."""
+        if kind not in KINDS or KINDS[kind].declare is None:
+            known = ", ".join(sorted(k for k, v in KINDS.items() if v.declare is not None))
+            msg = f"operator '{name}': unknown operator kind '{kind}'; known kinds: {known}"
+            raise UsageError(msg)
+        decl = self._add(KINDS[kind].declare(name, *inputs, **args))
+        handles = tuple(StreamHandle(name, p) for p in decl.out_ports)
+        return handles[0] if len(handles) == 1 else (handles or None)
 
     # ---- manual fusion annotations ---------------------------------------------------
     def colocate(self, *ops: str) -> None:
@@ -312,9 +213,9 @@ class App:
     # ---- build + validation ------------------------------------------------------------
     def build(self, params: Mapping[str, Any] | None = None, module: str = "") -> AppGraph:
         """Validate and freeze; raises ``GraphError`` listing every problem."""
-        from spadeopt.model.validate import build_graph
-
-        return build_graph(self, params or {}, module)
+        ann = Annotations(tuple(self._colocate), tuple(self._exlocate), tuple(self._host), tuple(self._fuse),
+                          tuple(self._parallel))
+        return build_graph(self.name, self._decls, ann, params or {}, module)
 
 
 # ---- app specs: parameterised builders ----------------------------------------------

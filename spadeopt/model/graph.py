@@ -15,7 +15,8 @@ from typing import Any
 
 from spadeopt.model.schema import Schema
 
-STATELESS, PARTITIONED, STATEFUL = "stateless", "partitioned", "stateful"
+STATELESS, PARTITIONED, STATEFUL = "stateless", "partitioned", "stateful"  # state kinds
+STATIC, DYNAMIC = "static", "dynamic"  # selectivity: one tuple out per tuple in, or data-dependent
 
 
 @dataclass(frozen=True, order=True)
@@ -57,7 +58,7 @@ class Operator:
     kind: str
     inputs: tuple[InPort, ...]
     outputs: tuple[OutPort, ...]
-    params: Any  # a kind-specific frozen dataclass from spadeopt.toolkit.params
+    params: Any  # a kind-specific frozen dataclass (``spadeopt.kinds.<kind>``)
     state: str = STATELESS
     key: tuple[str, ...] = ()
     line: str = ""  # where the developer declared it (file:line), for messages

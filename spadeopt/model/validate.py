@@ -1,13 +1,22 @@
-"""Turn an ``App`` builder into a frozen ``AppGraph``, reporting every problem at once."""
+"""Turn an app's declarations into a frozen ``AppGraph``, reporting every problem at once.
+
+Streams are resolved, then output schemas are derived to a fixpoint by each operator's
+kind (``spadeopt.kinds``; kinds that declare their outputs seed it, so feedback loops
+through them resolve), then the annotations are checked. A user function named like an
+input attribute of its operator is refused: attribute names take precedence in
+expressions, so the call would read the attribute (``'float' object is not callable``
+at run time)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import networkx as nx
 
 from spadeopt.errors import GraphError
+from spadeopt.kinds import KINDS
+from spadeopt.kinds.base import Decl
 from spadeopt.model.graph import (
     Annotations,
     AppGraph,
@@ -18,13 +27,9 @@ from spadeopt.model.graph import (
     Stream,
 )
 from spadeopt.model.schema import FILE_NAME_RULE, Schema, is_file_name, is_identifier, is_port_name
-from spadeopt.toolkit.derive import DERIVE
-
-if TYPE_CHECKING:
-    from spadeopt.model.dsl import App, _Decl
 
 
-def _resolve(ref: Any, decls: Mapping[str, _Decl], where: str, problems: list[str]) -> PortRef | None:
+def _resolve(ref: Any, decls: Mapping[str, Decl], where: str, problems: list[str]) -> PortRef | None:
     text = str(ref)
     op, _, port = text.partition(".")
     if op not in decls:
@@ -44,13 +49,15 @@ def _resolve(ref: Any, decls: Mapping[str, _Decl], where: str, problems: list[st
     return PortRef(op, port)
 
 
-def build_graph(app: App, params: Mapping[str, Any], module: str) -> AppGraph:
+def build_graph(app: str, declared: Iterable[Decl], ann: Annotations, params: Mapping[str, Any],
+                module: str) -> AppGraph:
+    """The graph of app ``app`` from its declarations; raises ``GraphError`` listing every problem."""
     problems: list[str] = []
-    if not is_file_name(app.name):
-        problems.append(f"app name {app.name!r} cannot name a build folder (build/<app>/...) or stand in "
+    if not is_file_name(app):
+        problems.append(f"app name {app!r} cannot name a build folder (build/<app>/...) or stand in "
                         f"generated code: use {FILE_NAME_RULE}; give App(...) such a name")
-    decls: dict[str, _Decl] = {}
-    for d in app._decls:
+    decls: dict[str, Decl] = {}
+    for d in declared:
         problems.extend(d.problems)
         if not is_identifier(d.name):
             problems.append(f"operator name {d.name!r} ({d.line}) must be a Python identifier "
@@ -79,11 +86,9 @@ def build_graph(app: App, params: Mapping[str, Any], module: str) -> AppGraph:
     in_schema: dict[str, dict[str, Schema]] = {}
     derived_params: dict[str, Any] = {}
     pending = dict(decls)
-    for d in list(pending.values()):
-        if d.kind in ("source", "custom"):
-            if d.out_schemas is not None:
-                out_schema.update({PortRef(d.name, p): s for p, s in d.out_schemas.items()})
-            derived_params[d.name] = d.raw.get("params")
+    for d in decls.values():
+        if d.out_schemas is not None:
+            out_schema.update({PortRef(d.name, p): s for p, s in d.out_schemas.items()})
     failed: set[str] = set()  # operators whose own derivation failed (already reported)
     progress = True
     while pending and progress:
@@ -108,27 +113,17 @@ def build_graph(app: App, params: Mapping[str, Any], module: str) -> AppGraph:
                         bad = True
                 ins[port] = schemas[0]
             in_schema[name] = ins
+            problems.extend(_shadowed_functions(d, ins))
             if bad:
                 failed.add(name)
                 continue
-            if d.kind in ("source", "custom"):
-                continue
-            where = f"{d.kind} '{name}'"
-            if d.kind in DERIVE:
-                prm, outs = DERIVE[d.kind](where, d.raw, ins, problems)
-                if prm is None:
-                    failed.add(name)
-                    continue
-            elif d.kind == "union":
-                prm, outs = d.raw["params"], {"out": ins["in"]}
-            elif d.kind == "sink":
-                prm, outs = d.raw["params"], {}
-            else:  # pragma: no cover - the DSL only makes known kinds
-                problems.append(f"{where}: unknown operator kind")
+            prm, outs = KINDS[d.kind].derive(f"{d.kind} '{name}'", d.raw, ins, problems)
+            if prm is None:
+                failed.add(name)
                 continue
             derived_params[name] = prm
             out_schema.update({PortRef(name, p): s for p, s in outs.items()})
-    blocked = _downstream_of(failed | {d.name for d in decls.values() if d.kind in ("source", "custom")
+    blocked = _downstream_of(failed | {d.name for d in decls.values() if KINDS[d.kind].declares_outputs
                                         and d.out_schemas is None}, inputs)
     for name in pending:
         if name in blocked:
@@ -136,24 +131,22 @@ def build_graph(app: App, params: Mapping[str, Any], module: str) -> AppGraph:
         problems.append(f"cannot determine the input schema of '{name}': it depends on a feedback loop "
                         f"with no declared schema (declare the custom operator's output schemas)")
 
-    ann = Annotations(tuple(app._colocate), tuple(app._exlocate), tuple(app._host), tuple(app._fuse),
-                      tuple(app._parallel))
     problems.extend(_check_annotations(ann, decls))
 
     if problems:
-        raise GraphError(app.name, problems)
+        raise GraphError(app, problems)
 
     operators, streams = [], []
     for name, d in decls.items():
         in_ports = tuple(
-            InPort(p, in_schema.get(name, {}).get(p), d.tuple_generating.get(p, d.kind != "sink"))
+            InPort(p, in_schema.get(name, {}).get(p), d.tuple_generating.get(p, True))
             for p in d.inputs
         )
         out_ports = tuple(OutPort(p, out_schema[PortRef(name, p)]) for p in d.out_ports)
         operators.append(Operator(name, d.kind, in_ports, out_ports, derived_params[name], d.state, d.key, d.line))
         for port, refs in inputs[name].items():
             streams.extend(Stream(r, PortRef(name, port)) for r in refs)
-    graph = AppGraph(app.name, tuple(operators), tuple(streams), ann,
+    graph = AppGraph(app, tuple(operators), tuple(streams), ann,
                      tuple(sorted(params.items())), module)
     cycle_problems = [
         f"colocated operators {sorted(group)} form a loop that re-enters tuple-generating port(s) "
@@ -163,8 +156,17 @@ def build_graph(app: App, params: Mapping[str, Any], module: str) -> AppGraph:
         for cyc in recursion_cycles(graph, group)
     ]
     if cycle_problems:
-        raise GraphError(app.name, cycle_problems)
+        raise GraphError(app, cycle_problems)
     return graph
+
+
+def _shadowed_functions(d: Decl, ins: Mapping[str, Schema]) -> list[str]:
+    """A user function of ``d`` named like one of its input attributes: in an expression
+    the name reads the attribute, so calling it would fail at run time."""
+    return [f"{d.kind} '{d.name}' ({d.line}): function '{fn}' has the name of input attribute "
+            f"'{fn}' (port '{port}'); an expression's name reads the attribute, so the function "
+            f"could never be called: rename the function or the attribute"
+            for fn, _ in d.raw.get("functions", ()) for port, schema in ins.items() if fn in schema]
 
 
 def _downstream_of(roots: set[str], inputs: dict[str, dict[str, list[PortRef]]]) -> set[str]:

@@ -13,9 +13,9 @@ A region of width k > 1 becomes, in the physical graph:
 
 In a dynamic region the channel copies carry the split's sequence number as a hidden
 last attribute (``_fission_seq``): every copy's input and output schemas gain it, and
-its parameters are rewritten to forward it (a functor copies it, a count-window
-aggregate emits the sequence number of the tuple that triggered the row, a join the
-later of its two matched tuples'). The merge strips it, so everything after the
+its parameters are rewritten to forward it (each kind's ``channel_params``: a functor
+copies it, a count-window aggregate emits the sequence number of the tuple that
+triggered the row, a join the later of its two matched tuples'). The merge strips it, so everything after the
 region sees the width-1 schema. Regions of width 1 are not rewritten at all.
 
 The physical graph is an ordinary ``AppGraph``: fusion, placement, codegen and the
@@ -30,6 +30,9 @@ from __future__ import annotations
 import dataclasses
 
 from spadeopt.errors import UsageError
+from spadeopt.kinds import kind_of
+from spadeopt.kinds.fission_merge import FissionMergeParams
+from spadeopt.kinds.fission_split import FissionSplitParams
 from spadeopt.model.graph import (
     STATEFUL,
     Annotations,
@@ -42,8 +45,7 @@ from spadeopt.model.graph import (
 )
 from spadeopt.model.schema import Schema
 from spadeopt.plan.regions import BLOCK, DYNAMIC, Region, check_region
-from spadeopt.runtime.fission import SEQ  # the hidden sequence-number attribute (its wire name)
-from spadeopt.toolkit.params import AggOutput, FissionMergeParams, FissionSplitParams
+from spadeopt.protocol import SEQ  # the hidden sequence-number attribute (its wire name)
 
 
 def _with_seq(schema: Schema | None, where: str) -> Schema | None:
@@ -57,24 +59,16 @@ def _with_seq(schema: Schema | None, where: str) -> Schema | None:
 
 
 def _channel_copy(op: Operator, c: int, k: int, dynamic: bool) -> Operator:
+    """``op``'s copy in channel ``c`` of ``k``: its kind says how its parameters change
+    (``Kind.channel_params``); in a dynamic region every schema gains the sequence number."""
     name = Region.channel_op(op.name, c)
-    p = op.params
-    if op.is_source:  # a splittable source: this copy reads splits c, c + k, c + 2k, ...
-        p = dataclasses.replace(p, part=c, parts=k)
-    elif op.kind == "sink":  # a counting sink: every copy reports under the logical name (summed)
-        p = dataclasses.replace(p, report_as=op.name)
+    params = kind_of(op).channel_params(op, c, k, dynamic)
     if not dynamic:
-        return dataclasses.replace(op, name=name, params=p)
+        return dataclasses.replace(op, name=name, params=params)
     where = f"operator '{op.name}'"
     ins = tuple(dataclasses.replace(p, schema=_with_seq(p.schema, where)) for p in op.inputs)
     outs = tuple(dataclasses.replace(p, schema=_with_seq(p.schema, where)) for p in op.outputs)
-    if op.kind == "functor" and p.output is not None:
-        p = dataclasses.replace(p, output=(*p.output, (SEQ, SEQ)))
-    elif op.kind == "aggregate":
-        p = dataclasses.replace(p, output=(*p.output, AggOutput(SEQ, "last", SEQ)))
-    elif op.kind == "join":
-        p = dataclasses.replace(p, output=(*p.output, (SEQ, f"max(left.{SEQ}, right.{SEQ})")))
-    return dataclasses.replace(op, name=name, inputs=ins, outputs=outs, params=p)
+    return dataclasses.replace(op, name=name, inputs=ins, outputs=outs, params=params)
 
 
 def _rewrite_one(graph: AppGraph, region: Region) -> AppGraph:

@@ -5,7 +5,9 @@ This module decides only whether a region is legal and how its channels must be 
 and merged; how wide a region is, is policy (the developer's ``parallel(..., width=)``
 under FMAN, ``--width`` on the command line) and lives elsewhere.
 
-Legality (002 §3-4, 000 §A2, with what an order-preserving merge needs):
+Legality (002 §3-4, 000 §A2, with what an order-preserving merge needs); what each
+operator kind allows is its ``Kind.region_problem`` and ``Kind.forwards``
+(``spadeopt.kinds``), the rest is the region's shape:
 
 - every operator exists; a sink may be in a region only when it counts (a count is
   commutative: each channel's copy counts, the run reports the sum, and a region that
@@ -44,19 +46,11 @@ from dataclasses import dataclass
 import networkx as nx
 
 from spadeopt.errors import UsageError
-from spadeopt.model.graph import PARTITIONED, STATEFUL, AppGraph, Operator, PortRef, Stream
+from spadeopt.kinds import kind_of, selectivity
+from spadeopt.model.graph import DYNAMIC, PARTITIONED, STATIC, AppGraph, PortRef, Stream
 
 BLOCK = 64  # tuples per round-robin block (split and merge agree on it)
 MAX_REGION_WIDTH = 256  # widest region of any plan (declared, --width, plan.json)
-STATIC, DYNAMIC = "static", "dynamic"
-
-
-def selectivity_kind(op: Operator) -> str:
-    """``static`` when the operator emits exactly one tuple per input tuple (a functor
-    without a filter), else ``dynamic`` (data-dependent)."""
-    if op.kind == "functor" and op.params.filter is None:
-        return STATIC
-    return DYNAMIC
 
 
 @dataclass(frozen=True)
@@ -119,51 +113,6 @@ class Shape:
         return "split" if self.source is None else "source"
 
 
-def _forwards(op: Operator, attr: str) -> bool:
-    """Does ``op`` copy input attribute ``attr`` unchanged to an output of the same name?"""
-    p = op.params
-    if op.kind == "split":
-        return True
-    if op.kind == "functor":
-        return p.output is None or any(n == attr and e.strip() == attr for n, e in p.output)
-    if op.kind == "aggregate":
-        return any(o.name == attr and o.func == "key" and o.expr == attr for o in p.output)
-    if op.kind == "join":
-        return any(n == attr and e.strip() in (attr, f"left.{attr}", f"right.{attr}") for n, e in p.output)
-    return False
-
-
-def _op_problem(op: Operator) -> str | None:
-    if op.kind == "sink":
-        if op.params.mode == "count":
-            return None  # commutative: each channel counts, the run reports the sum
-        return (f"operator '{op.name}' is a file sink: it writes in the stream's order, so it is never "
-                f"replicated (only a counting sink is: each channel counts, the run reports the sum)")
-    if op.is_source:
-        if getattr(op.params, "split", 0):
-            return None
-        return (f"operator '{op.name}' is a source whose generator is not splittable: only a generator "
-                f"marked spadeopt.toolkit.sources.splittable can be read by several channels")
-    if op.state == STATEFUL:
-        why = {"aggregate": "an aggregate without by= keeps one state for all tuples",
-               "merge": "a merge orders all its inputs together",
-               "custom": "a custom operator is stateful unless it declares state='stateless' or 'partitioned'"}
-        return f"operator '{op.name}' is stateful ({why.get(op.kind, op.kind)})"
-    if op.kind == "custom":
-        return (f"operator '{op.name}' is a custom operator: the merge's sequence number cannot travel "
-                f"through user code, so it cannot be replicated yet")
-    if op.kind == "union":
-        return (f"operator '{op.name}' is a union: it interleaves in arrival order, which a merge "
-                f"cannot restore")
-    if op.kind == "aggregate" and op.params.window.kind == "time":
-        return (f"operator '{op.name}' has an event-time window: it closes every key's window on any "
-                f"key's tuple, so its output order is not a function of its own partition's tuples")
-    if op.kind == "join" and tuple(op.params.left_key) != tuple(op.params.right_key):
-        return (f"operator '{op.name}' joins on differently named keys {op.params.left_key} and "
-                f"{op.params.right_key}; one hash of the entering stream cannot partition both")
-    return None
-
-
 def check_region(graph: AppGraph, name: str, ops: tuple[str, ...]) -> Shape:
     """The region's shape, or ``UsageError`` naming every offending operator and why."""
     problems: list[str] = []
@@ -174,7 +123,7 @@ def check_region(graph: AppGraph, name: str, ops: tuple[str, ...]) -> Shape:
         raise UsageError(f"parallel region '{name}' has no operators")
     members = set(ops)
     for o in ops:
-        why = _op_problem(graph.op(o))
+        why = kind_of(graph.op(o)).region_problem(graph.op(o))
         if why:
             problems.append(why)
     inner = nx.Graph()
@@ -197,7 +146,7 @@ def check_region(graph: AppGraph, name: str, ops: tuple[str, ...]) -> Shape:
     elif not sources and len(entries) != 1:
         problems.append(f"the region must be entered by exactly one stream; it is entered by "
                         f"{len(entries)}: {', '.join(f'{s.src} -> {s.dst}' for s in entries) or 'none'}")
-    sinks = [o for o in ops if graph.op(o).kind == "sink"]
+    sinks = [o for o in ops if not graph.op(o).outputs]
     if len(exits) > 1 or (not exits and not sinks):
         problems.append(f"the region must be left by exactly one output port (or end in counting sinks); it is "
                         f"left by {len(exits)}: {', '.join(map(str, exits)) or 'none'}")
@@ -246,15 +195,15 @@ def check_region(graph: AppGraph, name: str, ops: tuple[str, ...]) -> Shape:
             later = nx.descendants(sub, o)
             if any(graph.op(p.name).state == PARTITIONED for p in part if p.name in later):
                 for k in key:
-                    if not _forwards(graph.op(o), k):
+                    if not kind_of(graph.op(o)).forwards(graph.op(o), k):
                         problems.append(f"operator '{o}' does not forward key '{k}' unchanged to the "
                                         f"partitioned operator(s) after it")
     if problems:
         raise UsageError(f"parallel region '{name}' cannot be replicated:\n"
                          + "\n".join(f"  - {p}" for p in problems))
     # sources and counting sinks emit nothing a merge orders: only the operators between count
-    ordering = STATIC if all(selectivity_kind(graph.op(o)) == STATIC for o in ops
-                             if not graph.op(o).is_source and graph.op(o).kind != "sink") else DYNAMIC
+    ordering = STATIC if all(selectivity(graph.op(o)) == STATIC for o in ops
+                             if graph.op(o).inputs and graph.op(o).outputs) else DYNAMIC
     if entry is None:
         src = graph.op(sources[0])
         return Shape(None, exit_port, key, ordering, src.name, src.params.split)

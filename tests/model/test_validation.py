@@ -118,3 +118,24 @@ def test_names_with_a_newline_are_refused():
     text = "\n".join(_problems(a))
     assert "operator name 'src\\n'" in text and "port name 'in\\nx'" in text and "port name 'out\\n'" in text
     assert "parallel region name 'r\\n'" in text
+
+
+def test_a_function_named_like_an_input_attribute_is_refused_naming_both():
+    from tests.toolkit.gens import halve
+
+    a = App("shadow")
+    s = a.source("src", "seq:int, halve:float", generator=counter)
+    a.sink("k", a.functor("f", s, output={"y:float": "halve(seq)"}, functions=[halve]))
+    j = a.join("j", s, s, on="seq", order="seq", window=(count_window(1), count_window(1)),
+               output={"seq": "left.seq"}, functions=[halve])
+    a.sink("k2", j)
+    text = "\n".join(_problems(a))
+    assert "functor 'f'" in text and "join 'j'" in text, text
+    assert "function 'halve' has the name of input attribute 'halve'" in text, text
+
+
+def test_unknown_operator_kinds_are_refused_listing_the_known_ones():
+    from spadeopt.errors import UsageError
+
+    with pytest.raises(UsageError, match="unknown operator kind 'nope'; known kinds: aggregate, custom"):
+        App("k").operator("nope", "x")

@@ -12,11 +12,12 @@ import pytest
 from spadeopt import App, count_window
 from spadeopt.api import load_graph
 from spadeopt.errors import GraphError, UsageError
+from spadeopt.kinds import selectivity
 from spadeopt.model.graph import PARTITIONED, STATEFUL, STATELESS
 from spadeopt.optimize.strategies import plan_for
 from spadeopt.plan.fission import physical_graph
 from spadeopt.plan.plan import Plan
-from spadeopt.plan.regions import DYNAMIC, STATIC, resolve_regions, selectivity_kind
+from spadeopt.plan.regions import DYNAMIC, STATIC, resolve_regions
 from spadeopt.toolkit.sources import counter
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,7 +36,7 @@ def test_state_and_selectivity_kinds_are_derived_from_parameters():
     a.sink("m", a.merge("mg", [a.functor("plain", s), a.functor("flt", s, filter="x > 0")], order_by="x"))
     g2 = a.build()
     assert g2.op("agg").state == g2.op("mg").state == STATEFUL
-    assert selectivity_kind(g2.op("plain")) == STATIC and selectivity_kind(g2.op("flt")) == DYNAMIC
+    assert selectivity(g2.op("plain")) == STATIC and selectivity(g2.op("flt")) == DYNAMIC
 
 
 @pytest.mark.parametrize("case,words", [

@@ -1,16 +1,18 @@
-"""Lowering details: static expression types and the conversions they decide, argument
-literals in generated code, and stable hashing of floats."""
+"""Lowering details: the one expression type checker (type, exactness, may-raise) and the
+conversions it decides, argument literals in generated code, and stable hashing of floats."""
 
 from __future__ import annotations
 
+import ast
 import math
 
 import pytest
 
 from spadeopt import App
-from spadeopt.codegen.lower import _literal, static_type, typed
 from spadeopt.errors import CodegenError
+from spadeopt.kinds.lowering import literal, typed
 from spadeopt.model.schema import Schema
+from spadeopt.model.types import ExprProblem, ExprType, check, scope_lookup, static_type
 from tests.toolkit.gens import Tally, replay, with_nans
 from tests.toolkit.harness import same_under_fusions
 
@@ -35,6 +37,37 @@ def test_static_type(expr, want):
     assert static_type(expr, S) == want
 
 
+def _check(expr: str) -> ExprType:
+    return check(ast.parse(expr, mode="eval").body, scope_lookup({"": ("t", S)}))
+
+
+@pytest.mark.parametrize("expr,want", [
+    # numeric promotion: typed float for the checks, but the value may be an int
+    ("max(i, x)", ExprType("float", exact=False, may_raise=True)),
+    ("i if f else x", ExprType("float", exact=False, may_raise=False)),
+    ("i ** 2", ExprType("int", exact=False, may_raise=True)),
+    ("i / userfn(x)", ExprType("float", exact=False, may_raise=True)),
+    # pure: cannot raise, so collapse may drop or inline it
+    ("i + 1", ExprType("int", exact=True, may_raise=False)),
+    ("s + s", ExprType("str", exact=True, may_raise=False)),
+    ("not s", ExprType("bool", exact=True, may_raise=False)),
+    ("i == s", None),  # refused: always False
+    ("s < s", ExprType("bool", exact=True, may_raise=True)),  # str ordering is not proven pure
+    # an int with a float overflows for a huge int, unless one side is a small constant
+    ("i * x", ExprType("float", exact=True, may_raise=True)),
+    ("i + 1.5", ExprType("float", exact=True, may_raise=True)),
+    ("x * 2", ExprType("float", exact=True, may_raise=False)),
+    ("i // 2", ExprType("int", exact=True, may_raise=True)),
+    ("round(x, ndigits=1)", ExprType("float", exact=True, may_raise=True)),
+])
+def test_check_gives_type_exactness_and_may_raise(expr, want):
+    if want is None:
+        with pytest.raises(ExprProblem):
+            _check(expr)
+    else:
+        assert _check(expr) == want
+
+
 def test_static_type_qualified_names():
     q = {"left": ("l", Schema.parse("k:str, v:int")), "right": ("r", Schema.parse("k:str, w:float"))}
     assert static_type("left.v", qualified=q) == "int"
@@ -51,11 +84,11 @@ def test_typed_converts_only_when_needed():
 
 
 def test_argument_literals():
-    assert eval(_literal([1.5, float("inf"), -float("inf"), (2,), {"a": None}], "w")) == \
+    assert eval(literal([1.5, float("inf"), -float("inf"), (2,), {"a": None}], "w")) == \
         [1.5, math.inf, -math.inf, (2,), {"a": None}]
-    assert math.isnan(eval(_literal(float("nan"), "w")))
+    assert math.isnan(eval(literal(float("nan"), "w")))
     with pytest.raises(CodegenError, match="argument value"):
-        _literal(object(), "w")
+        literal(object(), "w")
 
 
 def test_non_finite_float_arguments_reach_the_generator_and_custom(tmp_path):

@@ -1,0 +1,191 @@
+"""``aggregate``: count- or event-time windows, tumbling or sliding, optionally by key.
+Partitioned on ``by`` (stateful without); a region may hold it unless its window is
+over event time (that closes every key's window on any key's tuple)."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from spadeopt.kinds.base import (
+    Decl,
+    Derived,
+    Imports,
+    Kind,
+    Problems,
+    declare_functions,
+    stateful_problem,
+)
+from spadeopt.kinds.lowering import key_source, number, rename, row, typed
+from spadeopt.kinds.outputs import check_expr, function_names, output_schema, split_name
+from spadeopt.kinds.windows import Window, bound_type, check_window
+from spadeopt.model.expr import compile_expr
+from spadeopt.model.graph import PARTITIONED, STATEFUL, AppGraph, Operator, SymbolRef
+from spadeopt.model.schema import Schema
+from spadeopt.model.types import NUMERIC, infer_type, static_type
+from spadeopt.protocol import FINAL_BASE, SEQ
+
+AGG_FUNCS = ("count", "sum", "avg", "min", "max", "first", "last")
+
+
+@dataclass(frozen=True)
+class AggOutput:
+    name: str
+    func: str  # one of AGG_FUNCS, or "key" for a group-by attribute, or "wstart"/"wend"
+    expr: str = ""
+
+
+@dataclass(frozen=True)
+class AggregateParams:
+    window: Window
+    by: tuple[str, ...]
+    output: tuple[AggOutput, ...]
+    functions: tuple[tuple[str, SymbolRef], ...] = ()
+
+
+def declare(name: str, input: Any, *, window: Window, output: Mapping[str, str],
+            by: Iterable[str] = (), functions: Iterable[Callable] = ()) -> Decl:
+    by = tuple(by)
+    decl = Decl(name, "aggregate", {"in": [input]}, {"window": window, "by": by, "output": dict(output)},
+                state=PARTITIONED if by else STATEFUL, key=by)
+    decl.raw["functions"] = declare_functions(functions, decl)
+    return decl
+
+
+def derive(where: str, raw: dict, ins: dict[str, Schema], problems: Problems) -> Derived:
+    schema = ins["in"]
+    w: Window = raw["window"]
+    check_window(where, w, schema, problems)
+    by = tuple(raw["by"])
+    for b in by:
+        if b not in schema:
+            problems.append(f"{where}: group-by attribute '{b}' is not in the input schema ({schema})")
+    fns = raw["functions"]
+    outs, attrs, n_before = [], [], len(problems)
+    for key, text in raw["output"].items():
+        name, typ = split_name(key)
+        try:
+            body = ast.parse(text.strip(), mode="eval").body
+        except SyntaxError:
+            problems.append(f"{where}: output '{name}' = '{text}' is not valid Python")
+            continue
+        if isinstance(body, ast.Name) and body.id in by:
+            outs.append(AggOutput(name, "key", body.id))
+            attrs.append((name, typ or schema.type_of(body.id)))
+            continue
+        if not (isinstance(body, ast.Call) and isinstance(body.func, ast.Name)):
+            problems.append(
+                f"{where}: output '{name}' = '{text}' must be a group-by attribute or one of "
+                f"{', '.join(f + '()' for f in AGG_FUNCS)}, wstart(), wend()"
+            )
+            continue
+        func, args = body.func.id, body.args
+        if func in ("count", "wstart", "wend"):
+            if args:
+                problems.append(f"{where}: output '{name}': {func}() takes no argument")
+                continue
+            if func == "count" or w.kind == "count":
+                default = "int"
+            else:  # the bounds' type: float event time, or a fractional window, make floats
+                default = bound_type(w, schema) if w.attr in schema else "float"
+            outs.append(AggOutput(name, func, ""))
+            attrs.append((name, typ or default))
+            continue
+        if func not in AGG_FUNCS or len(args) != 1:
+            problems.append(f"{where}: output '{name}' = '{text}': unknown aggregate; use one of {', '.join(AGG_FUNCS)}")
+            continue
+        inner = ast.unparse(args[0])
+        if not check_expr(f"{where} output '{name}'", inner, problems, schema=schema, functions=function_names(fns)):
+            continue
+        inferred = infer_type(inner, schema)
+        if func in ("sum", "avg") and static_type(inner, schema) in ("str", "bytes"):
+            problems.append(f"{where}: output '{name}' = '{text}': {func} of a {static_type(inner, schema)} "
+                            f"expression is not defined; use count(), first() or last(), or convert it")
+            continue
+        if func == "avg":
+            default = "float"
+        elif func == "sum" and inferred == "bool":
+            default = "int"
+        else:
+            default = inferred
+        if typ is None and default is None:
+            problems.append(f"{where}: output '{name}' = '{text}'; declare its type as '{name}:float'")
+            continue
+        outs.append(AggOutput(name, func, inner))
+        attrs.append((name, typ or default))
+    if len(problems) != n_before:
+        return None, None
+    out_schema = output_schema(where, attrs, problems)
+    if out_schema is None:
+        return None, None
+    return AggregateParams(w, by, tuple(outs), fns), {"out": out_schema}
+
+
+def lower(graph: AppGraph, op: Operator, imports: Imports) -> dict[str, Any]:
+    p, schema = op.params, op.in_port("in").schema
+    ren = rename(p.functions, imports)
+    names = frozenset(ren)
+    w = p.window
+    types = [t for _, t in op.out_port("out").schema.attrs]
+    exprs = []
+    for o, typ in zip(p.output, types, strict=True):
+        if o.func == "key":
+            k = p.by.index(o.expr)
+            exprs.append(typed("key" if len(p.by) == 1 else f"key[{k}]", typ, schema.type_of(o.expr)))
+        elif o.func == "count":
+            exprs.append(typed("len(items)", typ, "int"))
+        elif o.func in ("wstart", "wend"):
+            var = "ws" if o.func == "wstart" else "we"
+            # count windows have no bounds: the value is None whatever the declared type
+            exprs.append(var if w.kind == "count" else typed(var, typ, bound_type(w, schema)))
+        else:
+            e = compile_expr(o.expr, schema, functions=names, rename=ren).source
+            inner = static_type(o.expr, schema)
+            if o.func == "first":
+                src = compile_expr(o.expr, schema, functions=names, rename=ren, var="t0").source
+            elif o.func == "last":
+                src = compile_expr(o.expr, schema, functions=names, rename=ren, var="tn").source
+            elif o.func == "avg":
+                src, inner = f"sum([{e} for t in items]) / len(items)", "float" if inner in NUMERIC else None
+            else:
+                src = f"{o.func}([{e} for t in items])"
+                if o.func == "sum":
+                    inner = ("float" if inner == "float" else "int") if inner in NUMERIC else None
+            exprs.append(typed(src, typ, inner))
+    attr = schema.index(w.attr) if w.kind == "time" else None
+    mode = f"{w.kind}_{'tumbling' if w.tumbling else 'sliding'}"
+    # float bounds need float constants: window bounds are computed as k * slide
+    lit = number if w.kind == "count" or bound_type(w, schema) == "int" else (lambda x: repr(float(x)))
+    exact = w.kind == "time" and bound_type(w, schema) == "int"  # int arithmetic: no rounding
+    # a parallel region's channel copy (spadeopt.plan.fission) carries the sequence number
+    # last; rows flushed at end of stream sort after every tuple, in group-creation order
+    final_seq = schema.index(SEQ) if p.output and p.output[-1].name == SEQ else None
+    return {"mode": mode, "size": lit(w.size), "slide": lit(w.slide), "attr": attr, "exact": exact,
+            "key": key_source(p.by, schema), "row": row(exprs), "final_seq": final_seq,
+            "final_base": FINAL_BASE}
+
+
+def region_problem(op: Operator) -> str | None:
+    if op.state == STATEFUL:
+        return stateful_problem(op, "an aggregate without by= keeps one state for all tuples")
+    if op.params.window.kind == "time":
+        return (f"operator '{op.name}' has an event-time window: it closes every key's window on any "
+                f"key's tuple, so its output order is not a function of its own partition's tuples")
+    return None
+
+
+def forwards(op: Operator, attr: str) -> bool:
+    return any(o.name == attr and o.func == "key" and o.expr == attr for o in op.params.output)
+
+
+def channel_params(op: Operator, channel: int, width: int, dynamic: bool) -> AggregateParams:
+    if dynamic:  # a row carries the sequence number of the tuple that triggered it
+        return dataclasses.replace(op.params, output=(*op.params.output, AggOutput(SEQ, "last", SEQ)))
+    return op.params
+
+
+KIND = Kind("aggregate", declare, derive, lower, "ops/aggregate.py.j2", region_problem=region_problem,
+            forwards=forwards, channel_params=channel_params)

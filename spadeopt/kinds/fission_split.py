@@ -1,0 +1,35 @@
+"""``fission_split``: a parallel region's split, made by ``plan.fission`` (never by apps).
+Deals the entering stream to the channels: by a stable hash of the region's key, or in
+blocks round robin; a dynamic region's split stamps each tuple with the sequence number
+(``protocol.SEQ``) and ends each batch to a channel with a pulse."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from spadeopt.kinds.base import Imports, Kind
+from spadeopt.kinds.lowering import stable_hash
+from spadeopt.model.graph import AppGraph, Operator
+
+
+@dataclass(frozen=True)
+class FissionSplitParams:
+    width: int
+    key: tuple[str, ...]  # hash these attributes; empty: deal blocks round robin
+    ordering: str  # "static": blocks, no sequence number; "dynamic": stamp a sequence number
+    block: int  # tuples per round-robin block
+
+
+def lower(graph: AppGraph, op: Operator, imports: Imports) -> dict[str, Any]:
+    p, schema = op.params, op.in_port("in").schema
+    h = None
+    if p.key:
+        parts = [stable_hash(a, schema) for a in p.key]
+        # hash() of a tuple of ints (and of floats) does not depend on PYTHONHASHSEED
+        h = parts[0] if len(parts) == 1 else f"hash(({', '.join(parts)}))"
+    mode = "static" if p.ordering == "static" else ("hash" if p.key else "round_robin")
+    return {"mode": mode, "hash": h, "width": p.width, "block": p.block}
+
+
+KIND = Kind("fission_split", None, None, lower, "ops/fission_split.py.j2", never_blocks=False)

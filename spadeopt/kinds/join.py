@@ -1,0 +1,163 @@
+"""``join``: a windowed equi-join processed in merged event-time order. Partitioned on
+its key (stateful without one); a region may hold it when both sides' keys have the
+same names (one hash of the entering stream then partitions both)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from spadeopt.kinds.base import (
+    Decl,
+    Derived,
+    Imports,
+    Kind,
+    Problems,
+    declare_functions,
+    stateful_problem,
+)
+from spadeopt.kinds.lowering import key_source, number, rename, row, typed
+from spadeopt.kinds.outputs import (
+    check_expr,
+    function_names,
+    output_schema,
+    split_name,
+    typed_output,
+)
+from spadeopt.kinds.windows import Window, check_window
+from spadeopt.model.expr import compile_expr
+from spadeopt.model.graph import PARTITIONED, STATEFUL, AppGraph, Operator, SymbolRef
+from spadeopt.model.schema import Schema
+from spadeopt.model.types import static_type
+from spadeopt.protocol import SEQ
+
+
+@dataclass(frozen=True)
+class JoinParams:
+    left_key: tuple[str, ...]
+    right_key: tuple[str, ...]
+    left_order: str
+    right_order: str
+    left_window: Window  # how long a left tuple stays to be matched by later right tuples
+    right_window: Window
+    output: tuple[tuple[str, str], ...]
+    where: str | None = None
+    functions: tuple[tuple[str, SymbolRef], ...] = ()
+
+
+def declare(name: str, left: Any, right: Any, *, on: str | tuple, order: str | tuple,
+            window: tuple[Window, Window], output: Mapping[str, str], where: str | None = None,
+            functions: Iterable[Callable] = ()) -> Decl:
+    lk, rk = (on, on) if isinstance(on, str) else on
+    lo, ro = (order, order) if isinstance(order, str) else order
+    lk = (lk,) if isinstance(lk, str) else tuple(lk)
+    rk = (rk,) if isinstance(rk, str) else tuple(rk)
+    decl = Decl(name, "join", {"left": [left], "right": [right]},
+                {"left_key": lk, "right_key": rk, "left_order": lo, "right_order": ro,
+                 "left_window": window[0], "right_window": window[1], "output": dict(output),
+                 "where": where}, state=PARTITIONED if lk else STATEFUL, key=lk)
+    decl.raw["functions"] = declare_functions(functions, decl)
+    return decl
+
+
+def _check_sides(where: str, raw: dict, ls: Schema, rs: Schema, problems: Problems) -> None:
+    lk, rk = tuple(raw["left_key"]), tuple(raw["right_key"])
+    if len(lk) != len(rk):
+        problems.append(f"{where}: join keys differ in length ({lk} vs {rk})")
+    for side, keys, sch in (("left", lk, ls), ("right", rk, rs)):
+        for k in keys:
+            if k not in sch:
+                problems.append(f"{where}: {side} key '{k}' is not in the {side} schema ({sch})")
+    for side, attr, sch in (("left", raw["left_order"], ls), ("right", raw["right_order"], rs)):
+        if attr not in sch:
+            problems.append(f"{where}: {side} order attribute '{attr}' is not in the {side} schema ({sch})")
+    for side, sch in (("left", ls), ("right", rs)):
+        w = raw[f"{side}_window"]
+        check_window(f"{where} {side} window", w, sch if w.kind == "time" else None, problems, allow_zero=True)
+    for side in ("left", "right"):
+        w, order = raw[f"{side}_window"], raw[f"{side}_order"]
+        # a side's window is trimmed against the other side's order attribute as it probes
+        if w.kind == "time" and w.attr != order:
+            problems.append(f"{where}: the {side} time window is over '{w.attr}' but the {side} input "
+                            f"is ordered by '{order}'; a join's time windows must be over the order "
+                            f"attributes (time_window('{order}', {w.size:g}))")
+        if w.slide != w.size:
+            problems.append(f"{where}: the {side} window has a slide ({w.slide:g}); join windows only "
+                            f"keep the last tuples, so give the size alone")
+
+
+def derive(where: str, raw: dict, ins: dict[str, Schema], problems: Problems) -> Derived:
+    ls, rs = ins["left"], ins["right"]
+    n_before = len(problems)
+    _check_sides(where, raw, ls, rs, problems)
+    qualified = {"left": ("l", ls), "right": ("r", rs)}
+    fns = raw["functions"]
+    if raw["where"] is not None:
+        check_expr(where + " where", raw["where"], problems, qualified=qualified, functions=function_names(fns))
+    outs, attrs = [], []
+    for key, text in raw["output"].items():
+        if check_expr(f"{where} output '{split_name(key)[0]}'", text, problems, qualified=qualified,
+                      functions=function_names(fns)):
+            named = typed_output(where, key, text, None, problems, qualified=qualified)
+            if named:
+                outs.append((named[0], text))
+                attrs.append(named)
+    if len(problems) != n_before:
+        return None, None
+    out_schema = output_schema(where, attrs, problems)
+    if out_schema is None:
+        return None, None
+    lk, rk = tuple(raw["left_key"]), tuple(raw["right_key"])
+    return (JoinParams(lk, rk, raw["left_order"], raw["right_order"], raw["left_window"],
+                       raw["right_window"], tuple(outs), raw["where"], fns),
+            {"out": out_schema})
+
+
+def _window(w: Window, schema: Schema) -> dict[str, Any]:
+    if w.kind == "count":
+        return {"kind": "count", "size": int(w.size), "store": w.size > 0}
+    return {"kind": "time", "size": number(w.size), "attr": schema.index(w.attr), "store": True}
+
+
+def lower(graph: AppGraph, op: Operator, imports: Imports) -> dict[str, Any]:
+    p = op.params
+    ls, rs = op.in_port("left").schema, op.in_port("right").schema
+    ren = rename(p.functions, imports)
+    names = frozenset(ren)
+    q = {"left": ("l", ls), "right": ("r", rs)}
+    types = [t for _, t in op.out_port("out").schema.attrs]
+    out_row = row([typed(compile_expr(e, functions=names, rename=ren, qualified=q).source, typ,
+                         static_type(e, qualified=q))
+                   for (_, e), typ in zip(p.output, types, strict=True)])
+    where = compile_expr(p.where, functions=names, rename=ren, qualified=q).source if p.where else None
+    return {
+        "lkey": key_source(p.left_key, ls, "l"), "rkey": key_source(p.right_key, rs, "r"),
+        "lord": ls.index(p.left_order), "rord": rs.index(p.right_order),
+        "lwin": _window(p.left_window, ls), "rwin": _window(p.right_window, rs),
+        "row": out_row, "where": where,
+    }
+
+
+def region_problem(op: Operator) -> str | None:
+    if op.state == STATEFUL:
+        return stateful_problem(op)
+    if tuple(op.params.left_key) != tuple(op.params.right_key):
+        return (f"operator '{op.name}' joins on differently named keys {op.params.left_key} and "
+                f"{op.params.right_key}; one hash of the entering stream cannot partition both")
+    return None
+
+
+def forwards(op: Operator, attr: str) -> bool:
+    return any(n == attr and e.strip() in (attr, f"left.{attr}", f"right.{attr}") for n, e in op.params.output)
+
+
+def channel_params(op: Operator, channel: int, width: int, dynamic: bool) -> JoinParams:
+    if dynamic:  # a match carries the later of its two tuples' sequence numbers
+        return dataclasses.replace(op.params, output=(*op.params.output, (SEQ, f"max(left.{SEQ}, right.{SEQ})")))
+    return op.params
+
+
+KIND = Kind("join", declare, derive, lower, "ops/join.py.j2", region_problem=region_problem,
+            forwards=forwards, channel_params=channel_params)

@@ -1,0 +1,90 @@
+"""``source``: a seeded generator ``generator(**args)`` yielding tuples, or a file replay
+(CSV with a header, JSON lines, Parquet). Output schema declared; stateful; a source
+may lead a parallel region only when its generator is splittable
+(``toolkit.sources.splittable``): each channel's copy then reads its own splits."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from spadeopt.errors import UsageError
+from spadeopt.kinds.base import Decl, Imports, Kind, derive_declared, parse_schema, symbol_of
+from spadeopt.kinds.lowering import alias, call_args
+from spadeopt.model.graph import STATEFUL, AppGraph, Operator, SymbolRef
+from spadeopt.protocol import SEQ
+from spadeopt.toolkit.sources import split_size
+
+READERS = {"csv": "read_csv", "jsonl": "read_jsonl", "json": "read_jsonl", "parquet": "read_parquet"}
+
+
+@dataclass(frozen=True)
+class SourceParams:
+    generator: SymbolRef
+    args: tuple[tuple[str, Any], ...] = ()
+    split: int = 0  # records per split of a splittable generator (``toolkit.sources.splittable``); 0: not
+    part: int = 0  # which of ``parts`` interleaved shares of the splits this copy reads (fission)
+    parts: int = 1
+
+
+def declare(name: str, schema: Any, *, generator: Callable | None = None,
+            args: Mapping[str, Any] | None = None, file: str | None = None,
+            format: str | None = None) -> Decl:
+    decl = Decl(name, "source", {}, {}, state=STATEFUL)
+    sch = parse_schema(schema, decl, "schema")
+    decl.out_schemas = {"out": sch} if sch else None
+    if (generator is None) == (file is None):
+        decl.problems.append(f"source '{name}': give exactly one of generator= or file=")
+    elif file is not None:
+        file = os.path.abspath(file)  # PEs may run elsewhere: resolve against the builder's cwd
+        fmt = format or file.rsplit(".", 1)[-1].lower()
+        if fmt not in READERS:
+            decl.problems.append(f"source '{name}': unknown file format '{fmt}'; use csv, jsonl or parquet")
+        else:
+            decl.raw["params"] = SourceParams(
+                SymbolRef("spadeopt.toolkit.sources", READERS[fmt]),
+                (("path", file), ("schema", sch.to_json() if sch else [])),
+            )
+    else:
+        try:
+            try:
+                split = split_size(generator, dict(args or {}))
+            except ValueError as exc:
+                raise UsageError(f"source '{name}': {exc}") from None
+            if split and {"part", "parts"} & set(args or {}):
+                raise UsageError(f"source '{name}': args must not set part/parts of a splittable "
+                                 f"generator; fission sets them for each channel")
+            decl.raw["params"] = SourceParams(symbol_of(generator, f"source '{name}'"),
+                                              tuple(sorted((args or {}).items())), split=split)
+        except UsageError as exc:
+            decl.problems.append(str(exc))
+    decl.raw["outputs"] = decl.out_schemas
+    return decl
+
+
+def lower(graph: AppGraph, op: Operator, imports: Imports) -> dict[str, Any]:
+    p = op.params
+    args = call_args(op, p.args)
+    if p.split:  # a splittable generator: this copy's share of the splits (all of them outside a region)
+        args = ", ".join(a for a in (args, f"part={p.part}, parts={p.parts}") if a)
+    out = op.out_port("out").schema
+    return {"gen": alias(p.generator, imports), "args": args, "split": p.split, "part": p.part,
+            "parts": p.parts, "seq": out is not None and SEQ in out}
+
+
+def region_problem(op: Operator) -> str | None:
+    if op.params.split:
+        return None
+    return (f"operator '{op.name}' is a source whose generator is not splittable: only a generator "
+            f"marked spadeopt.toolkit.sources.splittable can be read by several channels")
+
+
+def channel_params(op: Operator, channel: int, width: int, dynamic: bool) -> SourceParams:
+    return dataclasses.replace(op.params, part=channel, parts=width)  # splits c, c + k, c + 2k, ...
+
+
+KIND = Kind("source", declare, derive_declared, lower, "ops/source.py.j2", declares_outputs=True,
+            region_problem=region_problem, channel_params=channel_params)
