@@ -247,8 +247,6 @@ def run_build(build_dir: Path, master: str | None = None, out_dir: Path | None =
     log_dir = build_dir / "logs"
     if out_dir is not None:
         out_dir = Path(out_dir).resolve()
-        out_dir.mkdir(parents=True, exist_ok=True)
-        sinks.discard(out_dir)  # parts a killed earlier run left behind
     say(f"starting Spark ({master or 'from spark-submit'}, {nodes} node(s) x {cores} core(s))")
     if deploy.get("insecure_links"):
         say("WARNING: --insecure-links: links between PEs are NOT authenticated or encrypted; any process "
@@ -272,6 +270,11 @@ def run_build(build_dir: Path, master: str | None = None, out_dir: Path | None =
            "out_dir": str(out_dir) if out_dir else None, "log_dir": str(log_dir),
            "progress_dir": str(progress_dir) if local else None}
     task = _task_fn(deploy, job)
+    made: list[Path] = []  # the directories of out_dir this run creates (a failed run removes them)
+    if out_dir is not None:  # made only now: a run that fails to start leaves --out as it was
+        made = [d for d in (out_dir, *out_dir.parents) if not d.exists()]
+        out_dir.mkdir(parents=True, exist_ok=True)
+        sinks.discard(out_dir)  # parts a killed earlier run left behind
     t0 = time.time()
     box: dict[str, Any] = {}
 
@@ -311,6 +314,9 @@ def run_build(build_dir: Path, master: str | None = None, out_dir: Path | None =
                 _wait_until_gone(progress_dir, _CANCEL_WAIT_S)
         if out_dir is not None:
             sinks.discard(out_dir)
+            for d in made:  # leave --out as it was: what this run made goes (deepest first), if empty
+                with contextlib.suppress(OSError):
+                    d.rmdir()
         raise
     return _result(deploy, reports, master, time.time() - t0, str(build_dir))
 
