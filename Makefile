@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 APP    ?= bargain
 
-.PHONY: help install demo test lint check-java bench profile optimize compare clean
+.PHONY: help install demo test test-fast lint check-java bench profile optimize compare clean
 NOW    := $(shell date +%Y%m%d-%H%M%S)
 RUN    ?= profiles/$(APP)/run-$(NOW)
 # compare: NODES=1 runs local[2]; NODES=2 a local-cluster of 2 one-core executors
@@ -51,8 +51,11 @@ demo: $(STAMP) check-java ## the whole story on bargain (~6 min): profile, refin
 	$(BIN)/spadeopt compare apps/peer.py -p tuples=1000000 --strategies all,auto --no-fission --repeat 3 --out out/demo/peer
 	$(BIN)/spadeopt explain out/demo/peer/build-auto --png out/demo/peer-plan.png
 
-test: $(STAMP) check-java ## run the test suite (real Spark in local mode)
+test: $(STAMP) check-java ## run the whole test suite (real Spark in local mode)
 	$(BIN)/python -m pytest -q
+
+test-fast: $(STAMP) ## the tests that start no Spark (a few minutes); one that starts Spark unmarked fails
+	SPADEOPT_NO_SPARK=1 $(BIN)/python -m pytest -q -m "not spark"
 
 profile: $(STAMP) check-java ## stage 1: profile APP (default bargain) unfused into profiles/APP/run-*
 	$(BIN)/spadeopt profile apps/$(APP).py --fusion none $(SIZE_$(APP)) -o $(RUN)

@@ -3,27 +3,22 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.cli.clitools import cli
+
 PARAMS = ["-p", "n=4", "-p", "work=30", "-p", "tuples=20000", "-p", "sink=file"]
-
-
-def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "spadeopt", *args], capture_output=True, text=True, cwd=ROOT)
 
 
 @pytest.fixture(scope="module")
 def compared(tmp_path_factory):
     out = tmp_path_factory.mktemp("compare")
-    proc = _cli("compare", "apps/chain.py", *PARAMS, "--repeat", "1", "--no-fission", "--out", str(out))
+    proc = cli("compare", "apps/chain.py", *PARAMS, "--repeat", "1", "--no-fission", "--out", str(out))
     return out, proc
 
 
+@pytest.mark.spark
 def test_compare_runs_all_four_strategies_and_their_answers_agree(compared):
     out, proc = compared
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -44,6 +39,7 @@ def test_compare_runs_all_four_strategies_and_their_answers_agree(compared):
         assert label in proc.stdout, proc.stdout
 
 
+@pytest.mark.spark
 def test_compare_reports_predictions_for_every_strategy(compared):
     """--no-fission adds FATM-w1 (every region at width 1) from the same profile; every
     row (NONE, FALL, FMAN too) carries the model's predicted rate and predicted / measured,
@@ -69,10 +65,11 @@ def test_compare_reports_predictions_for_every_strategy(compared):
     assert [r["width"] for r in plan1["regions"]] == [1]
 
 
+@pytest.mark.spark
 def test_a_strategy_that_fails_is_reported_and_the_others_still_run(compared, tmp_path):
     out, _ = compared
     # a profile of the 4-operator chain cannot drive FATM for the 5-operator one
-    proc = _cli("compare", "apps/chain.py", *PARAMS, "-p", "n=5", "--strategies", "all,auto",
+    proc = cli("compare", "apps/chain.py", *PARAMS, "-p", "n=5", "--strategies", "all,auto",
                 "--profile", str(out / "profile.json"), "--repeat", "1", "--out", str(tmp_path))
     assert proc.returncode == 1, proc.stderr[-2000:]
     doc = json.loads((tmp_path / "compare.json").read_text())
@@ -83,6 +80,6 @@ def test_a_strategy_that_fails_is_reported_and_the_others_still_run(compared, tm
 
 def test_compare_refuses_bad_options_before_running_anything(tmp_path):
     for extra, what in ((["--strategies", "all,fast"], "fast"), (["--repeat", "0"], "--repeat")):
-        proc = _cli("compare", "apps/chain.py", *extra, "--out", str(tmp_path / "x"))
+        proc = cli("compare", "apps/chain.py", *extra, "--out", str(tmp_path / "x"))
         assert proc.returncode == 2 and what in proc.stderr, proc.stderr
         assert not (tmp_path / "x" / "compare.json").exists()

@@ -120,17 +120,15 @@ def _materialise(root: Path, tree: dict[str, bytes]) -> bool:
 @settings(max_examples=40, suppress_health_check=[HealthCheck.function_scoped_fixture], deadline=None)
 @given(tree=existing_trees)
 def test_random_existing_trees_are_never_modified_without_force(tmp_path_factory, tree: dict[str, bytes]) -> None:
-    """In-process (fast): whatever is at the output path, build/run refuse and change nothing."""
-    from spadeopt.cli import main
-
+    """Whatever is at the output path, build/run refuse and change nothing."""
     root = tmp_path_factory.mktemp("t") / "out"
     root.mkdir()
     if not _materialise(root, tree):
         return
     before = tree_hash(root)
-    assert main(["build", "apps/chain.py", "-o", str(root)]) == 2
-    assert main(["run", "apps/chain.py", "--out", str(root)]) == 2
-    assert main(["run", "apps/chain.py", "--build-dir", str(root)]) == 2
+    refused(cli("build", "apps/chain.py", "-o", str(root)))
+    refused(cli("run", "apps/chain.py", "--out", str(root)))
+    refused(cli("run", "apps/chain.py", "--build-dir", str(root)))
     assert tree_hash(root) == before
 
 
@@ -175,6 +173,7 @@ def test_a_missing_input_file_is_found_before_spark_starts(tmp_path: Path) -> No
     assert "starting Spark" not in proc.stderr
 
 
+@pytest.mark.spark
 def test_a_bad_csv_value_fails_the_run_and_leaves_no_sink_file(tmp_path: Path) -> None:
     """Only the run finds a bad value: exit 1, the message names file, line and value, and
     --out holds no result.jsonl (sinks are written as parts and committed on success)."""

@@ -2,16 +2,9 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "spadeopt", *args], capture_output=True, text=True, cwd=ROOT,
-                          timeout=300)
+from tests.cli.clitools import cli
 
 
 def test_explain_draws_nodes_pes_and_links(tmp_path: Path) -> None:

@@ -11,6 +11,8 @@ import pytest
 from spadeopt import api
 from spadeopt.errors import RunError
 
+pytestmark = pytest.mark.spark
+
 
 def _sink_bytes(out: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(out.glob("*.jsonl"))}

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -12,6 +12,7 @@ import pytest
 from spadeopt import api
 from spadeopt.errors import RunError
 from spadeopt.optimize.strategies import plan_for
+from tests.cli.clitools import cli
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -33,6 +34,7 @@ def _pe_processes(under: Path) -> int:
     return len(out.stdout.split())
 
 
+@pytest.mark.spark
 @pytest.mark.parametrize("app,params", APPS, ids=[a for a, _ in APPS])
 def test_every_fusion_gives_identical_sink_output(app, params, tmp_path):
     outputs = {}
@@ -52,6 +54,7 @@ def test_chain_lengths_none_is_one_pe_per_operator_all_is_one(n):
     assert len(plan_for(graph, "all").pes) == 1
 
 
+@pytest.mark.spark
 @pytest.mark.parametrize("n", [1, 32])
 def test_chain_runs_on_spark_at_both_ends(n, tmp_path):
     for fusion, pes in (("none", n + 2), ("all", 1)):
@@ -59,6 +62,7 @@ def test_chain_runs_on_spark_at_both_ends(n, tmp_path):
         assert res.pes == pes and res.tuples == 5000 and res.sinks == {"sink": 5000}
 
 
+@pytest.mark.spark
 def test_failing_operator_stops_the_job_names_it_and_leaves_no_process(tmp_path):
     with pytest.raises(RunError) as exc:
         api.run("tests/apps/crash.py", "none", {"at": "3000"}, build_dir=tmp_path / "b", out=tmp_path / "o")
@@ -70,25 +74,22 @@ def test_failing_operator_stops_the_job_names_it_and_leaves_no_process(tmp_path)
     assert list((tmp_path / "o").iterdir()) == [], "a failed run must leave no sink file (not even a part)"
 
 
+@pytest.mark.spark
 def test_cli_run_writes_outputs_and_json_and_exits_1_on_failure(tmp_path):
-    cmd = [sys.executable, "-m", "spadeopt", "run", "apps/chain.py", "--fusion", "manual", "-p", "n=3",
-           "-p", "tuples=2000", "-p", "sink=file", "--out", str(tmp_path / "o"), "--json", str(tmp_path / "r.json"),
-           "--build-dir", str(tmp_path / "b")]
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    proc = cli("run", "apps/chain.py", "--fusion", "manual", "-p", "n=3", "-p", "tuples=2000", "-p", "sink=file",
+               "--out", tmp_path / "o", "--json", tmp_path / "r.json", "--build-dir", tmp_path / "b")
     assert proc.returncode == 0, proc.stderr
     assert "throughput" in proc.stdout and "tuples/s" in proc.stdout
     assert (tmp_path / "o" / "sink.jsonl").read_text().count("\n") == 2000
-    import json
-
     doc = json.loads((tmp_path / "r.json").read_text())
     assert {"throughput", "pes", "nodes", "wall_s"} <= set(doc)
-    bad = subprocess.run([sys.executable, "-m", "spadeopt", "run", "tests/apps/crash.py", "--fusion", "all",
-                          "--build-dir", str(tmp_path / "c")], capture_output=True, text=True, cwd=ROOT)
+    bad = cli("run", "tests/apps/crash.py", "--fusion", "all", "--build-dir", tmp_path / "c")
     assert bad.returncode == 1
     assert "operator 'boom'" in bad.stderr and "PE pe0" in bad.stderr
     assert _pe_processes(tmp_path) == 0
 
 
+@pytest.mark.spark
 def test_local_cluster_runs_each_pe_on_the_node_its_plan_names(tmp_path):
     """Two executors (nodes); each PE reports, from inside, which executor JVM it runs under."""
     res = api.run("apps/chain.py", "manual", {"n": "4", "tuples": "5000"}, nodes=2, cores=1,

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,8 +12,8 @@ from spadeopt import api
 from spadeopt.codegen.render import render_build
 from spadeopt.optimize.strategies import plan_for
 from spadeopt.profiling import read_run
+from tests.cli.clitools import Result, cli
 
-ROOT = Path(__file__).resolve().parents[2]
 INSTRUMENTATION_MARKS = ("rt.point", "_tt()", "__submit_", "countdown", "thread_time_ns", "_pc()",
                          "rt.window", "_cd__")
 
@@ -60,6 +58,7 @@ def _logical(run_dir: Path) -> set[tuple[str, str, str, str]]:
     return out
 
 
+@pytest.mark.spark
 def test_same_metric_set_under_none_all_and_manual_and_fig3(tmp_path):
     sets = {}
     for fusion in ("none", "all", "manual"):
@@ -79,9 +78,8 @@ def test_same_metric_set_under_none_all_and_manual_and_fig3(tmp_path):
     assert abs(n_size - 20000 * 0.01) <= 1, "stride sampling takes floor(n*s) +- 1 samples"
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "spadeopt", "profile", "apps/chain.py", *args],
-                          capture_output=True, text=True, cwd=ROOT)
+def _cli(*args: str) -> Result:
+    return cli("profile", "apps/chain.py", *args)
 
 
 @pytest.mark.parametrize("args,expect", [
@@ -110,6 +108,7 @@ def test_run_dir_holding_another_run_or_unwritable_is_refused(tmp_path):
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
 
 
+@pytest.mark.spark
 def test_production_probe_runs_by_default_and_can_be_skipped(tmp_path):
     """`profile` runs the production FALL build PROBE_RUNS times after the profiled run
     and keeps the median run (production.json: what FATM fits collapse savings /

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +16,7 @@ from spadeopt.refine.calibrate import Point, cpu_score, grid_from
 from spadeopt.refine.comm import CommCost, monotone_grid
 from spadeopt.refine.profile import Profile
 from spadeopt.refine.show import format_profile
+from tests.cli.clitools import cli
 from tests.refine.test_estimate import fused_chain, profile
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -155,11 +154,6 @@ def test_bad_profiles_are_refused_with_the_file_named(tmp_path, mutate, expect):
     with pytest.raises(ProfileError, match=expect) as err:
         Profile.load_file(path)
     assert str(path) in str(err.value)
-
-
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "spadeopt", *args], capture_output=True, text=True, cwd=ROOT,
-                          timeout=120)
 
 
 def test_show_cli(tmp_path):

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -25,20 +23,15 @@ from spadeopt.refine.estimate import aggregate_records
 from spadeopt.refine.job import _aggregate, _check_run, refine
 from spadeopt.refine.profile import Profile
 from tests.apps.burn import truth_ns
+from tests.cli.clitools import cli
 
 pytestmark = pytest.mark.spark
 
-ROOT = Path(__file__).resolve().parents[2]
 BURN = {"tuples": "30000"}
 RATE = 0.02
 CHAIN_RUNS = 3
 """Single runs' CPU per tuple varies by +-20 % on a VM whose speed drifts; the CommLoad
 check takes the median of three runs."""
-
-
-def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "spadeopt", *args], capture_output=True, text=True,
-                          cwd=ROOT, timeout=timeout)
 
 
 @pytest.fixture(scope="module")
