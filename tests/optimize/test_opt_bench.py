@@ -5,7 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from spadeopt.bench.optimizer_bench import main, run
+
+pytestmark = pytest.mark.slow
 
 
 def test_run_writes_both_reports(tmp_path: Path) -> None:

@@ -59,6 +59,7 @@ def _check(frame: bytes) -> None:
 VALID = [msgpack.packb([(i, bytes([i]) * i, i / 3) for i in range(n)]) for n in (1, 2, 5)]
 
 
+@pytest.mark.slow
 @settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.binary(max_size=48), min_size=25, max_size=25),
        st.lists(st.tuples(st.sampled_from(VALID), st.integers(0, 400), st.integers(0, 255)), min_size=25, max_size=25))

@@ -4,6 +4,7 @@ gives the width-1 rows in the width-1 order, under every fusion."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -63,6 +64,7 @@ def static_app(data: list[tuple]) -> App:
     return a
 
 
+@pytest.mark.slow
 @settings(max_examples=12, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(keep=st.sampled_from([0, 3, 10]), window=st.sampled_from([1, 3]), seed=st.integers(0, 10**6),
        chunks=st.lists(st.integers(1, 40), min_size=1, max_size=4))
@@ -78,6 +80,7 @@ def test_keyed_region_matches_width_1_under_every_width_and_fusion(tmp_path_fact
             assert got == base, (width, fusion)
 
 
+@pytest.mark.slow
 @settings(max_examples=10, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(keep=st.sampled_from([0, 3, 10]), seed=st.integers(0, 10**6),
        chunks=st.lists(st.integers(1, 200), min_size=1, max_size=4))
