@@ -45,10 +45,10 @@ class _Proc:
         self.log = log
         env = dict(os.environ)
         env.setdefault("PYTHONHASHSEED", "0")
-        if cfg.get("pythonpath"):  # the shipped app's source (see spadeopt.deploy.ship)
-            env["PYTHONPATH"] = os.pathsep.join(p for p in (cfg["pythonpath"], env.get("PYTHONPATH")) if p)
-        self.popen = subprocess.Popen(
-            [sys.executable, "-m", "spadeopt.runtime.pe_main", json.dumps(cfg)],
+        if cfg.get("pythonpath"):  # the shipped app's source, appended to sys.path (runtime.loader)
+            env["SPADEOPT_APP_PATH"] = cfg["pythonpath"]
+        self.popen = subprocess.Popen(  # -P: no working directory ahead of the standard library
+            [sys.executable, "-P", "-m", "spadeopt.runtime.pe_main", json.dumps(cfg)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=open(log, "wb"),  # noqa: SIM115
             text=True, bufsize=1, env=env, start_new_session=True,
         )

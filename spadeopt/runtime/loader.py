@@ -3,6 +3,15 @@
 An app reference is a file path (``apps/bargain.py``, optionally ``:attr``) or a
 module (``apps.bargain:app``). A file is imported under a stable module name derived
 from its path, so generated PEs can find the same functions by name.
+
+Loading an app never shadows the standard library or installed packages: a file is
+imported from its path (an importlib spec), and the only folder it makes importable
+is its package root (``package_root``: the folder above the outermost package of its
+``__init__.py`` chain, so ``apps/bargain.py`` may import ``apps.helper``), appended
+*after* the standard library and site-packages; a module outside any package adds
+nothing. A module reference is looked up with the working directory appended, not
+prepended. Inside a PE, the shipped app's folder comes from ``APP_PATH_ENV`` and is
+appended the same way (``spadeopt.deploy.ship``).
 """
 
 from __future__ import annotations
@@ -17,7 +26,9 @@ from typing import Any
 from spadeopt.errors import UsageError, user_failure
 
 APP_ENV = "SPADEOPT_APP"
+APP_PATH_ENV = "SPADEOPT_APP_PATH"  # in a PE: where the shipped app's source was unpacked
 _app_module: Any = None
+_app_path_added = False
 
 
 def _split(ref: str) -> tuple[str, str]:
@@ -29,6 +40,24 @@ def _split(ref: str) -> tuple[str, str]:
 
 def module_name_for(path: Path) -> str:
     return "_spadeopt_app_" + path.stem
+
+
+def package_root(path: Path) -> Path | None:
+    """The folder an app file's package is imported from: the parent of the outermost
+    folder of its ``__init__.py`` chain; None for a module outside any package."""
+    top = None
+    folder = path.parent
+    while (folder / "__init__.py").is_file() and folder.parent != folder:
+        top, folder = folder, folder.parent
+    return None if top is None else top.parent
+
+
+def importable(folder: str | Path) -> None:
+    """Let modules under ``folder`` be imported, after everything already on ``sys.path``
+    (the standard library, site-packages): never ahead of them."""
+    folder = str(folder)
+    if folder not in sys.path:
+        sys.path.append(folder)
 
 
 def load_module(target: str) -> Any:
@@ -45,16 +74,16 @@ def load_module(target: str) -> Any:
         assert spec and spec.loader
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
-        if str(path.parent.parent) not in sys.path:
-            sys.path.insert(0, str(path.parent.parent))
+        root = package_root(path)
+        if root is not None:
+            importable(root)
         try:
             spec.loader.exec_module(module)
         except Exception as exc:  # noqa: BLE001 - anything the user's module raises
             del sys.modules[name]
-            raise user_failure(exc, f"cannot import app file '{target}'") from None
+            raise user_failure(exc, f"cannot import app file '{target}'{_sibling_hint(exc, path, root)}") from None
         return module
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
+    importable(os.getcwd())
     try:
         return importlib.import_module(target)
     except ModuleNotFoundError as exc:
@@ -64,6 +93,18 @@ def load_module(target: str) -> Any:
         raise user_failure(exc, f"cannot import app module '{target}'") from None
     except Exception as exc:  # noqa: BLE001 - anything the user's module raises
         raise user_failure(exc, f"cannot import app module '{target}'") from None
+
+
+def _sibling_hint(exc: Exception, path: Path, root: Path | None) -> str:
+    """A hint for an app outside any package that imports a module of its own folder."""
+    if root is not None or not isinstance(exc, ModuleNotFoundError) or not exc.name:
+        return ""
+    first = exc.name.split(".")[0]
+    folder = path.parent
+    if first == folder.name or (folder / f"{first}.py").is_file() or (folder / first / "__init__.py").is_file():
+        return (f" (an app imports modules of its own folder only from inside a package: add an __init__.py "
+                f"to {folder} and import them as {folder.name}.<module>; the package is what ships with the job)")
+    return ""
 
 
 def load_app(ref: str) -> Any:
@@ -99,7 +140,11 @@ def canonical_ref(ref: str) -> str:
 
 def symbol(module: str, qualname: str, *, from_app: bool = False) -> Any:
     """Resolve a user symbol inside a PE (generated code calls this at import time)."""
-    global _app_module
+    global _app_module, _app_path_added
+    if not _app_path_added:
+        for folder in filter(None, os.environ.get(APP_PATH_ENV, "").split(os.pathsep)):
+            importable(folder)
+        _app_path_added = True
     if from_app:
         if _app_module is None:
             ref = os.environ.get(APP_ENV)

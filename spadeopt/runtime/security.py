@@ -13,8 +13,19 @@ Key scheme (per run, nothing secret ever leaves the process that made it):
 
 Everything else is refused and counted: a client with a CURVE key that is not one of
 the port's links is refused by the ZAP handler; a peer that does not speak CURVE, or
-speaks it with the wrong server key, fails the handshake, which the socket monitor
-reports. Refusals are logged to the PE log (stderr) and returned in the PE's stats.
+speaks it with the wrong server key, fails the handshake. The socket monitor reports
+each failed handshake exactly once, whatever refused it, so refusals are counted
+there (the ZAP handler only says which key it refused, for the log): a peer that
+hangs up right after its ZAP refusal is one refusal, not two. The counts are exact
+and returned in the PE's stats; the PE log (stderr) gets the first ``LOG_FIRST``
+refusals one by one, then at most one line per ``LOG_EVERY_S`` with the count since
+the last line, and a last one when the PE closes (``RefusalLog``): whoever can reach
+a port cannot fill the disk.
+
+A link admitted twice on a port had its connection dropped and re-established
+(``Guard.dropped``): the receiving socket's ``MAXMSGSIZE`` makes ZeroMQ drop a
+connection that sends an oversized frame, before allocating it, and the PE must not
+go on as if the frames sent on it had arrived.
 
 ZAP requests that arrive before the allow-lists are installed (a fast upstream PE may
 connect before this PE has read its "connect" command) are held, not refused, until
@@ -25,7 +36,10 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections import Counter
+import time
+from collections import Counter, deque
+from collections.abc import Callable
+from typing import TextIO
 
 import zmq
 from zmq.utils import z85
@@ -35,6 +49,8 @@ ZAP_ENDPOINT = "inproc://zeromq.zap.01"
 HANDSHAKE_FAILURES = (zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
                       | zmq.EVENT_HANDSHAKE_FAILED_AUTH)
 ALLOW_WAIT_S = 120.0  # how long a ZAP request may wait for the allow-lists
+LOG_FIRST = 10  # refusals logged one by one, then...
+LOG_EVERY_S = 60.0  # ...at most one summary line this often
 
 
 def keypair() -> tuple[str, str]:
@@ -58,17 +74,75 @@ def make_client(sock: zmq.Socket, public: str, secret: str, server_public: str) 
     sock.curve_serverkey = server_public.encode("ascii")
 
 
+class RefusalLog:
+    """Refusal lines for a PE log, rate-limited: the first ``first`` refusals one by one,
+    then at most one summary line per ``every`` seconds with the count (per input port)
+    since the last line, and a last summary at ``close``. Thread-safe."""
+
+    def __init__(self, pe: str, stream: TextIO | None = None, first: int = LOG_FIRST,
+                 every: float = LOG_EVERY_S, clock: Callable[[], float] = time.monotonic) -> None:
+        self.pe = pe
+        self._stream = stream
+        self.first, self.every, self._clock = first, every, clock
+        self.logged = 0  # refusals logged one by one
+        self._unlogged: Counter[str] = Counter()  # since the last line
+        self._last = clock()
+        self._lock = threading.Lock()
+
+    def refused(self, domain: str, why: str) -> None:
+        with self._lock:
+            if self.logged < self.first:
+                self.logged += 1
+                more = f" (further refusals: one line per {self.every:g} s)" if self.logged == self.first else ""
+                self._write(f"spadeopt: PE {self.pe} refused a connection on input port {domain}: {why}{more}")
+                return
+            self._unlogged[domain] += 1
+            self._summary_if_due()
+
+    def tick(self) -> None:
+        """Write the summary line if one is due (called while idle, about every 200 ms)."""
+        with self._lock:
+            self._summary_if_due()
+
+    def close(self) -> None:
+        with self._lock:
+            self._summary()
+
+    def _summary_if_due(self) -> None:
+        if self._unlogged and self._clock() - self._last >= self.every:
+            self._summary()
+
+    def _summary(self) -> None:
+        if not self._unlogged:
+            return
+        n = sum(self._unlogged.values())
+        ports = ", ".join(f"{d} {c}" for d, c in sorted(self._unlogged.items()))
+        self._write(f"spadeopt: PE {self.pe} refused {n} more connection(s) in the last "
+                    f"{self._clock() - self._last:.0f} s (by input port: {ports})")
+        self._unlogged.clear()
+
+    def _write(self, line: str) -> None:
+        print(line, file=self._stream or sys.stderr, flush=True)
+        self._last = self._clock()
+
+
 class Guard:
     """One PE's ZAP handler and handshake-failure monitor (two daemon threads).
 
     ``allow(domain -> {client public key (Z85) -> link id})`` installs the allow-lists;
-    ``refused`` counts refusals per domain (input port ref).
+    ``refused`` counts refusals per domain (input port ref), exactly; ``log`` writes
+    them to ``stream`` (default stderr), rate-limited. ``dropped`` maps a domain to the
+    first link admitted on it a second time (its connection was dropped mid-run).
     """
 
-    def __init__(self, ctx: zmq.Context, pe: str) -> None:
+    def __init__(self, ctx: zmq.Context, pe: str, stream: TextIO | None = None) -> None:
         self.ctx = ctx
         self.pe = pe
         self.refused: Counter[str] = Counter()
+        self.log = RefusalLog(pe, stream)
+        self.dropped: dict[str, str] = {}
+        self._admitted: Counter[tuple[str, str]] = Counter()
+        self._zap_refused: dict[str, deque[str]] = {}  # domain -> why, until its failure event comes
         self._allowed: dict[str, dict[bytes, str]] = {}
         self._ready = threading.Event()
         self._stop = threading.Event()
@@ -87,7 +161,13 @@ class Guard:
 
     def watch(self, sock: zmq.Socket, domain: str) -> None:
         """Count handshake failures (peers without the run's CURVE keys) on ``sock``."""
-        self._monitors.append((sock.get_monitor_socket(HANDSHAKE_FAILURES), domain))
+        addr = f"inproc://spadeopt-monitor-{id(sock):x}"
+        sock.monitor(addr, HANDSHAKE_FAILURES)
+        mon = self.ctx.socket(zmq.PAIR)
+        mon.rcvhwm = 0  # every event is read: the counts stay exact under a flood
+        mon.linger = 0
+        mon.connect(addr)
+        self._monitors.append((mon, domain))
 
     def start_monitor(self) -> None:
         if self._monitors:
@@ -102,8 +182,21 @@ class Guard:
     def _refuse(self, domain: str, why: str) -> None:
         with self._lock:
             self.refused[domain] += 1
-        print(f"spadeopt: PE {self.pe} refused a connection on input port {domain}: {why}",
-              file=sys.stderr, flush=True)
+        self.log.refused(domain, why)
+
+    def _zap_refuse(self, domain: str, why: str) -> None:
+        """Note why the ZAP handler refused a peer: its handshake-failure event logs it."""
+        with self._lock:
+            self._zap_refused.setdefault(domain, deque(maxlen=64)).append(why)
+
+    def _admit(self, domain: str, link: str, held: bool) -> None:
+        """Count an admission; a second one of a link means its connection was dropped.
+        Requests held for the allow-lists count once: a held handshake may time out and retry."""
+        with self._lock:
+            key = (domain, link)
+            self._admitted[key] = 1 if held and self._admitted[key] else self._admitted[key] + 1
+            if self._admitted[key] > 1:
+                self.dropped.setdefault(domain, link)
 
     def _serve_zap(self) -> None:
         sock = self._zap
@@ -111,6 +204,7 @@ class Guard:
         poller.register(sock, zmq.POLLIN)
         try:
             while not self._stop.is_set():
+                self.log.tick()
                 if not poller.poll(200):
                     continue
                 frames = sock.recv_multipart()
@@ -120,16 +214,18 @@ class Guard:
                 if version != b"1.0":
                     status, text = b"500", b"bad ZAP version"
                 elif mechanism != b"CURVE" or len(frames) < 7:
-                    self._refuse(dom, f"mechanism {mechanism.decode(errors='replace')} from "
+                    self._zap_refuse(dom, f"mechanism {mechanism.decode(errors='replace')} from "
                                       f"{address.decode(errors='replace') or 'ipc peer'}")
                 else:
+                    held = not self._ready.is_set()
                     self._ready.wait(ALLOW_WAIT_S)
                     link = self._allowed.get(dom, {}).get(frames[6])
                     if link is not None:
+                        self._admit(dom, link, held)  # before the reply: before any frame of it
                         status, text, user = b"200", b"OK", link.encode()
                     else:
                         key = z85.encode(frames[6]).decode("ascii")
-                        self._refuse(dom, f"CURVE key {key} is not an upstream link of this port "
+                        self._zap_refuse(dom, f"CURVE key {key} is not an upstream link of this port "
                                           f"(peer {address.decode(errors='replace') or 'ipc'})")
                 sock.send_multipart([b"1.0", request_id, status, text, user, b""])
         except zmq.ContextTerminated:
@@ -148,19 +244,25 @@ class Guard:
                 for mon, _ in poller.poll(200):
                     ev = parse_monitor_message(mon.recv_multipart())
                     if ev["event"] & HANDSHAKE_FAILURES:
-                        reason = "authentication failed" if ev["event"] == zmq.EVENT_HANDSHAKE_FAILED_AUTH \
-                            else "handshake failed (no or wrong CURVE credentials)"
-                        if ev["event"] != zmq.EVENT_HANDSHAKE_FAILED_AUTH:  # ZAP refusals are counted there
-                            self._refuse(by_sock[mon], f"{reason}, error {ev['value']} on "
-                                                       f"{ev['endpoint'].decode(errors='replace')}")
+                        self._refuse(by_sock[mon], self._why(by_sock[mon], ev))
         except zmq.ContextTerminated:
             pass
         finally:
             for mon in by_sock:
                 mon.close(0)
 
+    def _why(self, domain: str, ev: dict) -> str:
+        where = ev["endpoint"].decode(errors="replace")
+        if ev["event"] == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
+            with self._lock:
+                noted = self._zap_refused.get(domain)
+                why = noted.popleft() if noted else None
+            return why or f"authentication failed (ZAP status {ev['value']}) on {where}"
+        return f"handshake failed (no or wrong CURVE credentials), error {ev['value']} on {where}"
+
     def close(self) -> None:
         self._stop.set()
         self._ready.set()
         for t in self._threads:
             t.join(2.0)
+        self.log.close()

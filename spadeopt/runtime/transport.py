@@ -14,6 +14,12 @@ and last tuples have the port's wire types. The checks are C-level passes or sam
 so they stay cheap (measured by ``spadeopt bench fused-overhead``); anything else
 raises ``WireError`` with a message saying what was wrong. Links are authenticated and encrypted with CURVE unless the run is insecure
 (see ``spadeopt.runtime.security``).
+
+Frames are bounded by ``max_frame`` at both ends: a ``Sender`` refuses to send a larger
+batch (``FrameTooLarge``, raised in the operator that submitted it), and every PULL
+socket sets ZeroMQ's ``MAXMSGSIZE`` to ``max_frame + FRAME_MARGIN``, so ZeroMQ drops a
+connection that sends a larger message before allocating it (CURVE adds 33 bytes to a
+frame; frames within the margin still reach ``decode_batch`` and its clear error).
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ FINAL_TAG = b"\xc1"
 DEFAULT_HWM = 32
 LINGER_MS = 60_000
 DEFAULT_MAX_FRAME = 64 * 1024 * 1024  # bytes; a larger frame is an error at the receiver
+FRAME_MARGIN = 1024  # bytes over max_frame a receiving socket still takes (CURVE's framing and more)
 SAMPLE_ALL, SAMPLE_STRIDE = 64, 16  # batches up to 64 tuples: every element checked; else every 16th
 
 # Which Python types a msgpack-decoded attribute may have, per schema type. None (nil)
@@ -41,6 +48,10 @@ WIRE_TYPES: dict[str, frozenset[type]] = {
 
 class WireError(ValueError):
     """A frame that is not a valid batch for the port it arrived on."""
+
+
+class FrameTooLarge(ValueError):
+    """A batch whose encoding is over ``max_frame``: no receiver would take it."""
 
 
 BIGINT_EXT = 1
@@ -153,26 +164,36 @@ def wire_types(schema: list | None) -> tuple[frozenset[type], ...] | None:
 class Sender:
     """An exposed output port: encodes each submitted batch once, sends it on every link."""
 
-    def __init__(self, port: str, locked: bool) -> None:
+    def __init__(self, port: str, locked: bool, max_frame: int = DEFAULT_MAX_FRAME) -> None:
         self.port = port
         self.sockets: list[zmq.Socket] = []
         self.links: list[str] = []
         self.batches = 0
+        self.max_frame = max_frame
         self._packer = packer()
         self._lock = threading.Lock() if locked else None
 
     def __call__(self, batch) -> None:
         if self._lock is None:
             data = self._packer.pack(batch)
+            if len(data) > self.max_frame:
+                self._too_large(batch, data)
             for s in self.sockets:
                 s.send(data)
             self.batches += 1
             return
         with self._lock:  # ZeroMQ sockets and the packer are not thread-safe
             data = self._packer.pack(batch)
+            if len(data) > self.max_frame:
+                self._too_large(batch, data)
             for s in self.sockets:
                 s.send(data)
             self.batches += 1
+
+    def _too_large(self, batch, data: bytes) -> None:
+        raise FrameTooLarge(f"a batch of {len(batch)} tuple(s) for output port {self.port} encodes to "
+                            f"{len(data):,} bytes, over max_frame ({self.max_frame:,} bytes): make the tuples "
+                            f"smaller or raise max_frame in the build's deploy.json")
 
     def final(self) -> None:
         for s, link in zip(self.sockets, self.links, strict=True):
@@ -186,8 +207,11 @@ def push_socket(ctx: zmq.Context, hwm: int) -> zmq.Socket:
     return s
 
 
-def pull_socket(ctx: zmq.Context, hwm: int) -> zmq.Socket:
+def pull_socket(ctx: zmq.Context, hwm: int, max_frame: int = DEFAULT_MAX_FRAME) -> zmq.Socket:
+    """A receiving socket: ZeroMQ drops a connection whose message is over ``max_frame``
+    (plus ``FRAME_MARGIN``) before allocating it."""
     s = ctx.socket(zmq.PULL)
     s.setsockopt(zmq.RCVHWM, hwm)
     s.setsockopt(zmq.LINGER, 0)
+    s.setsockopt(zmq.MAXMSGSIZE, max_frame + FRAME_MARGIN)
     return s

@@ -26,6 +26,7 @@ def test_pack_ships_build_and_app_dir_and_unpack_rewrites_the_app_ref(tmp_path):
     (build / "logs" / "pe0.log").write_text("not shipped\n")
     app = tmp_path / "proj" / "apps"
     (app / "__pycache__").mkdir(parents=True)
+    (app / "__init__.py").write_text("")  # a package: shipped whole, its siblings importable
     (app / "mine.py").write_text("app = None\n")
     (app / "helper.py").write_text("H = 2\n")
     (app / "__pycache__" / "mine.cpython-311.pyc").write_bytes(b"x")
@@ -33,7 +34,8 @@ def test_pack_ships_build_and_app_dir_and_unpack_rewrites_the_app_ref(tmp_path):
     b = ship.pack(build, f"{app / 'mine.py'}:app", tmp_path)
     assert b.app_ref == "app/apps/mine.py:app"
     names = set(zipfile.ZipFile(b.path).namelist())
-    assert names == {"build/pe0.py", "build/deploy.json", "app/apps/mine.py", "app/apps/helper.py"}
+    assert names == {"build/pe0.py", "build/deploy.json", "app/apps/__init__.py", "app/apps/mine.py",
+                     "app/apps/helper.py"}
     u = ship.unpack(str(b.path), str(tmp_path / "x"), b.app_ref)
     assert u.app_ref == f"{tmp_path / 'x' / 'app' / 'apps' / 'mine.py'}:app"
     assert (tmp_path / "x" / "build" / "pe0.py").read_text() == "X = 1\n"
