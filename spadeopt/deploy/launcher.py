@@ -126,6 +126,9 @@ def spark_session(master: str | None, cores: int, app_name: str = "spadeopt",
             "spark.stage.maxConsecutiveAttempts": "1",
             "spark.scheduler.barrier.maxConcurrentTasksCheck.maxFailures": "30",
             "spark.scheduler.barrier.maxConcurrentTasksCheck.interval": "2s",
+            # PySpark's workers start with `python -m pyspark.daemon`, which puts the working
+            # directory ahead of the standard library (a json.py there would shadow it)
+            "spark.executorEnv.PYTHONSAFEPATH": "1",
             "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{log4j}"}
     if is_local(effective):  # executors share this machine, so they can read our log4j file
         ours["spark.executor.extraJavaOptions"] = f"-Dlog4j2.configurationFile=file:{log4j}"
@@ -264,7 +267,7 @@ def run_build(build_dir: Path, master: str | None = None, out_dir: Path | None =
     shutil.rmtree(progress_dir, ignore_errors=True)
     ship_dir = Path(tempfile.mkdtemp(prefix="spadeopt-ship-"))
     _SHIPPED.append(ship_dir)  # kept while this session lives (see _SHIPPED)
-    bundle = ship.pack(build_dir, deploy["app_ref"], ship_dir)
+    bundle = ship.pack(build_dir, deploy["app_ref"], ship_dir, say=say)
     sc.addFile(str(bundle.path))
     job = {"bundle": bundle.path.name, "app_ref": bundle.app_ref, "return_outputs": not local,
            "out_dir": str(out_dir) if out_dir else None, "log_dir": str(log_dir),
@@ -278,23 +281,28 @@ def run_build(build_dir: Path, master: str | None = None, out_dir: Path | None =
     t0 = time.time()
     box: dict[str, Any] = {}
 
+    done = threading.Event()  # not worker.is_alive(): a Ctrl-C inside join() makes CPython 3.11
+    # report a running thread as finished, and the PEs would then outlive the driver
+
     def collect() -> None:
         try:
             box["raw"] = sc.parallelize(range(nodes), nodes).barrier().mapPartitions(task).collect()
         except Exception as exc:  # noqa: BLE001
             box["error"] = exc
+        finally:
+            done.set()
 
     worker = threading.Thread(target=collect, daemon=True)
     worker.start()
     try:
-        while worker.is_alive():
-            worker.join(1.0)
-            if worker.is_alive():
+        while not done.is_set():
+            done.wait(1.0)
+            if not done.is_set():
                 say(_progress_line(progress_dir, t0, deploy) if local else f"\r{time.time() - t0:6.1f} s  running")
                 silent = _silent_agent(progress_dir, deploy) if local else None
                 if silent is not None:
                     sc.cancelAllJobs()
-                    worker.join(10.0)
+                    done.wait(10.0)
                     raise RunError(f"app '{deploy['app']}' failed: the node agent of node {silent} stopped "
                                    f"reporting for more than {_stall_timeout(deploy):g} s (--stall-timeout); "
                                    f"the job was cancelled")
@@ -307,9 +315,9 @@ def run_build(build_dir: Path, master: str | None = None, out_dir: Path | None =
         if out_dir is not None:
             sinks.commit(out_dir)
     except BaseException:
-        if worker.is_alive():  # interrupted (Ctrl-C, SIGTERM): end the tasks, and so the PEs, first
+        if not done.is_set():  # interrupted (Ctrl-C, SIGTERM): end the tasks, and so the PEs, first
             sc.cancelAllJobs()
-            worker.join(_CANCEL_WAIT_S)
+            done.wait(_CANCEL_WAIT_S)
             if local:
                 _wait_until_gone(progress_dir, _CANCEL_WAIT_S)
         if out_dir is not None:
@@ -437,9 +445,11 @@ def _as_run_error(exc: Exception, deploy: dict, master: str, log_dir: Path | Non
     port = f", input port '{rep['op']}.{rep['port']}'" if rep.get("port") else ""
     lines = [f"app '{deploy['app']}' failed: {where} in PE {rep['pe']} (node {rep['node']}{port}) "
              f"raised {rep['message']}"]
-    if rep.get("traceback"):
+    if rep.get("traceback"):  # the user's frames only; spadeopt's are in the PE log
         lines.append(rep["traceback"].rstrip())
-    elif rep.get("log"):
+    if rep.get("op") and log_dir is not None and is_local(master):
+        lines.append(f"(full traceback in {log_dir / (rep['pe'] + '.log')})")
+    elif not rep.get("op") and rep.get("log"):  # the PE failed outside any operator
         lines.append("PE log (last lines):\n" + rep["log"])
     err = RunError("\n".join(lines))
     err.report = rep  # type: ignore[attr-defined]

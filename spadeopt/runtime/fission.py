@@ -28,8 +28,6 @@ from bisect import bisect_right
 from itertools import chain
 from operator import itemgetter
 
-from spadeopt.protocol import SEQ  # noqa: F401 - runtime.pe reads it from here (its wire name)
-
 _SEQ = itemgetter(-1)
 _COMPACT = 4096
 

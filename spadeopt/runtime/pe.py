@@ -14,11 +14,18 @@ naming this PE, the input port and the upstream link it came on. Finals are coun
 per upstream link (a link's second final is ignored and logged); with secure links
 (the default) the link of every message is the ZAP User-Id its CURVE key was
 admitted under, so a final can only end the link it really came on.
+
+Input sockets take frames of at most ``max_frame`` (``transport.pull_socket``): ZeroMQ
+drops a connection that sends a larger one. With secure links such a link reconnects
+and is admitted a second time (``Guard.dropped``), and the PE stops with a
+``LinkError`` naming the port and link ("oversized frame") before it counts the port's
+last final; honest PEs never send one (``transport.Sender`` refuses it at the source).
 """
 
 from __future__ import annotations
 
 import linecache
+import os
 import sys
 import threading
 import time
@@ -32,8 +39,8 @@ from typing import Any
 import zmq
 
 from spadeopt.model.schema import ungid
+from spadeopt.protocol import SEQ as FISSION_SEQ
 from spadeopt.runtime import transport
-from spadeopt.runtime.fission import SEQ as FISSION_SEQ
 from spadeopt.runtime.ordered import Ordered
 from spadeopt.runtime.security import Guard, keypair, make_client, make_server
 from spadeopt.runtime.sinks import Sink
@@ -87,11 +94,31 @@ class LinkError(Exception):
 
 
 class OperatorFailure(Exception):
-    """An exception escaped an operator; carries where it happened."""
+    """An exception escaped an operator; carries where it happened, the full traceback
+    (for the PE log) and the user's part of it (for the user's terminal)."""
 
-    def __init__(self, op: str | None, port: str | None, thread: str, tb: str, exc: BaseException):
+    def __init__(self, op: str | None, port: str | None, thread: str, tb: str, exc: BaseException,
+                 user_tb: str | None = None):
         super().__init__(f"{type(exc).__name__}: {exc}")
         self.op, self.port, self.thread, self.tb, self.exc = op, port, thread, tb, exc
+        self.user_tb = user_tb
+
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # .../spadeopt/
+
+
+def user_traceback(exc: BaseException, generated_dir: str) -> str | None:
+    """The traceback of ``exc`` from the first frame of the user's code on, or None when
+    every frame is spadeopt's (its package, or a generated PE module in ``generated_dir``):
+    a built-in operator's error message says all a user needs."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    generated = os.path.join(os.path.abspath(generated_dir), "")
+    first = next((i for i, f in enumerate(frames)
+                  if not os.path.abspath(f.filename).startswith((_PACKAGE, generated))), None)
+    if first is None:
+        return None
+    return ("Traceback (most recent call last):\n" + "".join(traceback.format_list(frames[first:]))
+            + "".join(traceback.format_exception_only(type(exc), exc)))
 
 
 def check_shape(what: str, batch: list, arity: int) -> None:
@@ -144,7 +171,7 @@ class PERuntime:
 
     # ---- called by generated build(rt) -----------------------------------------------
     def sender(self, ref: str, locked: bool = False) -> transport.Sender:
-        s = transport.Sender(ref, locked)
+        s = transport.Sender(ref, locked, self.max_frame)
         self.senders[ref] = s
         return s
 
@@ -284,7 +311,7 @@ class PERuntime:
             schema = (schemas or {}).get(ref)
             port.types = transport.wire_types(schema)
             port.pulsed = bool(schema) and schema[-1][0] == FISSION_SEQ  # batches may end with a pulse
-            s = transport.pull_socket(self.ctx, self.hwm)
+            s = transport.pull_socket(self.ctx, self.hwm, self.max_frame)
             if self.guard is not None:
                 make_server(s, *self.server_key, domain=ref)
                 self.guard.watch(s, ref)
@@ -403,7 +430,8 @@ class PERuntime:
                 thread = f"source:{self._turn}"  # the source whose turn it was
             if self.failure is None:
                 op, port = (exc.op, exc.port) if isinstance(exc, LinkError) else self._locate(exc)
-                self.failure = OperatorFailure(op, port, thread, traceback.format_exc(), exc)
+                self.failure = OperatorFailure(op, port, thread, traceback.format_exc(), exc,
+                                               user_traceback(exc, os.path.dirname(self.module_file)))
             self.stop = True
             self._failed.set()
 
@@ -441,7 +469,10 @@ class PERuntime:
             by_socket[port.socket] = port
         open_ports = len(by_socket)
         decode, tag, secure, max_frame = transport.decode_batch, transport.FINAL_TAG, self.secure, self.max_frame
+        guard = self.guard
         while open_ports and not self.stop:
+            if guard is not None and guard.dropped:  # promptly, for the ports still open
+                self._check_dropped(p for p in by_socket.values() if p.finals < p.links)
             for sock, _ in poller.poll(100):
                 port = by_socket[sock]
                 for _ in range(64):
@@ -481,10 +512,22 @@ class PERuntime:
             return False
         port.finaled.add(link)
         port.finals += 1
+        if port.finals == port.links and self.guard is not None and self.guard.dropped:
+            self._check_dropped([port])  # its admission came before any frame it then sent
         if port.point is not None and port.finals == port.links:
             port.point.close(port.countdown)
         port.final(port.ref.split(".", 1)[1])
         return port.finals == port.links
+
+    def _check_dropped(self, ports: Iterable[InputPort]) -> None:
+        """Stop with a ``LinkError`` if a link into one of ``ports`` was dropped."""
+        for port in ports:
+            link = self.guard.dropped.get(port.ref)
+            if link is not None:
+                raise LinkError(self.pe_id, port, link, (
+                    f"oversized frame: ZeroMQ dropped the link's connection and the link reconnected; "
+                    f"it drops a connection that sends a frame over max_frame ({self.max_frame:,} bytes) "
+                    f"before reading it, so frames sent on it may be lost"))
 
     @staticmethod
     def _sampled_dispatch(port: InputPort, batch) -> None:

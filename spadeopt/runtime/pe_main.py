@@ -94,7 +94,8 @@ def main() -> None:
         if isinstance(f.exc, LinkError):  # the frame, not the operator, was wrong: no traceback
             say("error", op=f.op, port=f.port, thread=f.thread, message=str(f.exc), traceback=None, kind="link")
         else:
-            say("error", op=f.op, port=f.port, thread=f.thread, message=str(f), traceback=f.tb)
+            print(f.tb, file=sys.stderr, flush=True)  # the whole story, in the PE log
+            say("error", op=f.op, port=f.port, thread=f.thread, message=str(f), traceback=f.user_tb)
     except StopIteration:
         os._exit(3)
     except BaseException as exc:  # noqa: BLE001
