@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from spadeopt import api
 from spadeopt.bench.fatm_speed import RATE, chain_app
 from spadeopt.errors import UsageError
-from spadeopt.optimize import fatm, placement
+from spadeopt.optimize import fatm_search, placement
 from spadeopt.optimize.cost import metrics, objective
 from spadeopt.optimize.fatm import OperatorProfile, fuse_auto, problem_for
 from spadeopt.optimize.greedy_fuse import MERGABLE_RULES, absorb_leftovers, greedy_fuse
@@ -60,14 +60,14 @@ def _without_caches(monkeypatch) -> None:
         return problem_for(self.graph, scale(self.prof, k), self.comm, self.max_frac, self.min_util)
 
     def fresh_entry(self, regions):
-        return fatm._PhysicalEntry(physical_graph(self.graph, regions),
-                                   physical_profile(self.graph, self.prof, regions))
+        return fatm_search.PhysicalEntry(physical_graph(self.graph, regions),
+                                          physical_profile(self.graph, self.prof, regions))
 
-    monkeypatch.setattr(fatm.ScaledProblems, "__call__", fresh_problem)
-    monkeypatch.setattr(fatm.PhysicalCache, "get", fresh_entry)
-    monkeypatch.setattr(fatm._WidthScorer, "plans", property(lambda self: {}, lambda self, value: None),
+    monkeypatch.setattr(fatm_search.ScaledProblems, "__call__", fresh_problem)
+    monkeypatch.setattr(fatm_search.PhysicalCache, "get", fresh_entry)
+    monkeypatch.setattr(fatm_search.WidthScorer, "plans", property(lambda self: {}, lambda self, value: None),
                         raising=False)
-    monkeypatch.setattr(fatm, "pe_graph", lambda parts, problem, ids, comp=(): placement.pe_graph(parts, problem, ids))
+    monkeypatch.setattr(fatm_search, "pe_graph", lambda parts, problem, ids, comp=(): placement.pe_graph(parts, problem, ids))
 
 
 @pytest.mark.parametrize("case, cores", [("bench", 2), ("bench", 4), ("peer", 2), ("peer", 4)])
@@ -106,7 +106,7 @@ def test_a_rescaled_problem_that_overflows_is_refused_as_build_refuses_it():
 
 def test_the_rate_search_problems_equal_problem_for_of_the_scaled_profile():
     graph, prof = _peer_case()
-    problems_at = fatm.ScaledProblems(graph, prof, COMM, 0.5, 0.95, {})
+    problems_at = fatm_search.ScaledProblems(graph, prof, COMM, 0.5, 0.95, {})
     for k in (3.0, 0.25, 1e-3, 7.5):
         assert problems_at(k) == problem_for(graph, scale(prof, k), COMM, 0.5, 0.95)
 
@@ -136,6 +136,8 @@ def test_greedy_then_absorb_is_absorb_leftovers_of_greedy_fuse(problem: FusionPr
 
 def test_fatm_pauses_the_cyclic_gc_and_restores_it_even_on_error():
     import gc
+
+    from spadeopt.optimize import fatm
 
     graph, prof = _bench_case(20)
     assert gc.isenabled()

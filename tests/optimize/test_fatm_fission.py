@@ -298,9 +298,9 @@ def test_a_collapsible_app_faster_than_its_inlined_operators_free_fits_oper_scal
 
 def _share_one_rate(graph, prof, model) -> float:
     """The FALL rate at which collapsing saves exactly the inlined operators' whole load."""
-    from spadeopt.optimize.fatm import _collapse_loads, unattributed_call_s
+    from spadeopt.optimize.fatm import collapse_loads, unattributed_call_s
 
-    kept, _ = _collapse_loads(graph, prof, unattributed_call_s(prof, model))
+    kept, _ = collapse_loads(graph, prof, unattributed_call_s(prof, model))
     return model.pe_cap * prof.source_rate / (model.oper_scale * kept)
 
 

@@ -1,0 +1,340 @@
+"""FATM's search: the plan of a width vector, the width vectors' scores, the MaxFrac ladder.
+
+For one width vector (the declared parallel regions with their widths)::
+
+    physical graph + profile of the vector            (PhysicalCache, built once per vector)
+    inlined operators costed at (1 - inlined_frac)    (what a collapsed run costs)
+    --rate max: bisect the planning rate              (spadeopt.optimize.rate.max_rate)
+        each rate: GreedyFuse (+ absorb) -> placement, refused when a PE is saturated
+    otherwise: GreedyFuse + placement at the given or profiled rate
+    -> FusedPlacement -> a trial Plan named as every strategy's -> predicted source rate
+
+:func:`width_scorer` scores a vector by that predicted rate (``None`` when nothing fits)
+for :func:`spadeopt.optimize.widths.choose_widths`, keeping each vector's
+:class:`Scored` plan. :func:`best_over_max_frac` then plans the chosen vector at the
+user's MaxFrac and the larger ones of :data:`MAX_FRAC_LADDER` (under ``--rate max``)
+and keeps the best predicted plan; a larger MaxFrac must beat the best so far by more
+than ``TIE`` (relative) to replace it.
+
+Invariants: every step is a pure function of the logical graph, the profile, ``comm``,
+the fitted model and the settings in :class:`SearchContext`, so the caches change no
+bit of the answer (``tests/optimize/test_fatm_caches.py`` plans with and without them):
+a :class:`PhysicalCache` serves one call's vectors; :class:`ScaledProblems` rescales the
+first problem of a rate search instead of rebuilding it; the ladder reuses the width
+search's plan for the chosen vector at the user's MaxFrac.
+
+Cost: under ``--rate max`` one vector costs one rate search, about 18 GreedyFuse +
+placement runs on its physical graph; the ladder one more per larger MaxFrac. A given
+or profiled rate costs one GreedyFuse + placement.
+
+>>> max_frac_candidates(0.5, "max"), max_frac_candidates(0.9, "max"), max_frac_candidates(0.5, 100.0)
+((0.5, 0.75, 1.0), (0.9, 1.0), (0.5,))
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any
+
+from spadeopt.codegen.collapse import collapsible_links
+from spadeopt.errors import OptimizeError, PlacementInfeasible
+from spadeopt.model.graph import AppGraph
+from spadeopt.optimize.fatm_fit import collapse_fraction, fit_production, unattributed_call_s
+from spadeopt.optimize.fatm_problem import OperatorProfile, problem_for
+from spadeopt.optimize.greedy_fuse import greedy_fuse, greedy_then_absorb
+from spadeopt.optimize.placement import Placement, pe_graph, place
+from spadeopt.optimize.predict import DEFAULT_MODEL, PerfModel, Prediction, predict
+from spadeopt.optimize.problem import CommModel, FusionProblem, Link
+from spadeopt.optimize.rate import RateSearch, max_rate, scale
+from spadeopt.optimize.result import FusionResult
+from spadeopt.optimize.widths import TIE, physical_profile
+from spadeopt.plan.fission import physical_graph
+from spadeopt.plan.plan import Plan, make_plan
+from spadeopt.plan.regions import Region
+
+Regions = tuple[Region, ...]  # a width vector: every declared region with its width
+
+MAX_FRAC_LADDER = (0.75, 1.0)
+"""Under ``--rate max`` FATM also fuses the chosen widths with these MaxFrac values and
+keeps the plan the prediction rates highest: MaxFrac leaves headroom for a planned rate,
+which a flat-out run does not need, and GreedyFuse under a low MaxFrac must cut a channel
+that needs a whole core into pipeline stages whose links cost more than they buy. The
+width search itself scores at the user's MaxFrac (the ladder in every width evaluation
+tripled the optimizer's time)."""
+
+
+class PhysicalEntry:
+    """One width vector's physical graph and profile, the memo of :func:`problem_for`
+    for them, their collapsible links (computed when first asked) and the problem
+    predictions are made on (set by :func:`predict_physical`)."""
+
+    __slots__ = ("graph", "prof", "memo", "_collapsible", "predict_problem")
+
+    def __init__(self, graph: AppGraph, prof: OperatorProfile) -> None:
+        self.graph, self.prof = graph, prof
+        self.memo: dict[str, Any] = {}
+        self._collapsible: frozenset[tuple[str, str]] | None = None
+        self.predict_problem: FusionProblem | None = None
+
+    @property
+    def collapsible(self) -> frozenset[tuple[str, str]]:
+        if self._collapsible is None:
+            self._collapsible = collapsible_links(self.graph)
+        return self._collapsible
+
+
+class PhysicalCache:
+    """One ``fuse_auto`` call's physical graphs: a :class:`PhysicalEntry` per width vector.
+    The search visits a vector to score it, again in the MaxFrac ladder and for the final
+    prediction; all are pure functions of the logical graph, profile and ``comm``, so
+    each is built once."""
+
+    def __init__(self, graph: AppGraph, prof: OperatorProfile, comm: CommModel,
+                 model: PerfModel = DEFAULT_MODEL) -> None:
+        self.graph, self.prof, self.comm, self.model = graph, prof, comm, model
+        self._entries: dict[Regions, PhysicalEntry] = {}
+
+    def serves(self, comm: CommModel, model: PerfModel) -> bool:
+        """Whether this cache's physical profiles are the ones ``comm`` and ``model`` give."""
+        return self.comm is comm and self.model.fission_costs == model.fission_costs
+
+    def get(self, regions: Regions) -> PhysicalEntry:
+        entry = self._entries.get(regions)
+        if entry is None:
+            physical = physical_graph(self.graph, regions)
+            entry = PhysicalEntry(physical, physical_profile(self.graph, self.prof, regions, physical, self.model))
+            self._entries[regions] = entry
+        return entry
+
+
+class ScaledProblems:
+    """``problem_for(graph, scale(prof, k), comm, max_frac, min_util)`` for many factors ``k``.
+
+    The first call builds it with :func:`problem_for` (checks, unfusable pairs, unseen
+    streams, validation: every error as before). Later calls take that problem's
+    operators, link ends, sizes and annotations, which do not depend on ``k``, and only
+    multiply the profile's loads and link rates by ``k`` as :func:`scale` does
+    (:meth:`FusionProblem.rescaled`): the same problem, field for field, without
+    rebuilding the graph's indexes for each rate the search tries."""
+
+    def __init__(self, graph: AppGraph, prof: OperatorProfile, comm: CommModel, max_frac: float,
+                 min_util: float, memo: dict[str, Any] | None = None) -> None:
+        self.graph, self.prof, self.comm, self.max_frac, self.min_util = graph, prof, comm, max_frac, min_util
+        self.memo = memo
+        self.first: FusionProblem | None = None
+
+    def __call__(self, k: float) -> FusionProblem:
+        if self.first is None:
+            self.first = problem_for(self.graph, scale(self.prof, k), self.comm, self.max_frac, self.min_util,
+                                     self.memo)
+            return self.first
+        first, prof = self.first, self.prof
+        load = {n: prof.load[n] * k for n in first.operators}
+        n = len(prof.links)  # problem_for's links: the profile's, then its zero-rate unseen streams
+        links = tuple(Link(lk.src, lk.dst, r * k, lk.size) for lk, (_, _, r, _) in zip(first.links, prof.links,
+                                                                                        strict=False))
+        return first.rescaled(load, links + first.links[n:])
+
+
+@dataclass(frozen=True)
+class FusedPlacement:
+    """GreedyFuse and placement of one physical problem: PE ``i`` holds
+    ``result.partitions[i]``, is called ``pe_ids[i]`` until the plan names it, and runs
+    on node ``placement[pe_ids[i]]``. ``factor`` is the planning rate over the profiled
+    rate; ``search`` what the ``--rate max`` search found (``None`` at a given rate)."""
+
+    problem: FusionProblem
+    result: FusionResult
+    placement: Placement
+    pe_ids: tuple[str, ...]
+    factor: float = 1.0
+    search: RateSearch | None = None
+
+
+@dataclass(frozen=True)
+class Scored:
+    """A width vector's :class:`FusedPlacement`, its trial plan and the plan's predicted
+    source rate (``None`` when nothing can be predicted)."""
+
+    fused: FusedPlacement
+    plan: Plan
+    score: float | None
+
+
+@dataclass(frozen=True)
+class SearchContext:
+    """What every plan of one ``fuse_auto`` call shares: the logical graph and profile,
+    the cluster, GreedyFuse's settings but MaxFrac, the fitted ``model``, the collapse
+    share ``inlined_frac`` (:func:`collapse_fraction`) and the call's physical graphs."""
+
+    graph: AppGraph
+    prof: OperatorProfile
+    comm: CommModel
+    nodes: int
+    cores: int
+    min_util: float
+    capacity_frac: float
+    absorb: bool
+    model: PerfModel
+    inlined_frac: float
+    cache: PhysicalCache
+
+
+def fuse_and_place(problem: FusionProblem, nodes: int, cores: int, capacity_frac: float,
+                   absorb: bool) -> FusedPlacement:
+    """GreedyFuse (then absorb, unless ``absorb`` is off) and placement of ``problem``."""
+    result = greedy_then_absorb(problem) if absorb else greedy_fuse(problem)
+    pe_ids = tuple(f"p{i}" for i in range(len(result.partitions)))
+    pe_loads, pe_links = pe_graph(result.partitions, problem, pe_ids, result.comp_loads)
+    # FATM places by itself: the developer's place() annotations are FMAN's.
+    placement = place(pe_loads, pe_links, nodes, cores, capacity_frac)
+    return FusedPlacement(problem, result, placement, pe_ids)
+
+
+def plan_physical(ctx: SearchContext, regions: Regions, max_frac: float, rate: str | float) -> FusedPlacement:
+    """GreedyFuse + placement of the physical graph of ``regions`` at ``rate``. Operators
+    that collapse into their predecessor's loop when fused with it are costed at
+    ``1 - ctx.inlined_frac`` of their profiled load (:func:`collapse_fraction`):
+    GreedyFuse sees what a collapsed run costs, so it does not cut a cheap run into
+    pieces."""
+    entry = ctx.cache.get(regions)
+    physical, pprof = entry.graph, entry.prof
+    if ctx.inlined_frac > 0:
+        inlined = {b for _, b in entry.collapsible}
+        pprof = replace(pprof, load={op: u * (1.0 - ctx.inlined_frac) if op in inlined else u
+                                     for op, u in pprof.load.items()})
+    if rate == "max":
+        problems = ScaledProblems(physical, pprof, ctx.comm, max_frac, ctx.min_util, entry.memo)
+
+        def attempt(k: float) -> FusedPlacement | None:
+            try:
+                got = fuse_and_place(problems(k), ctx.nodes, ctx.cores, ctx.capacity_frac, ctx.absorb)
+            except PlacementInfeasible:
+                return None
+            return None if got.result.warnings else got
+        capacity = ctx.nodes * ctx.cores * ctx.capacity_frac
+        fused, search = max_rate(ctx.prof.source_rate, math.fsum(pprof.load.values()), capacity, attempt)
+        return replace(fused, factor=search.factor, search=search)
+    if rate == "profiled":
+        factor = 1.0
+    elif ctx.prof.source_rate > 0:
+        factor = rate / ctx.prof.source_rate
+    else:
+        raise OptimizeError("the profile's sources sent no tuples, so it cannot be scaled to --rate; "
+                            "profile a run whose sources emit tuples")
+    problem = problem_for(physical, scale(pprof, factor), ctx.comm, max_frac, ctx.min_util, entry.memo)
+    fused = fuse_and_place(problem, ctx.nodes, ctx.cores, ctx.capacity_frac, ctx.absorb)
+    return replace(fused, factor=factor)
+
+
+def trial_plan(graph: AppGraph, fused: FusedPlacement, nodes: int, cores: int, regions: Regions) -> Plan:
+    """The plan of one :class:`FusedPlacement`, named as every strategy's plans are."""
+    return make_plan(graph, "auto", [list(p) for p in fused.result.partitions],
+                     [fused.placement[t] for t in fused.pe_ids], nodes, cores, regions=regions)
+
+
+def score_plan(ctx: SearchContext, regions: Regions, max_frac: float, rate: str | float) -> Scored:
+    """:func:`plan_physical`, its trial plan and the plan's predicted rate."""
+    fused = plan_physical(ctx, regions, max_frac, rate)
+    plan = trial_plan(ctx.graph, fused, ctx.nodes, ctx.cores, regions)
+    return Scored(fused, plan, predicted_rate(ctx, plan))
+
+
+def predict_physical(graph: AppGraph, prof: OperatorProfile, plan: Plan, comm: CommModel, model: PerfModel,
+                     frac: float, cache: PhysicalCache | None = None) -> Prediction:
+    """The predicted source rate of ``plan`` once ``model`` is fitted and the collapse
+    fraction ``frac`` known: its regions mapped onto their physical graph (from ``cache``
+    when it serves ``comm`` and ``model``), its PEs and nodes evaluated."""
+    entry = (cache if cache is not None and cache.serves(comm, model)
+             else PhysicalCache(graph, prof, comm, model)).get(plan.regions)
+    if entry.predict_problem is None:
+        entry.predict_problem = problem_for(entry.graph, entry.prof, comm, 1.0, 1.0, entry.memo)
+    collapsing = plan.collapse and (model.collapse_saves_s > 0 or frac > 0)
+    if collapsing:
+        pe_of = plan.pe_of
+        collapsed = frozenset((a, b) for a, b in entry.collapsible if pe_of.get(a) == pe_of.get(b))
+    else:
+        collapsed = frozenset()
+    return predict(entry.predict_problem, [(pe.pe_id, pe.operators, pe.node) for pe in plan.pes], plan.nodes,
+                   plan.cores, prof.source_rate, model, unattributed_call_s(prof, model), collapsed, frac)
+
+
+def predicted_rate(ctx: SearchContext, plan: Plan) -> float | None:
+    """:func:`predict_physical`'s rate under the context's model; ``None`` when nothing
+    can be predicted."""
+    try:
+        return predict_physical(ctx.graph, ctx.prof, plan, ctx.comm, ctx.model, ctx.inlined_frac, ctx.cache).rate
+    except OptimizeError:
+        return None
+
+
+class WidthScorer:
+    """:func:`width_scorer`'s callable; ``plans`` maps each scored vector to its :class:`Scored`."""
+
+    def __init__(self, ctx: SearchContext, max_frac: float) -> None:
+        self.ctx, self.max_frac = ctx, max_frac
+        self.plans: dict[Regions, Scored] = {}
+
+    def __call__(self, regions: Regions) -> float | None:
+        try:
+            scored = score_plan(self.ctx, regions, self.max_frac, "max")
+        except OptimizeError:
+            return None
+        self.plans[regions] = scored
+        return scored.score
+
+
+def width_scorer(graph: AppGraph, prof: OperatorProfile, comm: CommModel, nodes: int, cores: int,
+                 max_frac: float, min_util: float, capacity_frac: float, absorb: bool,
+                 model: PerfModel, cache: PhysicalCache | None = None) -> WidthScorer:
+    """The score of a width vector (regions with their widths): the predicted source rate
+    of the plan FATM makes for it at ``--rate max``, or ``None`` when nothing fits. The
+    scorer keeps each vector's plan (``plans``): the MaxFrac ladder starts with the
+    chosen vector at the user's MaxFrac, which is the plan the search already made.
+    (No plan puts two channels of one region in one PE: the physical graph's
+    ``annotations.channels`` reach GreedyFuse as a legality rule, see
+    :mod:`spadeopt.optimize.legality`.)"""
+    model = fit_production(graph, prof, model)
+    ctx = SearchContext(graph, prof, comm, nodes, cores, min_util, capacity_frac, absorb, model,
+                        collapse_fraction(graph, prof, model), cache or PhysicalCache(graph, prof, comm, model))
+    return WidthScorer(ctx, max_frac)
+
+
+def max_frac_candidates(max_frac: float, rate: str | float) -> tuple[float, ...]:
+    """The user's MaxFrac, and under ``--rate max`` the larger ones of :data:`MAX_FRAC_LADDER`."""
+    if rate != "max":
+        return (max_frac,)
+    return (max_frac, *(m for m in MAX_FRAC_LADDER if m > max_frac))
+
+
+@dataclass(frozen=True)
+class LadderChoice:
+    """The MaxFrac ladder's pick: its plan and MaxFrac, and every rung for ``explain.json``
+    (``{"max_frac", "pes", "predicted"}``)."""
+
+    scored: Scored
+    max_frac: float
+    tried: list[dict[str, Any]]
+
+
+def best_over_max_frac(ctx: SearchContext, regions: Regions, max_frac: float, rate: str | float,
+                       searched: dict[Regions, Scored]) -> LadderChoice:
+    """The best predicted plan of ``regions`` over :func:`max_frac_candidates`; the width
+    search's plan of ``regions`` (``searched``) stands for the user's MaxFrac under
+    ``--rate max``. A later rung replaces the best only when its score beats it by more
+    than ``TIE``, or the best has none. Errors of :func:`plan_physical` propagate."""
+    tried: list[dict[str, Any]] = []
+    best: Scored | None = None
+    best_frac = max_frac
+    for mf in max_frac_candidates(max_frac, rate):
+        if mf == max_frac and rate == "max" and regions in searched:
+            scored = searched[regions]  # the width search made this very plan
+        else:
+            scored = score_plan(ctx, regions, mf, rate)
+        score = scored.score
+        tried.append({"max_frac": mf, "pes": len(scored.plan.pes), "predicted": score})
+        if best is None or (score is not None and (best.score is None or score > best.score * (1 + TIE))):
+            best, best_frac = scored, mf
+    assert best is not None  # max_frac_candidates is never empty
+    return LadderChoice(best, best_frac, tried)
