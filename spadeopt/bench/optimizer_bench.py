@@ -27,17 +27,16 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
-import os
 import platform
 import random
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from spadeopt.bench.reports import gap_summary, write_report
+from spadeopt.bench.width_gap import width_gap_study
 from spadeopt.optimize.exact import exact_fuse, gap
 from spadeopt.optimize.greedy_fuse import greedy_fuse
 from spadeopt.optimize.synthetic import random_app_problem, random_small_problem
@@ -57,16 +56,14 @@ def run(
 ) -> dict:
     """Run the three parts, write their JSON files into ``out_dir``, return
     ``{"gap", "speed", "widths"}``."""
-    from spadeopt.bench.width_gap import width_gap_study
-
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     gap_report = gap_study(n_graphs=n_graphs, seed=seed)
     speed_report = speed_study(sizes=speed_sizes, seed=seed, repeats=repeats)
     width_report = width_gap_study(n_graphs=width_graphs, seed=seed)
-    _write_json(out_dir / "optimizer_gap.json", gap_report)
-    _write_json(out_dir / "optimizer_speed.json", speed_report)
-    _write_json(out_dir / "optimizer_widths.json", width_report)
+    write_report(out_dir / "optimizer_gap.json", gap_report)
+    write_report(out_dir / "optimizer_speed.json", speed_report)
+    write_report(out_dir / "optimizer_widths.json", width_report)
     return {"gap": gap_report, "speed": speed_report, "widths": width_report}
 
 
@@ -96,7 +93,7 @@ def gap_study(*, n_graphs: int, seed: int) -> dict:
         )
     gaps = [c["gap"] for c in cases]
     worst = max(cases, key=lambda c: c["gap"]) if cases else None
-    summary = _summary(gaps)
+    summary = gap_summary(gaps)
     summary["worst_case"] = worst["case"] if worst else None
     summary["seconds"] = time.perf_counter() - start
     return {
@@ -105,7 +102,7 @@ def gap_study(*, n_graphs: int, seed: int) -> dict:
         "generator": "spadeopt.optimize.synthetic.random_small_problem (synthetic)",
         "seed": seed,
         "summary": summary,
-        "summary_min_util_1": _summary([c["gap_min_util_1"] for c in cases]),
+        "summary_min_util_1": gap_summary([c["gap_min_util_1"] for c in cases]),
         "note": (
             "exact ignores MinUtil (a soft constraint); summary_min_util_1 reruns greedy with "
             "MinUtil = 1 so that only MaxFrac stops it, isolating the greedy choice itself"
@@ -150,43 +147,6 @@ def speed_study(*, sizes: Sequence[int], seed: int, repeats: int) -> dict:
         "machine": platform.machine(),
         "runs": runs,
     }
-
-
-def _summary(gaps: Sequence[float]) -> dict:
-    return {
-        "graphs": len(gaps),
-        "zero_gap": sum(1 for g in gaps if g == 0.0),
-        "mean": statistics.fmean(gaps) if gaps else 0.0,
-        "median": statistics.median(gaps) if gaps else 0.0,
-        "p90": _quantile(gaps, 0.9),
-        "max": max(gaps, default=0.0),
-        "mean_of_nonzero": statistics.fmean([g for g in gaps if g > 0] or [0.0]),
-    }
-
-
-def _quantile(values: Sequence[float], q: float) -> float:
-    """Linear-interpolated quantile (numpy's default method)."""
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    pos = q * (len(ordered) - 1)
-    lo = int(pos)
-    hi = min(lo + 1, len(ordered) - 1)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
-
-
-def _write_json(path: Path, data: dict) -> None:
-    """Write atomically: a temp file in the same directory, then rename."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.fchmod(fd, 0o644)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, indent=2)
-            fh.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -19,6 +19,7 @@ import random
 import time
 from typing import Any
 
+from spadeopt.bench.reports import gap_summary, write_report
 from spadeopt.model.dsl import App
 from spadeopt.model.graph import AppGraph
 from spadeopt.optimize.fatm import OperatorProfile, width_scorer
@@ -85,10 +86,8 @@ def width_gap_study(*, n_graphs: int = 20, seed: int = 2009, nodes: int = 1, cor
                       "exhaustive_widths": list(best_w), "ascent_widths": list(got_w),
                       "exhaustive_rate": best_rate, "ascent_rate": got_rate, "gap": max(0.0, gap),
                       "vectors_exhaustive": ex_doc["vectors_tried"], "vectors_ascent": asc_doc["vectors_tried"]})
-    from spadeopt.bench.optimizer_bench import _summary
-
     gaps = [c["gap"] for c in cases]
-    summary = _summary(gaps)
+    summary = gap_summary(gaps)
     summary["seconds"] = time.perf_counter() - start
     summary["vectors_exhaustive_mean"] = sum(c["vectors_exhaustive"] for c in cases) / max(1, len(cases))
     summary["vectors_ascent_mean"] = sum(c["vectors_ascent"] for c in cases) / max(1, len(cases))
@@ -106,8 +105,6 @@ def main(argv: list[str] | None = None) -> int:
     import sys
     from pathlib import Path
 
-    from spadeopt.bench.optimizer_bench import _write_json
-
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path)
     parser.add_argument("--graphs", type=int, default=12)
@@ -115,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     doc = width_gap_study(n_graphs=args.graphs, seed=args.seed)
     doc["command"] = "python -m spadeopt.bench.width_gap " + " ".join(argv if argv is not None else sys.argv[1:])
-    _write_json(args.out, doc)
+    write_report(args.out, doc)
     s = doc["summary"]
     print(f"width heuristic vs exhaustive over {s['graphs']} graphs: zero gap {s['zero_gap']}, mean {s['mean']:.4f}, "
           f"max {s['max']:.4f}; vectors planned {s['vectors_ascent_mean']:.1f} vs {s['vectors_exhaustive_mean']:.1f}")
