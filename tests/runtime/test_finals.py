@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from spadeopt.runtime.pe import LinkError, PERuntime
-from spadeopt.runtime.transport import final_frame
+from spadeopt.wire import final_frame
 
 
 class FakeFrame:

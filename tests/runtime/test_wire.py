@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from spadeopt.runtime.transport import FINAL_TAG, WireError, decode_batch, pack, wire_types
+from spadeopt.wire import FINAL_TAG, WireError, decode_batch, pack, wire_types
 
 TYPES = wire_types([["seq", "int"], ["payload", "bytes"], ["x", "float"]])
 
@@ -76,7 +76,7 @@ def test_fuzz_decoder_raises_only_wire_error(raw, mutations):
 
 
 def test_a_fission_pulse_may_end_a_batch_on_a_pulsed_port_only():
-    from spadeopt.runtime.transport import WireError, decode_batch, wire_types
+    from spadeopt.wire import WireError, decode_batch, wire_types
 
     types = wire_types([["k", "str"], ["_fission_seq", "int"]])
     data = msgpack.packb([("a", 1), ("b", 2), (3,)])

@@ -1,0 +1,152 @@
+"""The wire format between PEs: msgpack batches, final markers, and the boundary check.
+
+Pure functions and constants, no sockets (``spadeopt.runtime.transport`` sends and
+receives these frames over ZeroMQ): the runtime and the profiler (which sizes tuples as
+the wire encodes them) both import this module, and it imports only msgpack.
+
+A frame is one batch: a msgpack array of tuples, encoded with ``pack``/``packer`` (ints
+past 64 bits as the ``BIGINT_EXT`` extension; anything but int, float, str, bytes, bool
+and None refused) and decoded with ``unpack`` (arrays as tuples). The final marker of a
+link is a frame that starts with ``FINAL_TAG`` (0xc1, a byte msgpack never produces)
+followed by the link id, so a receiver counts finals per upstream link.
+
+``decode_batch`` is the PE boundary: what comes off a socket becomes a batch only if it
+is at most ``max_frame`` bytes, a msgpack array whose every element has the port's
+arity, whose elements are tuples (all of them in batches of up to ``SAMPLE_ALL``, every
+``SAMPLE_STRIDE``-th in larger ones) and whose first and last tuples have the port's
+wire types. The checks are C-level passes or samples, so they stay cheap (measured by
+``spadeopt bench fused-overhead``); anything else raises ``WireError`` saying what
+was wrong.
+"""
+
+from __future__ import annotations
+
+import msgpack
+
+FINAL_TAG = b"\xc1"
+DEFAULT_MAX_FRAME = 64 * 1024 * 1024  # bytes; a larger frame is an error at the receiver
+SAMPLE_ALL, SAMPLE_STRIDE = 64, 16  # batches up to 64 tuples: every element checked; else every 16th
+
+# Which Python types a msgpack-decoded attribute may have, per schema type. None (nil)
+# is allowed everywhere: operators emit it for missing values (e.g. an aggregate of
+# nothing), and the toolkit treats it as such.
+_NONE = type(None)
+WIRE_TYPES: dict[str, frozenset[type]] = {
+    "int": frozenset({int, _NONE}), "float": frozenset({float, int, _NONE}), "str": frozenset({str, _NONE}),
+    "bytes": frozenset({bytes, _NONE}), "bool": frozenset({bool, _NONE}),
+}
+
+
+class WireError(ValueError):
+    """A frame that is not a valid batch for the port it arrived on."""
+
+
+BIGINT_EXT = 1
+"""The msgpack extension type of an int outside msgpack's own [-2**63, 2**64): its
+two's-complement bytes, big-endian. Without it such an int, which Python computes and
+fused operators pass on, failed only where it crossed a PE: an answer that depended on
+the fusion."""
+
+
+def _encode_other(obj: object) -> msgpack.ExtType:
+    """msgpack's ``default``: called for what it cannot pack itself."""
+    if type(obj) is int:  # only ints past 64 bits get here
+        return msgpack.ExtType(BIGINT_EXT, obj.to_bytes(obj.bit_length() // 8 + 1, "big", signed=True))
+    raise TypeError(f"a {type(obj).__name__} cannot be sent between PEs; attributes are int, float, "
+                    f"str, bytes, bool or None")
+
+
+def _decode_ext(code: int, data: bytes) -> int:
+    """msgpack's ``ext_hook``: a big int, or the frame is refused (``decode_batch``)."""
+    if code != BIGINT_EXT:
+        raise ValueError(f"unknown msgpack extension type {code}")
+    return int.from_bytes(data, "big", signed=True)
+
+
+def packer() -> msgpack.Packer:
+    """A packer of the wire's encoding (not thread-safe: one per user)."""
+    return msgpack.Packer(default=_encode_other)
+
+
+def pack(obj: object) -> bytes:
+    """One value in the wire's encoding.
+
+    >>> unpack(pack([(1, 2**70, "a", None)]))
+    ((1, 1180591620717411303424, 'a', None),)
+    """
+    return msgpack.packb(obj, default=_encode_other)
+
+
+def unpack(data: bytes):
+    """The wire's decoding of ``data`` (tuples, not lists; big ints restored)."""
+    return msgpack.unpackb(data, use_list=False, raw=False, ext_hook=_decode_ext)
+
+
+def final_frame(link: str) -> bytes:
+    return FINAL_TAG + link.encode()
+
+
+def _describe(data) -> str:
+    head = bytes(data[:16])
+    return f"{len(data)} bytes starting {head.hex(' ')}" if len(data) else "an empty frame"
+
+
+def decode_batch(data, types: tuple[frozenset[type], ...] | None, max_frame: int = DEFAULT_MAX_FRAME,
+                 pulsed: bool = False) -> tuple:
+    """Decode one frame into a batch for a port whose attributes have ``types``.
+
+    ``types`` None: the port's schema is unknown (accept any tuples). ``pulsed``: the
+    port is inside a parallel region, so a batch may end with a fission pulse, a 1-tuple
+    holding an int sequence number (``spadeopt.runtime.fission``). Raises ``WireError``
+    naming what was wrong; never returns anything but a tuple of tuples.
+    """
+    n = len(data)
+    if n > max_frame:
+        raise WireError(f"oversized frame: {n:,} bytes, the limit is {max_frame:,}")
+    try:
+        batch = unpack(data)
+    except Exception as exc:  # noqa: BLE001 - msgpack raises several kinds for garbage
+        raise WireError(f"not a msgpack batch ({type(exc).__name__}: {exc or 'no detail'}): "
+                        f"{_describe(data)}") from None
+    if type(batch) is not tuple:
+        raise WireError(f"not a batch: a msgpack {type(batch).__name__}, expected an array of tuples "
+                        f"({_describe(data)})")
+    if not batch:
+        return batch
+    sample = batch if len(batch) <= SAMPLE_ALL else batch[::SAMPLE_STRIDE] + batch[-1:]
+    if set(map(type, sample)) != {tuple}:
+        bad = next(t for t in sample if type(t) is not tuple)
+        raise WireError(f"a batch element is a {type(bad).__name__} ({bad!r:.60}), expected a tuple")
+    if types is None:
+        return batch
+    arity = len(types)
+    body = batch
+    if pulsed and len(batch[-1]) == 1 and arity != 1:
+        if type(batch[-1][0]) is not int:
+            raise WireError(f"a fission pulse must hold an int sequence number, got {batch[-1]!r:.60}")
+        body = batch[:-1]
+        if not body:
+            return batch
+    try:
+        lengths = set(map(len, body))  # every tuple: one pass in C
+    except TypeError:
+        bad = next(t for t in batch if not hasattr(t, "__len__"))
+        raise WireError(f"a batch element is a {type(bad).__name__} ({bad!r:.60}), expected a tuple") from None
+    if lengths != {arity}:
+        bad = next(t for t in body if len(t) != arity)
+        raise WireError(f"wrong arity: a {type(bad).__name__} of {len(bad)} attributes ({bad!r:.80}) where the "
+                        f"port has {arity}")
+    for t in (body[0], body[-1]):
+        for i, (v, ok) in enumerate(zip(t, types, strict=True)):
+            if type(v) not in ok:
+                want = "/".join(sorted(x.__name__ for x in ok))
+                raise WireError(f"wrong type: attribute {i} is a {type(v).__name__} ({v!r:.40}), "
+                                f"expected {want}")
+    return batch
+
+
+def wire_types(schema: list | None) -> tuple[frozenset[type], ...] | None:
+    """The per-attribute wire types of a schema given as ``[[name, type], ...]``."""
+    if schema is None:
+        return None
+    return tuple(WIRE_TYPES[t] for _, t in schema)
