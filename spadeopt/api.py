@@ -107,9 +107,9 @@ def run(target: str, fusion: str = "none", params: Mapping[str, str] | None = No
     fails naming them. ``conf`` is Spark configuration (``--conf KEY=VALUE``) that
     overrides spadeopt's.
     """
-    from spadeopt.deploy.launcher import load_deploy
     from spadeopt.deploy.preflight import preflight
     from spadeopt.outputs import claim_dir
+    from spadeopt.plan.artefacts import load_deploy
 
     overrides = link_overrides(insecure_links, stall_timeout)
     built = is_build(target)
@@ -143,10 +143,10 @@ def run(target: str, fusion: str = "none", params: Mapping[str, str] | None = No
 
 def run_submitted(build_dir: Path, out: Path | None = None, progress: Callable[[str], None] | None = None,
                   force: bool = False) -> RunResult:
-    """Run a build under spark-submit (``spadeopt.deploy.submit``): the master and conf are
+    """Run a build under spark-submit (``spadeopt.submit``): the master and conf are
     spark-submit's; ``out`` is claimed and marked as under ``spadeopt run``."""
-    from spadeopt.deploy.launcher import load_deploy
     from spadeopt.outputs import claim_dir
+    from spadeopt.plan.artefacts import load_deploy
 
     check_build_consistent(Path(build_dir), load_deploy(Path(build_dir)))
     if out is not None:
@@ -397,8 +397,8 @@ def predict_build(build_dir: Path, profile_path: Path, calibration: Path | None 
                   cpu_score: float | None = None):
     """The predicted source rate of any build (any strategy) from a refined profile of its app:
     the model FATM plans with, evaluated on the build's ``plan.json``."""
-    from spadeopt.deploy.launcher import load_deploy
     from spadeopt.optimize.fatm import predict_plan
+    from spadeopt.plan.artefacts import load_deploy
     from spadeopt.refine.comm import CommCost
     from spadeopt.refine.profile import Profile
 

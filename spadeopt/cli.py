@@ -9,10 +9,10 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
-from spadeopt.errors import SpadeoptError, UsageError
+from spadeopt.console import end_status, guarded, progress, result_table
+from spadeopt.errors import UsageError
 
 
 def _params(pairs: list[str] | None) -> dict[str, str]:
@@ -36,45 +36,6 @@ def _conf(pairs: list[str] | None) -> dict[str, str]:
     return out
 
 
-_last_status = [0.0]
-
-
-def _progress(msg: str) -> None:
-    """Status lines start with \\r: redrawn in place on a terminal, every 10 s otherwise."""
-    import time
-
-    if msg.startswith("\r"):
-        if sys.stderr.isatty():
-            print(msg, end="", file=sys.stderr, flush=True)
-        elif time.time() - _last_status[0] >= 10:
-            print(f"[spadeopt] {msg[1:].strip()}", file=sys.stderr, flush=True)
-            _last_status[0] = time.time()
-        return
-    if sys.stderr.isatty():
-        print("\r\033[K", end="", file=sys.stderr)
-    print(f"[spadeopt] {msg}", file=sys.stderr, flush=True)
-
-
-def _table(result) -> str:
-    rows = [("app", result.app), ("strategy", result.strategy), ("master", result.master),
-            ("PEs", str(result.pes)), ("nodes used", f"{result.nodes_used} of {result.nodes} (executors that ran PEs)"),
-            ("source tuples", f"{result.tuples:,}"), ("throughput", f"{result.throughput:,.0f} tuples/s"),
-            ("wall time", f"{result.wall_s:.2f} s")]
-    rows += [(f"sink {k}", f"{v:,} tuples") for k, v in result.sinks.items()]
-    refused = {p["pe"]: sum(p.get("refused", {}).values()) for p in result.per_pe}
-    if any(refused.values()):
-        rows.append(("refused connections", ", ".join(f"{pe} {n}" for pe, n in refused.items() if n)
-                     + " (not of this run; see the PE logs)"))
-    width = max(len(k) for k, _ in rows)
-    lines = [f"{k.ljust(width)}  {v}" for k, v in rows]
-    lines.append("")
-    lines.append(f"{'PE'.ljust(6)} {'node':>4} {'CPU s':>8} {'wall s':>8}  host / executor (where it ran)")
-    for p in result.per_pe:
-        lines.append(f"{p['pe'].ljust(6)} {p['node']:>4} {p['cpu_s']:>8.2f} {p['wall_s']:>8.2f}  "
-                     f"{p.get('host', '?')} / {p.get('executor', '?')}")
-    return "\n".join(lines)
-
-
 def parse_widths(pairs: list[str] | None) -> dict[str, int]:
     from spadeopt.plan.regions import parse_widths as parse
 
@@ -88,11 +49,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.json:
         claim_file(args.json, "result", "--json", args.force)
     result = api.run(args.app, args.fusion, _params(args.p), args.nodes, args.cores, args.master,
-                     args.out, args.build_dir, _progress, force=args.force,
+                     args.out, args.build_dir, progress, force=args.force,
                      insecure_links=args.insecure_links, stall_timeout=args.stall_timeout,
                      widths=parse_widths(args.width), conf=_conf(args.conf), collapse=not args.no_collapse)
-    _end_status()
-    print(_table(result))
+    end_status()
+    print(result_table(result))
     if args.json:
         api.write_json(args.json, {"kind": "spadeopt-run-result", **result.to_json()})
     return 0
@@ -103,17 +64,12 @@ def cmd_profile(args: argparse.Namespace) -> int:
 
     result, run_dir = api.profile(args.app, args.o, args.fusion, _params(args.p), args.sample_rate,
                                   args.reservoir, args.duration, args.seed, args.nodes, args.cores,
-                                  args.master, _progress, args.insecure_links, args.stall_timeout,
+                                  args.master, progress, args.insecure_links, args.stall_timeout,
                                   _conf(args.conf), production_probe=not args.no_production_probe)
-    _end_status()
-    print(_table(result))
+    end_status()
+    print(result_table(result))
     print(f"\nraw samples of {result.pes} PE(s) and manifest.json written to {run_dir}")
     return 0
-
-
-def _end_status() -> None:
-    if sys.stderr.isatty():
-        print("\r\033[K", end="", file=sys.stderr, flush=True)
 
 
 def cmd_optimize(args: argparse.Namespace) -> int:
@@ -145,10 +101,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     doc = compare(args.app, args.out, [s.strip() for s in args.strategies.split(",") if s.strip()],
                   _params(args.p), args.nodes, args.cores, args.master, args.repeat, args.profile,
-                  args.calibration, args.sample_rate, args.profile_fusion, progress=_progress,
+                  args.calibration, args.sample_rate, args.profile_fusion, progress=progress,
                   command=shlex.join(["spadeopt", *sys.argv[1:]]), force=args.force, conf=_conf(args.conf),
                   no_fission=args.no_fission, collapse=not args.no_collapse)
-    _end_status()
+    end_status()
     print(table(doc))
     print(f"\nfigures: {args.out / 'compare.json'}, plot: {args.out / 'compare.png'}")
     return 0 if not doc["failed"] and doc["answers"]["identical"] else 1
@@ -173,7 +129,7 @@ def cmd_refine(args: argparse.Namespace) -> int:
     from spadeopt.refine.job import refine
     from spadeopt.refine.show import format_profile
 
-    profile = refine(args.run_dirs, args.o, args.master, progress=_progress, force=args.force,
+    profile = refine(args.run_dirs, args.o, args.master, progress=progress, force=args.force,
                      conf=_conf(args.conf))
     print(format_profile(profile))
     print(f"\nprofile of {len(args.run_dirs)} run(s) written to {args.o}")
@@ -183,8 +139,8 @@ def cmd_refine(args: argparse.Namespace) -> int:
 def cmd_calibrate(args: argparse.Namespace) -> int:
     from spadeopt.refine.calibrate import calibrate, summary
 
-    doc = calibrate(args.o, args.quick, _progress, force=args.force)
-    _end_status()
+    doc = calibrate(args.o, args.quick, progress, force=args.force)
+    end_status()
     print(summary(doc))
     print(f"calibration written to {args.o}")
     return 0
@@ -397,29 +353,6 @@ def main(argv: list[str] | None = None) -> int:
     if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
         signal.signal(signal.SIGTERM, _terminate)
     return guarded(lambda: args.func(args))
-
-
-def guarded(command: Callable[[], int]) -> int:
-    """Run ``command`` as every entry point does: a SpadeoptError becomes its message and
-    exit code, Ctrl-C (or SIGTERM) exit 130, and Spark is stopped either way."""
-    try:
-        return command()
-    except SpadeoptError as exc:
-        _stop_spark()
-        print(f"spadeopt: error: {exc}", file=sys.stderr)
-        return exc.exit_code
-    except KeyboardInterrupt:
-        print("spadeopt: interrupted", file=sys.stderr)
-        return 130
-    finally:
-        _stop_spark()
-
-
-def _stop_spark() -> None:
-    if "pyspark" in sys.modules:
-        from spadeopt.deploy.launcher import stop_spark
-
-        stop_spark()
 
 
 if __name__ == "__main__":

@@ -1,10 +1,10 @@
 """The application spark-submit runs: ``spark-submit [...] SUBMIT_PY BUILD_DIR [--out DIR]``.
 
 Every ``deploy.json`` carries a ready line (``spark.submit``) of this form, where
-``SUBMIT_PY`` is this file, found with ``python3 -m spadeopt.deploy.submit --path``::
+``SUBMIT_PY`` is this file, found with ``python3 -m spadeopt.submit --path``::
 
     spark-submit --master spark://HOST:7077 --conf spark.task.cpus=2 ... \\
-        "$(python3 -m spadeopt.deploy.submit --path)" /abs/build/dir --out results/
+        "$(python3 -m spadeopt.submit --path)" /abs/build/dir --out results/
 
 The master and conf that spark-submit gives win: the master baked into deploy.json at
 build time is only ``spadeopt run``'s default. Python apps run in client deploy mode
@@ -21,7 +21,7 @@ from pathlib import Path
 
 
 def parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="spadeopt.deploy.submit", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="spadeopt.submit", description=__doc__.splitlines()[0])
     ap.add_argument("--path", action="store_true", help="print the path of this file (for spark-submit) and exit")
     ap.add_argument("build", nargs="?", type=Path, help="build directory (holding deploy.json)")
     ap.add_argument("--out", type=Path, help="write each sink's output to OUT/<sink>.jsonl on the driver")
@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.path:
         print(Path(__file__).resolve())
         return 0
-    from spadeopt.cli import _end_status, _progress, _table, guarded
+    from spadeopt.console import end_status, guarded, progress, result_table
     from spadeopt.errors import UsageError
 
     def submitted() -> int:
@@ -43,9 +43,9 @@ def main(argv: list[str] | None = None) -> int:
             raise UsageError("give the build directory: spark-submit ... submit.py BUILD_DIR [--out DIR]")
         from spadeopt import api
 
-        result = api.run_submitted(args.build, args.out, _progress, force=args.force)
-        _end_status()
-        print(_table(result))
+        result = api.run_submitted(args.build, args.out, progress, force=args.force)
+        end_status()
+        print(result_table(result))
         if args.json:
             api.write_json(args.json, result.to_json())
         return 0

@@ -30,8 +30,8 @@ from typing import Any
 
 from spadeopt.api import load_graph
 from spadeopt.codegen.render import render_build
+from spadeopt.deploy.local import run_local
 from spadeopt.optimize.strategies import plan_for
-from spadeopt.testing import run_local
 
 APP = "apps/notional.py"
 

@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from spadeopt.api import load_graph
+from spadeopt.deploy.local import run_local
 from spadeopt.optimize.strategies import plan_for
-from spadeopt.testing import run_local
 
 APP = "spadeopt.bench.fission_apps:app"
 WIDTHS = (1, 2, 3, 4)

@@ -25,9 +25,9 @@ from typing import Any
 
 from spadeopt.api import load_graph
 from spadeopt.bench.baselines import bare_zmq, hand_loop
+from spadeopt.deploy.local import run_local
 from spadeopt.optimize.strategies import plan_for
 from spadeopt.runtime.pe import DEFAULT_BATCH
-from spadeopt.testing import run_local
 
 
 def _spadeopt_rate(fusion: str, params: dict[str, str], overrides: dict[str, Any] | None = None) -> float:
@@ -83,7 +83,7 @@ def _validation_case(link_rate: float, frames: int = 2000) -> dict[str, Any]:
 
     import msgpack
 
-    from spadeopt.runtime.transport import decode_batch, unpack, wire_types
+    from spadeopt.wire import decode_batch, unpack, wire_types
     from spadeopt.toolkit.sources import counter
 
     frame = msgpack.packb(list(islice(counter(DEFAULT_BATCH, 100, seed=1), DEFAULT_BATCH)))

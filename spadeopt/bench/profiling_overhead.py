@@ -36,9 +36,9 @@ from pathlib import Path
 from typing import Any
 
 from spadeopt.api import load_graph
+from spadeopt.deploy.local import run_local
 from spadeopt.optimize.strategies import plan_for
 from spadeopt.runtime.pe import DEFAULT_BATCH
-from spadeopt.testing import run_local
 
 RATES = (None, 0.001, 0.01, 0.1)
 PAPER_FIG9 = {"0.001": 0.0, "0.01": 0.10, "0.1": 0.50}

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from spadeopt.api import load_graph
+from spadeopt.deploy.local import run_local
 from spadeopt.plan.plan import make_plan
-from spadeopt.testing import run_local
 
 KS = (1, 2, 4, 8, 16, 32)
 

@@ -127,7 +127,7 @@ def render_build(graph: AppGraph, plan: Plan, app_ref: str, build_dir: Path | No
         # every stream of the physical graph, in-PE ones too: refine keeps the links no sample saw
         "streams": sorted([str(s.src), str(s.dst)] for s in physical.streams),
         "spark": {**spark, "submit": f"spark-submit --master '{spark['master']}' {conf_args} "
-                                      f"\"$(python3 -m spadeopt.deploy.submit --path)\" "
+                                      f"\"$(python3 -m spadeopt.submit --path)\" "
                                       f"{shlex.quote(str(build_dir)) if build_dir else 'BUILD_DIR'}"},
     }
     files["plan.json"] = json.dumps(plan.to_json(), indent=2, sort_keys=True) + "\n"

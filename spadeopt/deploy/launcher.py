@@ -28,8 +28,8 @@ from typing import Any
 from spadeopt.deploy import sparkauth
 from spadeopt.deploy.agent import ERROR_TAG, barrier_task
 from spadeopt.deploy.masters import is_local, local_cluster_cores
-from spadeopt.errors import EnvironmentProblem, PlanError, RunError, UsageError
-from spadeopt.plan.artefacts import check_deploy
+from spadeopt.errors import EnvironmentProblem, RunError, UsageError
+from spadeopt.plan.artefacts import load_deploy
 
 _SESSION: Any = None
 _SESSION_KEY: tuple | None = None
@@ -208,18 +208,6 @@ class RunResult:
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def load_deploy(build_dir: Path) -> dict[str, Any]:
-    path = Path(build_dir) / "deploy.json"
-    try:
-        deploy = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise PlanError(f"{build_dir} is not a spadeopt build (no deploy.json); create one with "
-                        f"`spadeopt build APP -o DIR`") from None
-    except (OSError, json.JSONDecodeError) as exc:
-        raise PlanError(f"cannot read {path}: {exc}; rebuild it with `spadeopt build`") from None
-    return check_deploy(deploy, path)  # schema version, and every field that becomes a path or code
 
 
 def run_build(build_dir: Path, master: str | None = None, out_dir: Path | None = None,

@@ -1,8 +1,9 @@
-"""Helpers for tests and benchmarks: build an app in a temp dir and run it.
+"""Run a plan on this machine without Spark: one node, the real node agent, real PE
+processes and real ZeroMQ links.
 
-``run_local`` runs a plan's PEs with the real node agent, real processes and real
-ZeroMQ on this machine, without Spark (single node). The Spark path is
-``spadeopt.api.run``; tests of the deployment use that.
+Calibration (``refine.calibrate``), the micro-benchmarks and the tests use it where a
+JVM per run would only add noise and seconds; every deployment a user makes goes
+through Spark (``spadeopt.api.run``, ``deploy.launcher``).
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from spadeopt.errors import ArtefactError
+from spadeopt.errors import ArtefactError, PlanError
 from spadeopt.model.schema import FILE_NAME_RULE, TYPES, is_file_name, is_identifier, is_port_name
 from spadeopt.plan.regions import DYNAMIC, MAX_REGION_WIDTH, STATIC
 
@@ -259,6 +259,20 @@ def check_deploy(doc: Any, path: str | Path) -> dict[str, Any]:
             required=False)
     f.raise_any("deploy descriptor", DEPLOY_HINT)
     return doc
+
+
+def load_deploy(build_dir: str | Path) -> dict[str, Any]:
+    """A build's deploy.json, read and checked (``check_deploy``); ``PlanError`` when the
+    directory is no build or its file cannot be read."""
+    path = Path(build_dir) / "deploy.json"
+    try:
+        doc = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise PlanError(f"{build_dir} is not a spadeopt build (no deploy.json); create one with "
+                        f"`spadeopt build APP -o DIR`") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise PlanError(f"cannot read {path}: {exc}; rebuild it with `spadeopt build`") from None
+    return check_deploy(doc, path)
 
 
 def read_explain(path: str | Path) -> dict[str, Any]:

@@ -50,8 +50,7 @@ def _rate(r: float) -> str:
 def load_picture(build_dir: Path) -> Picture:
     """Read a build's deploy.json (and plan.json / explain.json when present), each
     checked field by field (``plan.artefacts``) before any name reaches the picture."""
-    from spadeopt.deploy.launcher import load_deploy
-    from spadeopt.plan.artefacts import read_explain
+    from spadeopt.plan.artefacts import load_deploy, read_explain
     from spadeopt.plan.plan import Plan
 
     build_dir = Path(build_dir)

@@ -4,7 +4,7 @@ For every grid point (tuple rate, tuple size) the calibration app (:mod:`.calib_
 paced source -> ``FORWARDERS`` forwarders -> a counting sink, NONE fusion: one PE per
 operator, every ZeroMQ link over ``ipc://`` at the same link rate ``L``) runs as an
 instrumented build with the real node agent and PE processes
-(:func:`spadeopt.testing.run_local`; no Spark: the same processes, without a JVM per
+(:func:`spadeopt.deploy.local.run_local`; no Spark: the same processes, without a JVM per
 point). Then:
 
 * the PEs' CPU seconds come from the run report (``time.process_time`` of each PE
@@ -246,9 +246,9 @@ def hwm_for(size: int, batch: int = 512) -> int:
 
 def measure(rate: float, size: int, seconds: float, work: Path) -> Point:
     """Run the calibration app once at (``rate``, ``size``) and measure it."""
+    from spadeopt.deploy.local import run_local
     from spadeopt.optimize.strategies import plan_for
     from spadeopt.refine import calib_app
-    from spadeopt.testing import run_local
 
     graph = calib_app.calibration.build({"rate": link_rate(rate), "size": int(size), "seconds": float(seconds),
                                          "forwarders": FORWARDERS})

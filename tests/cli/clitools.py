@@ -52,10 +52,11 @@ def _environment(env: dict[str, str] | None):
 def cli(*args: str | Path, env: dict[str, str] | None = None, cwd: Path = ROOT) -> Result:
     """``spadeopt ARGS...`` in this process, run in ``cwd`` with ``env`` added to the environment."""
     from spadeopt import cli as spadeopt_cli
+    from spadeopt import console
 
     out, err = io.StringIO(), io.StringIO()
     sigterm = signal.getsignal(signal.SIGTERM)
-    spadeopt_cli._last_status[0] = 0.0  # a fresh process prints its first status line at once
+    console._last_status[0] = 0.0  # a fresh process prints its first status line at once
     try:
         with _environment(env), contextlib.chdir(cwd), \
                 contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):

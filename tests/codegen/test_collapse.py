@@ -10,8 +10,8 @@ import pytest
 from spadeopt.api import load_graph
 from spadeopt.codegen import collapse
 from spadeopt.codegen.render import render_build
+from spadeopt.deploy.local import run_local
 from spadeopt.optimize.strategies import plan_for
-from spadeopt.testing import run_local
 from tests.toolkit.harness import plan as fusion_plan
 
 APPS = [("tests/apps/collapse.py", {}), ("apps/chain.py", {"n": "4", "work": "3", "tuples": "3000", "sink": "file"}),

@@ -7,8 +7,8 @@ import signal
 import pytest
 
 from spadeopt.api import load_graph
+from spadeopt.deploy.local import run_local
 from spadeopt.optimize.strategies import plan_for
-from spadeopt.testing import run_local
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ import zmq
 
 from spadeopt.api import load_graph
 from spadeopt.deploy.agent import ERROR_TAG, PEFailed
+from spadeopt.deploy.local import run_local
 from spadeopt.model.dsl import App
 from spadeopt.runtime import transport
 from spadeopt.runtime.security import (
@@ -23,7 +24,6 @@ from spadeopt.runtime.security import (
     make_client,
     make_server,
 )
-from spadeopt.testing import run_local
 from spadeopt.toolkit.sources import counter
 
 DOMAIN = "sink.in"

@@ -1,6 +1,6 @@
 """Run test apps under several fusions: for real (processes + ZeroMQ), or simulated.
 
-``run_fusions`` builds and runs an app with ``spadeopt.testing.run_local`` under every
+``run_fusions`` builds and runs an app with ``spadeopt.deploy.local.run_local`` under every
 fusion in ``FUSIONS`` with a small source batch size (so batch boundaries fall inside
 windows) and returns the sink rows per fusion. ``same_under_fusions`` also checks
 that every fusion gives the same rows, in the same order.
@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from spadeopt.codegen.render import render_build
+from spadeopt.deploy.local import read_sinks, run_local
 from spadeopt.model.dsl import App
 from spadeopt.model.graph import AppGraph
 from spadeopt.optimize.strategies import plan_for
@@ -36,7 +37,6 @@ from spadeopt.plan.regions import resolve_regions
 from spadeopt.runtime.ordered import Ordered
 from spadeopt.runtime.pe import Pending, check_shape
 from spadeopt.runtime.sinks import Sink, commit
-from spadeopt.testing import read_sinks, run_local
 
 FUSIONS = ("none", "all", "mixed", "all-nocollapse")
 BATCH = 7

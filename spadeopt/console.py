@@ -1,0 +1,79 @@
+"""What every entry point prints on the terminal, and how it ends a command.
+
+``cli`` (``spadeopt ...``) and ``submit`` (the application spark-submit runs) share
+these: status lines redrawn in place, the result table, and ``guarded``, which turns a
+``SpadeoptError`` into its message and exit code and always stops Spark.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+
+from spadeopt.errors import SpadeoptError
+
+_last_status = [0.0]
+
+
+def progress(msg: str) -> None:
+    """Status lines start with \\r: redrawn in place on a terminal, every 10 s otherwise."""
+    if msg.startswith("\r"):
+        if sys.stderr.isatty():
+            print(msg, end="", file=sys.stderr, flush=True)
+        elif time.time() - _last_status[0] >= 10:
+            print(f"[spadeopt] {msg[1:].strip()}", file=sys.stderr, flush=True)
+            _last_status[0] = time.time()
+        return
+    if sys.stderr.isatty():
+        print("\r\033[K", end="", file=sys.stderr)
+    print(f"[spadeopt] {msg}", file=sys.stderr, flush=True)
+
+
+def result_table(result) -> str:
+    rows = [("app", result.app), ("strategy", result.strategy), ("master", result.master),
+            ("PEs", str(result.pes)), ("nodes used", f"{result.nodes_used} of {result.nodes} (executors that ran PEs)"),
+            ("source tuples", f"{result.tuples:,}"), ("throughput", f"{result.throughput:,.0f} tuples/s"),
+            ("wall time", f"{result.wall_s:.2f} s")]
+    rows += [(f"sink {k}", f"{v:,} tuples") for k, v in result.sinks.items()]
+    refused = {p["pe"]: sum(p.get("refused", {}).values()) for p in result.per_pe}
+    if any(refused.values()):
+        rows.append(("refused connections", ", ".join(f"{pe} {n}" for pe, n in refused.items() if n)
+                     + " (not of this run; see the PE logs)"))
+    width = max(len(k) for k, _ in rows)
+    lines = [f"{k.ljust(width)}  {v}" for k, v in rows]
+    lines.append("")
+    lines.append(f"{'PE'.ljust(6)} {'node':>4} {'CPU s':>8} {'wall s':>8}  host / executor (where it ran)")
+    for p in result.per_pe:
+        lines.append(f"{p['pe'].ljust(6)} {p['node']:>4} {p['cpu_s']:>8.2f} {p['wall_s']:>8.2f}  "
+                     f"{p.get('host', '?')} / {p.get('executor', '?')}")
+    return "\n".join(lines)
+
+
+def end_status() -> None:
+    if sys.stderr.isatty():
+        print("\r\033[K", end="", file=sys.stderr, flush=True)
+
+
+def guarded(command: Callable[[], int]) -> int:
+    """Run ``command`` as every entry point does: a SpadeoptError becomes its message and
+    exit code, Ctrl-C (or SIGTERM) exit 130, and Spark is stopped either way."""
+    try:
+        return command()
+    except SpadeoptError as exc:
+        stop_spark()
+        print(f"spadeopt: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("spadeopt: interrupted", file=sys.stderr)
+        return 130
+    finally:
+        stop_spark()
+
+
+def stop_spark() -> None:
+    """Stop this process's Spark session, if it ever started one."""
+    if "pyspark" in sys.modules:
+        from spadeopt.deploy import launcher
+
+        launcher.stop_spark()
