@@ -12,7 +12,7 @@ from typing import Any
 from spadeopt.codegen.render import Build, generate
 from spadeopt.deploy.launcher import RunResult, run_build
 from spadeopt.errors import UsageError
-from spadeopt.model.dsl import App, AppSpec
+from spadeopt.frontend.dsl import App, AppSpec
 from spadeopt.model.graph import AppGraph
 from spadeopt.optimize.strategies import plan_for
 from spadeopt.plan.plan import Plan, check_plan

@@ -24,7 +24,7 @@ import sys
 import time
 from pathlib import Path
 
-from spadeopt.model.dsl import App
+from spadeopt.frontend.dsl import App
 from spadeopt.model.graph import AppGraph
 from spadeopt.optimize.fatm import OperatorProfile, fuse_auto
 from spadeopt.optimize.problem import LinearCommModel

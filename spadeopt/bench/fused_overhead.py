@@ -83,8 +83,8 @@ def _validation_case(link_rate: float, frames: int = 2000) -> dict[str, Any]:
 
     import msgpack
 
-    from spadeopt.wire import decode_batch, unpack, wire_types
     from spadeopt.toolkit.sources import counter
+    from spadeopt.wire import decode_batch, unpack, wire_types
 
     frame = msgpack.packb(list(islice(counter(DEFAULT_BATCH, 100, seed=1), DEFAULT_BATCH)))
     types = wire_types([["seq", "int"], ["payload", "bytes"]])

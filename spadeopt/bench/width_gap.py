@@ -20,7 +20,7 @@ import time
 from typing import Any
 
 from spadeopt.bench.reports import gap_summary, write_report
-from spadeopt.model.dsl import App
+from spadeopt.frontend.dsl import App
 from spadeopt.model.graph import AppGraph
 from spadeopt.optimize.fatm import OperatorProfile, width_scorer
 from spadeopt.optimize.predict import DEFAULT_MODEL

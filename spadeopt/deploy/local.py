@@ -16,7 +16,7 @@ from typing import Any
 
 from spadeopt.codegen.render import generate
 from spadeopt.deploy.agent import run_node
-from spadeopt.model.dsl import App
+from spadeopt.frontend.dsl import App
 from spadeopt.model.graph import AppGraph
 from spadeopt.optimize.strategies import plan_for
 from spadeopt.plan.plan import Plan

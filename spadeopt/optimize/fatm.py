@@ -30,7 +30,7 @@ the other rates (:class:`ScaledProblems`); one :class:`PhysicalCache` per call k
 vector's physical graph, profile and prediction problem; the ladder reuses the width
 search's plan for the chosen widths at the user's MaxFrac.
 
->>> from spadeopt.model.dsl import App
+>>> from spadeopt.frontend.dsl import App
 >>> from spadeopt.optimize.problem import LinearCommModel
 >>> app = App("pipeline")
 >>> parsed = app.functor("parse", app.source("read", "x:int", generator=range, args={"stop": 3}))

@@ -19,7 +19,7 @@ strongly-connected-components pass (networkx) for the unfusable pairs. Its ``mem
 keeps the profile check, unseen streams and unfusable pairs for profiles of the same
 operators and links (the rate and width searches build hundreds of problems).
 
->>> from spadeopt.model.dsl import App
+>>> from spadeopt.frontend.dsl import App
 >>> from spadeopt.optimize.problem import LinearCommModel
 >>> app = App("doc")
 >>> s = app.source("src", "x:int", generator=range, args={"stop": 3})

@@ -17,8 +17,8 @@ the merge with its consumer (fuse groups added by the rewrite).
 from __future__ import annotations
 
 from spadeopt.errors import UsageError
+from spadeopt.model.analysis import colocation_groups
 from spadeopt.model.graph import AppGraph
-from spadeopt.model.validate import colocation_groups
 from spadeopt.plan.fission import physical_graph
 from spadeopt.plan.plan import Plan, make_plan
 from spadeopt.plan.regions import Region, resolve_regions

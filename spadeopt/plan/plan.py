@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from spadeopt.errors import PlanError, UsageError
+from spadeopt.model.analysis import recursion_cycles
 from spadeopt.model.graph import AppGraph
-from spadeopt.model.validate import recursion_cycles
 from spadeopt.plan.artefacts import MAX_CORES, MAX_NODES, check_plan_json
 from spadeopt.plan.fission import physical_graph
 from spadeopt.plan.regions import Region

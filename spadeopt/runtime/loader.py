@@ -109,7 +109,7 @@ def _sibling_hint(exc: Exception, path: Path, root: Path | None) -> str:
 
 def load_app(ref: str) -> Any:
     """Return the ``AppSpec`` (or ``App``) object an app reference names."""
-    from spadeopt.model.dsl import App, AppSpec
+    from spadeopt.frontend.dsl import App, AppSpec
 
     target, attr = _split(ref)
     module = load_module(target)

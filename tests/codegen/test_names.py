@@ -7,7 +7,7 @@ import pytest
 
 from spadeopt import App
 from spadeopt.errors import GraphError
-from spadeopt.model.dsl import count_window
+from spadeopt.frontend.dsl import count_window
 from spadeopt.model.schema import gid, is_identifier, ungid
 from tests.toolkit.gens import replay
 from tests.toolkit.harness import same_under_fusions

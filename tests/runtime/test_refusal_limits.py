@@ -14,7 +14,7 @@ import zmq
 from spadeopt.api import load_graph
 from spadeopt.deploy.agent import ERROR_TAG, PEFailed
 from spadeopt.deploy.local import run_local
-from spadeopt.model.dsl import App
+from spadeopt.frontend.dsl import App
 from spadeopt.runtime import transport
 from spadeopt.runtime.security import (
     LOG_FIRST,

@@ -28,7 +28,7 @@ from typing import Any
 
 from spadeopt.codegen.render import render_build
 from spadeopt.deploy.local import read_sinks, run_local
-from spadeopt.model.dsl import App
+from spadeopt.frontend.dsl import App
 from spadeopt.model.graph import AppGraph
 from spadeopt.optimize.strategies import plan_for
 from spadeopt.plan.fission import physical_graph

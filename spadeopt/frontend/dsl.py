@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from spadeopt.errors import GraphError, SpadeoptError, UsageError, user_failure
+from spadeopt.frontend.validate import build_graph
 from spadeopt.kinds import (
     KINDS,
     aggregate,
@@ -52,7 +53,6 @@ from spadeopt.model.graph import (
     Stream,
 )
 from spadeopt.model.schema import is_identifier
-from spadeopt.model.validate import build_graph
 
 
 @dataclass(frozen=True)
