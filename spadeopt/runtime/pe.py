@@ -209,7 +209,7 @@ class PERuntime:
 
     def window(self):
         """A profiling build's timing window for one thread (``spadeopt.profiling.CpuWindow``)."""
-        from spadeopt.profiling.sampling import CpuWindow, window_stride
+        from spadeopt.profiling.window import CpuWindow, window_stride
 
         return CpuWindow(window_stride(self.profiler.sample_rate))
 

@@ -9,13 +9,13 @@ import msgpack
 import pytest
 
 from spadeopt.errors import ProfileError, UsageError
-from spadeopt.profiling.records import METRICS, SampleRecord
-from spadeopt.profiling.sampling import (
+from spadeopt.profiling import (
     MetricRecorder,
     PointKey,
     Profiler,
     StrideSampler,
 )
+from spadeopt.profiling.records import METRICS, SampleRecord
 
 OUT = PointKey("B", "out0", "out")
 
@@ -269,7 +269,8 @@ def test_a_full_reservoir_keeps_what_algorithm_r_keeps(batch_len: int, window: b
     (issue 14: only kept records are sized and built); it must keep exactly the records
     ``Reservoir`` keeps with the same random stream: one and several samples a batch,
     and samples recorded by a closing timing window (``_record_nested``)."""
-    from spadeopt.profiling.sampling import CpuWindow, Reservoir, _rng_for
+    from spadeopt.profiling import CpuWindow, Reservoir
+    from spadeopt.profiling.recorder import point_rng
 
     prof = Profiler("pe_1", sample_rate=1, reservoir_size=5, seed=11)
     rec = prof.point(OUT, subscribers=("C.in0",) if window else ())  # a window's submit is one call
@@ -282,7 +283,7 @@ def test_a_full_reservoir_keeps_what_algorithm_r_keeps(batch_len: int, window: b
             cd = w.close_submit(900, 1000, rec, cd - len(batch), batch)
     else:
         _drive(rec, batches)
-    ref = Reservoir(5, _rng_for(11, OUT, None, "record"))
+    ref = Reservoir(5, point_rng(11, OUT, None, "record"))
     for t in tuples:
         ref.add(len(msgpack.packb(t)))
     kept = sorted(int(r.value) for r in prof.dump() if r.metric == "size")

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from spadeopt.errors import ProfileError, UsageError
+from spadeopt.profiling import PointKey, Profiler
 from spadeopt.profiling.records import (
     SCHEMA_VERSION,
     Manifest,
@@ -20,7 +21,6 @@ from spadeopt.profiling.records import (
     write_manifest,
     write_pe_samples,
 )
-from spadeopt.profiling.sampling import PointKey, Profiler
 
 
 def _profiler(pe: str, op: str) -> Profiler:

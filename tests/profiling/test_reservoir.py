@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from scipy import stats
 
 from spadeopt.errors import UsageError
-from spadeopt.profiling.sampling import PointKey, Profiler, Reservoir
+from spadeopt.profiling import PointKey, Profiler, Reservoir
 
 
 @settings(max_examples=200, deadline=None)

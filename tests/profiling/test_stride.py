@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from spadeopt.errors import UsageError
-from spadeopt.profiling.sampling import StrideSampler, stride_of
+from spadeopt.profiling.stride import StrideSampler, stride_of
 
 RATES = st.sampled_from([1, 0.5, 0.3, 0.25, 0.1, 0.037, 0.01, 0.001, 1 / 3, 2 / 3]) | st.floats(
     min_value=1e-4, max_value=1.0, exclude_min=True

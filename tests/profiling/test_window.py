@@ -23,7 +23,7 @@ from spadeopt.codegen.spec import links_of, pe_spec
 from spadeopt.optimize.strategies import plan_for
 from spadeopt.plan.fission import physical_graph
 from spadeopt.profiling import CpuWindow, PointKey, Profiler
-from spadeopt.profiling.sampling import window_stride
+from spadeopt.profiling.window import window_stride
 from spadeopt.runtime.loader import APP_ENV
 from spadeopt.runtime.pe import PERuntime
 
