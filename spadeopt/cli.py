@@ -74,13 +74,14 @@ def cmd_profile(args: argparse.Namespace) -> int:
 
 def cmd_optimize(args: argparse.Namespace) -> int:
     from spadeopt import api
+    from spadeopt.plan.explain import explain_text
 
     build, _ = api.optimize(args.app, args.profile, args.o, args.calibration, _params(args.p), args.max_frac,
                             args.min_util, args.nodes, args.cores, args.exact, args.rate,
                             not args.no_absorb, force=args.force, cpu_score=args.cpu_score,
                             widths=parse_widths(args.width), fission=not args.no_fission,
                             collapse=not args.no_collapse)
-    print(api.explain_text(build.directory))
+    print(explain_text(build.directory))
     print(f"\nwrote {len(build.plan.pes)} PE module(s), plan.json, deploy.json and explain.json to "
           f"{build.directory}; run it with: spadeopt run {build.directory}")
     return 0
@@ -88,8 +89,9 @@ def cmd_optimize(args: argparse.Namespace) -> int:
 
 def cmd_explain(args: argparse.Namespace) -> int:
     from spadeopt import api
+    from spadeopt.plan.explain import explain_text
 
-    print(api.explain_text(args.build))
+    print(explain_text(args.build))
     if args.png or args.dot:
         written = api.draw_plan(args.build, args.png, args.dot, args.force)
         print("\n".join(f"plan picture: {p}" for p in written))

@@ -13,6 +13,7 @@ from spadeopt import api
 from spadeopt.errors import OptimizeError
 from spadeopt.optimize.fatm import OperatorProfile, fuse_auto, unfusable_pairs
 from spadeopt.optimize.problem import LinearCommModel
+from spadeopt.plan.explain import explain_text
 from spadeopt.plan.plan import check_plan
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -87,13 +88,13 @@ def test_optimize_explain_and_run_the_build(chain_profile, tmp_path):
     # where FATM widens chain's region on 8 cores, the physical graph outgrows what the exact
     # optimizer enumerates: explain says so instead of failing the optimize
     if sum(len(pe.operators) for pe in build.plan.pes) > 12:  # exact_fuse's default max_units
-        assert "exact optimum: skipped" in api.explain_text(build.directory) and explain["exact"]["skipped"]
+        assert "exact optimum: skipped" in explain_text(build.directory) and explain["exact"]["skipped"]
     else:
         assert 0 <= explain["exact"]["gap"] <= 1
     narrow, doc = api.optimize("apps/chain.py", d / "profile.json", tmp_path / "w1", cal, cores=8, exact=True,
                                fission=False)
-    assert 0 <= doc["exact"]["gap"] <= 1 and "exact optimum: objective" in api.explain_text(narrow.directory)
-    text = api.explain_text(build.directory)
+    assert 0 <= doc["exact"]["gap"] <= 1 and "exact optimum: objective" in explain_text(narrow.directory)
+    text = explain_text(build.directory)
     assert "OperLoad" in text and "EffUtil" in text and "objective" in text
     res = api.run(str(build.directory))
     assert res.tuples == 40000 and res.sinks == {"sink": 40000}

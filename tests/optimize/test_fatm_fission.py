@@ -14,6 +14,7 @@ from spadeopt.optimize.fatm import OperatorProfile, fuse_auto
 from spadeopt.optimize.predict import DEFAULT_MODEL
 from spadeopt.optimize.problem import LinearCommModel
 from spadeopt.optimize.widths import physical_profile
+from spadeopt.plan.explain import explain_text
 from spadeopt.plan.fission import physical_graph
 from spadeopt.plan.plan import check_plan
 from spadeopt.plan.regions import resolve_regions
@@ -158,7 +159,7 @@ def test_explain_text_shows_the_widths_tried(peer, tmp_path):
     auto = fuse_auto(graph, prof, COMM, nodes=1, cores=2, rate="max")
     (tmp_path / "plan.json").write_text(json.dumps(auto.plan.to_json()))
     (tmp_path / "explain.json").write_text(json.dumps(auto.explain))
-    text = api.explain_text(tmp_path)
+    text = explain_text(tmp_path)
     tried = auto.explain["fission"]["search"]["regions"]["chain"]["tried"]
     assert f"region 'chain': FATM chose width {auto.plan.regions[0].width}" in text
     for t in tried:
@@ -166,7 +167,7 @@ def test_explain_text_shows_the_widths_tried(peer, tmp_path):
     off = fuse_auto(graph, prof, COMM, nodes=1, cores=2, rate="max", fission=False)
     (tmp_path / "plan.json").write_text(json.dumps(off.plan.to_json()))
     (tmp_path / "explain.json").write_text(json.dumps(off.explain))
-    assert "fission off (--no-fission)" in api.explain_text(tmp_path)
+    assert "fission off (--no-fission)" in explain_text(tmp_path)
 
 
 def test_many_regions_are_searched_by_coordinate_ascent_and_ties_go_to_narrower():

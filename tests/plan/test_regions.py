@@ -15,6 +15,7 @@ from spadeopt.errors import GraphError, UsageError
 from spadeopt.kinds import selectivity
 from spadeopt.model.graph import PARTITIONED, STATEFUL, STATELESS
 from spadeopt.optimize.strategies import plan_for
+from spadeopt.plan.explain import explain_text
 from spadeopt.plan.fission import physical_graph
 from spadeopt.plan.plan import Plan
 from spadeopt.plan.regions import DYNAMIC, STATIC, resolve_regions
@@ -185,18 +186,18 @@ def test_explain_shows_regions_channels_pes_and_nodes(tmp_path):
     from spadeopt import api
 
     b = api.build("apps/chain.py", "manual", {"n": "3"}, nodes=2, cores=1, out=tmp_path / "b", widths={"ops": 2})
-    text = api.explain_text(b.directory)
+    text = explain_text(b.directory)
     assert "region 'ops': width 2, round robin, weighted round robin merge" in text
     pe_of = b.plan.pe_of
     assert f"channel 1: op0@1, op1@1, op2@1 -> {pe_of['op0__1']} on node" in text
     assert f"merge    ops__merge in {pe_of['ops__merge']}" in text
     b = api.build("apps/peer.py", "manual", {"n": "3", "sink": "file"}, nodes=2, cores=1, out=tmp_path / "p",
                   widths={"chain": 2})
-    text = api.explain_text(b.directory)
+    text = explain_text(b.directory)
     assert "region 'chain': width 2, each channel reads its own source splits, weighted round robin merge" in text
     assert f"channel 1: src@1, f0@1, f1@1, f2@1 -> {b.plan.pe_of['src__1']} on node" in text
     assert "split    " not in text
     b = api.build("apps/peer.py", "manual", {"n": "3"}, nodes=2, cores=1, out=tmp_path / "c", widths={"chain": 2})
-    text = api.explain_text(b.directory)
+    text = explain_text(b.directory)
     assert "each channel reads its own source splits, no merge (each channel's counting sink counts" in text
     assert f"channel 0: src@0, f0@0, f1@0, f2@0, sink@0 -> {b.plan.pe_of['sink__0']} on node" in text

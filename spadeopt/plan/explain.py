@@ -1,0 +1,122 @@
+"""A build in words: what ``spadeopt explain`` prints.
+
+An optimized build's ``explain.json`` (PEs with their OperLoad, CommLoad and effective
+utilisation, merges refused and why, the exact optimum's gap, the predicted rate), and
+the parallel regions of any build's ``plan.json`` with how FATM chose their widths.
+Both files are read through ``plan.artefacts``, so every name is checked before it is
+printed. The picture of the same build is ``plan.picture``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from spadeopt.errors import UsageError
+from spadeopt.plan.artefacts import read_explain
+from spadeopt.plan.plan import Plan
+from spadeopt.plan.regions import Region
+
+
+def regions_text(plan: Plan) -> list[str]:
+    """Parallel regions of a plan: width, key, ordering, and each channel's PE and node."""
+    lines = []
+    pe_of = plan.pe_of
+    node = {p.pe_id: p.node for p in plan.pes}
+    for r in plan.regions:
+        feed = (f"hash of {', '.join(r.key)}" if r.key else "round robin") if r.has_split else (
+            "each channel reads its own source splits")
+        if r.width > 1 and r.merge not in pe_of:  # the region ends in counting sinks
+            merge = "no merge (each channel's counting sink counts; the run reports the sum)"
+        else:
+            merge = "weighted round robin merge" if r.ordering == "static" else "sequence-number merge"
+        how = f"{feed}, {merge}"
+        lines.append(f"region '{r.name}': width {r.width}, {how}; operators {', '.join(r.operators)}")
+        if r.width > 1:
+            for what, op in (("split", r.split), ("merge", r.merge)):
+                if op not in pe_of:  # a region led by a splittable source has no split
+                    continue
+                lines.append(f"  {what:<8} {op} in {pe_of[op]} on node {node[pe_of[op]]}")
+            for c in range(r.width):
+                pes = sorted({pe_of[Region.channel_op(o, c)] for o in r.operators})
+                nodes = sorted({node[p] for p in pes})
+                lines.append(f"  channel {c}: {', '.join(f'{o}@{c}' for o in r.operators)} -> "
+                             f"{', '.join(pes)} on node {', '.join(map(str, nodes))}")
+    return lines
+
+
+def explain_text(build_dir: Path) -> str:
+    """A readable account of a build: an optimized build's ``explain.json``, and the
+    parallel regions of any build's ``plan.json``."""
+    path = Path(build_dir) / "explain.json"
+    plan_path = Path(build_dir) / "plan.json"
+    plan = Plan.load(plan_path) if plan_path.is_file() else None
+    if not path.is_file():
+        if plan is None:
+            raise UsageError(f"{build_dir} is not a build directory (no plan.json); make one with "
+                             f"`spadeopt build` or `spadeopt optimize`")
+        lines = [f"app '{plan.app}', strategy {plan.strategy}: {len(plan.pes)} PE(s) on {plan.nodes} node(s)", ""]
+        lines += [f"{p.pe_id:<6} node {p.node}  {', '.join(p.operators)}" for p in plan.pes]
+        extra = regions_text(plan)
+        return "\n".join(lines + ([""] + extra if extra else []))
+    doc = read_explain(path)
+    lines = [f"MaxFrac {doc['max_frac']}, MinUtil {doc['min_util']}; objective sum of Rate(P) "
+             f"{doc['objective']:,.0f} tuples/s (one PE per operator: {doc['objective_none']:,.0f}; each "
+             f"inter-PE link counts at both ends, so inter-PE traffic is {doc['objective'] / 2:,.0f} tuples/s); "
+             f"{doc['merges']} merges"]
+    scaling = doc.get("inputs", {}).get("comm_scaling")
+    if scaling:
+        lines.append(f"comm cost from {doc.get('calibration')}, scaled x{scaling.get('scale', 1.0):.3f} "
+                     f"({scaling.get('host_score_source')})")
+    lines.append("")
+    lines.append(f"{'PE':<6}{'node':>5}{'OperLoad':>10}{'CommLoad':>10}{'EffUtil':>9}  operators")
+    for pe in doc["pes"]:
+        ops = ", ".join(pe["operators"])
+        if len(ops) > 70:
+            ops = ops[:67] + "..."
+        lines.append(f"{pe['pe']:<6}{pe['node']:>5}{pe['oper_load']:>10.3f}{pe['comm_load']:>10.3f}"
+                     f"{pe['effective_util']:>9.2f}  {ops}")
+    if doc["not_merged"]:
+        lines += ["", "neighbouring PEs not merged:"]
+        lines += [f"  {a} + {b}: {r['why']}" for r in doc["not_merged"] for a, b in [r["pes"]]]
+    if (doc.get("exact") or {}).get("skipped"):
+        lines += ["", f"exact optimum: skipped, {doc['exact']['skipped']}"]
+    elif doc.get("exact"):
+        e = doc["exact"]
+        lines += ["", f"exact optimum: objective {e['objective']:,.0f} vs GreedyFuse {e['greedy_objective']:,.0f} "
+                      f"(gap {e['gap']:.1%} of the unfused objective)"]
+    for w in doc["warnings"]:
+        lines.append(f"warning: {w}")
+    lines.append(f"\nnode load (cores): {', '.join(f'{x:.2f}' for x in doc['node_load'])}; "
+                 f"inter-node rate {doc['inter_node_rate']:,.0f} tuples/s")
+    pred = doc.get("prediction")
+    if pred and pred.get("rate"):
+        model = pred.get("model", {})
+        consts = ", ".join(f"{k} {v:g}" for k, v in sorted(model.items()) if k != "source")
+        lines.append(f"fused for {doc['rate']['planned']:,.0f} source tuples/s; predicted throughput "
+                     f"{pred['rate']:,.0f} source tuples/s (bound: {pred['bottleneck']}; model: {consts}; "
+                     f"call_s {pred['call_s']:.3g}; {model.get('source')})")
+    elif pred:
+        lines.append(f"no throughput prediction: {pred.get('error')}")
+    if plan is not None and plan.regions:
+        lines += ["", *regions_text(plan), *fission_text(doc.get("fission"))]
+    return "\n".join(lines)
+
+
+def fission_text(doc: Mapping[str, Any] | None) -> list[str]:
+    """How FATM chose the regions' widths (explain.json's ``fission``)."""
+    if not doc:
+        return []
+    if not doc.get("enabled", True):
+        return ["fission off (--no-fission): every region at width 1 unless pinned with --width"]
+    lines = [f"region '{name}': width {w} pinned with --width" for name, w in doc.get("pinned", {}).items()]
+    search = doc.get("search")
+    if search:
+        for name, r in search["regions"].items():
+            tried = ", ".join(f"{t['width']} -> " + (f"{t['planned_rate']:,.0f}/s" if t["planned_rate"] else "no plan")
+                              for t in r["tried"])
+            lines.append(f"region '{name}': FATM chose width {r['chosen']} ({search['search']} search over "
+                         f"widths 1..{search['max_width']}, {search['vectors_tried']} width vector(s) planned; "
+                         f"predicted source rate by width: {tried})")
+    return lines
