@@ -217,7 +217,7 @@ def assign_windows(specs: list[OpSpec]) -> list[str]:
 
 def assign_followers(graph: AppGraph, specs: list[OpSpec]) -> None:
     """Give each functor whose output counts exactly what its input's publisher counts no
-    countdown of its own: it follows that port's (``spadeopt.profiling.sampling``,
+    countdown of its own: it follows that port's (``spadeopt.profiling.groups``,
     sample groups; issue 14, round 8).
 
     A functor *follows* when it has no filter and no fission pulse (so it emits one tuple

@@ -9,7 +9,7 @@ milliseconds: 1.3-1.5x the CPU per tuple for two or six sources in one PE
 thread stops the PE and is reported with the operator and input port it came from.
 
 Every frame is checked at the boundary, before any operator sees it
-(``transport.decode_batch``): a malformed frame stops the PE with a ``LinkError``
+(``wire.decode_batch``): a malformed frame stops the PE with a ``LinkError``
 naming this PE, the input port and the upstream link it came on. Finals are counted
 per upstream link (a link's second final is ignored and logged); with secure links
 (the default) the link of every message is the ZAP User-Id its CURVE key was
@@ -38,6 +38,7 @@ from typing import Any
 
 import zmq
 
+from spadeopt import wire
 from spadeopt.model.schema import ungid
 from spadeopt.protocol import SEQ as FISSION_SEQ
 from spadeopt.runtime import transport
@@ -309,7 +310,7 @@ class PERuntime:
             self.server_key = keypair()
         for ref, port in sorted(self.inputs.items()):
             schema = (schemas or {}).get(ref)
-            port.types = transport.wire_types(schema)
+            port.types = wire.wire_types(schema)
             port.pulsed = bool(schema) and schema[-1][0] == FISSION_SEQ  # batches may end with a pulse
             s = transport.pull_socket(self.ctx, self.hwm, self.max_frame)
             if self.guard is not None:
@@ -468,7 +469,7 @@ class PERuntime:
             poller.register(port.socket, zmq.POLLIN)
             by_socket[port.socket] = port
         open_ports = len(by_socket)
-        decode, tag, secure, max_frame = transport.decode_batch, transport.FINAL_TAG, self.secure, self.max_frame
+        decode, tag, secure, max_frame = wire.decode_batch, wire.FINAL_TAG, self.secure, self.max_frame
         guard = self.guard
         while open_ports and not self.stop:
             if guard is not None and guard.dropped:  # promptly, for the ports still open
@@ -490,7 +491,7 @@ class PERuntime:
                         continue
                     try:
                         batch = decode(data, port.types, max_frame, port.pulsed)
-                    except transport.WireError as exc:
+                    except wire.WireError as exc:
                         raise LinkError(self.pe_id, port, frame.get("User-Id") if secure else None,
                                         str(exc)) from None
                     if port.point is None:

@@ -21,18 +21,10 @@ import threading
 
 import zmq
 
-# FINAL_TAG, WireError, decode_batch, pack and wire_types are only re-exported, for
-# runtime.pe and tests/runtime/test_refusal_limits.py, which should import spadeopt.wire
-# directly; then they go from this list.
-from spadeopt.wire import (  # noqa: F401
+from spadeopt.wire import (
     DEFAULT_MAX_FRAME,
-    FINAL_TAG,
-    WireError,
-    decode_batch,
     final_frame,
-    pack,
     packer,
-    wire_types,
 )
 
 DEFAULT_HWM = 32

@@ -11,6 +11,7 @@ import time
 import pytest
 import zmq
 
+from spadeopt import wire
 from spadeopt.api import load_graph
 from spadeopt.deploy.agent import ERROR_TAG, PEFailed
 from spadeopt.deploy.local import run_local
@@ -131,12 +132,12 @@ def test_zeromq_drops_a_frame_over_max_frame_and_the_guard_names_the_link(port):
     c.linger = 0
     make_client(c, *link, server_public=server_public)
     c.connect(eps[1])
-    c.send(transport.pack([(1, b"x")]))
+    c.send(wire.pack([(1, b"x")]))
     assert sock.poll(5000) and sock.recv(copy=False).get("User-Id") == "L1"
     c.send(b"\x91" + b"\xc4" * 1000)  # 1001 bytes
     assert sock.poll(5000)
-    with pytest.raises(transport.WireError, match="oversized frame: 1,001 bytes, the limit is 1,000"):
-        transport.decode_batch(sock.recv(), None, max_frame=1000)
+    with pytest.raises(wire.WireError, match="oversized frame: 1,001 bytes, the limit is 1,000"):
+        wire.decode_batch(sock.recv(), None, max_frame=1000)
     assert not guard.dropped
     c.send(b"x" * (1000 + transport.FRAME_MARGIN))
     c.send(b"lost")  # behind it in the same stream
