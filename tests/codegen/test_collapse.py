@@ -25,7 +25,8 @@ def _graph(app, params):
 
 
 @pytest.mark.parametrize("app,params", APPS)
-@pytest.mark.parametrize("fusion", ["none", "all", "manual", "mixed"])
+@pytest.mark.parametrize("fusion", [pytest.param("none", marks=pytest.mark.slow), "all", "manual",
+                                    pytest.param("mixed", marks=pytest.mark.slow)])
 def test_same_sinks_with_and_without_collapsing(app, params, fusion, tmp_path):
     graph = _graph(app, params)
     plan = fusion_plan(graph, fusion)
