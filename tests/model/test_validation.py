@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 
 from spadeopt import App, count_window
 from spadeopt.errors import GraphError
 from spadeopt.toolkit.sources import counter
 from tests.apps import bad_apps
+from tests.cli.clitools import cli
 
 
 def _problems(app: App) -> list[str]:
@@ -75,8 +73,7 @@ def test_annotation_problems():
 
 
 def test_cli_exit_code_2_and_lists_problems(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "spadeopt", "build", "tests/apps/bad_apps.py:broken",
-                           "-o", str(tmp_path / "b")], capture_output=True, text=True)
+    proc = cli("build", "tests/apps/bad_apps.py:broken", "-o", tmp_path / "b")
     assert proc.returncode == 2, proc.stderr
     assert "is invalid" in proc.stderr and "Traceback" not in proc.stderr
     assert "unknown operator 'ghost'" in proc.stderr and "duplicate operator name" in proc.stderr
@@ -84,8 +81,7 @@ def test_cli_exit_code_2_and_lists_problems(tmp_path):
 
 
 def test_cli_rejects_unknown_parameter(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "spadeopt", "build", "apps/chain.py", "-p", "nope=1",
-                           "-o", str(tmp_path / "b")], capture_output=True, text=True)
+    proc = cli("build", "apps/chain.py", "-p", "nope=1", "-o", tmp_path / "b")
     assert proc.returncode == 2
     assert "unknown parameter 'nope'" in proc.stderr and "n=8" in proc.stderr
 

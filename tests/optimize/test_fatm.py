@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +13,7 @@ from spadeopt.optimize.fatm import OperatorProfile, fuse_auto, unfusable_pairs
 from spadeopt.optimize.problem import LinearCommModel
 from spadeopt.plan.explain import explain_text
 from spadeopt.plan.plan import check_plan
+from tests.cli.clitools import cli
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -74,8 +73,8 @@ def _calibration(path: Path, per_tuple_s: float = 2e-7) -> Path:
     return path
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "spadeopt", *args], capture_output=True, text=True, cwd=ROOT)
+def _cli(*args: str):
+    return cli(*args)
 
 
 @pytest.mark.spark

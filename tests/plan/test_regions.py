@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,6 +18,7 @@ from spadeopt.plan.fission import physical_graph
 from spadeopt.plan.plan import Plan
 from spadeopt.plan.regions import DYNAMIC, STATIC, resolve_regions
 from spadeopt.toolkit.sources import counter
+from tests.cli.clitools import cli
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -120,7 +119,7 @@ def test_a_source_led_region_has_no_split_and_each_source_copy_reads_its_share()
 
 
 def _cli(*args, cwd=ROOT):
-    return subprocess.run([sys.executable, "-m", "spadeopt", *args], capture_output=True, text=True, cwd=cwd)
+    return cli(*args, cwd=cwd)
 
 
 def test_cli_refusal_exits_2_and_writes_nothing(tmp_path):
