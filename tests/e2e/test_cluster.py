@@ -42,10 +42,13 @@ def _isolation_script(hide_package: bool = False) -> str:
     lines = ["set -e", "mount -t tmpfs spo-keep /mnt"]
     for i, k in enumerate(keep):
         lines += [f"mkdir /mnt/k{i}", f"mount --bind {shlex.quote(str(k))} /mnt/k{i}"]
-    lines.append(f"mount -t tmpfs spo-hide {shlex.quote(str(ROOT))}")
+    # /tmp first: a checkout under /tmp (as CI's may be) vanishes with it, and the kept
+    # folders are bound back afterwards either way
+    lines += ["mount -t tmpfs spo-tmp /tmp",
+              f"if [ -d {shlex.quote(str(ROOT))} ]; then mount -t tmpfs spo-hide {shlex.quote(str(ROOT))}; fi"]
     for i, k in enumerate(keep):
         lines += [f"mkdir -p {shlex.quote(str(k))}", f"mount --bind /mnt/k{i} {shlex.quote(str(k))}"]
-    lines += ["mount -t tmpfs spo-tmp /tmp", "cd /", 'exec "$@"']
+    lines += ["cd /", 'exec "$@"']
     return "\n".join(lines)
 
 
