@@ -38,6 +38,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from spadeopt.deploy.procs import running, start_time
 from spadeopt.deploy.sparkauth import AUTH_CONF, SECRET_FILE, new_secret, write_secret_file
 from spadeopt.errors import EnvironmentProblem, UsageError
 
@@ -102,15 +103,6 @@ def _launch(role: str, args: list[str], state: Path, env: dict[str, str], prefix
     return Proc(role, p.pid, str(log), cmd, start_time(p.pid))
 
 
-def start_time(pid: int) -> int | None:
-    """When ``pid`` started (clock ticks since boot), or None if it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return int(f.read().rsplit(")", 1)[1].split()[19])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
 def _wait_for(log: str, text: str, proc: Proc, timeout: float = START_TIMEOUT_S) -> None:
     deadline = time.time() + timeout
     while time.time() < deadline:
@@ -127,15 +119,7 @@ def _wait_for(log: str, text: str, proc: Proc, timeout: float = START_TIMEOUT_S)
 
 
 def _alive(proc: Proc) -> bool:
-    try:
-        os.kill(proc.pid, 0)
-    except ProcessLookupError:
-        return False
-    try:  # a zombie of ours counts as dead
-        with open(f"/proc/{proc.pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
+    return running(proc.pid)
 
 
 def start(state_dir: Path, workers: int = 2, cores: int = 1, memory: str = "1g", port: int | None = None,

@@ -28,6 +28,7 @@ from typing import Any
 from spadeopt.deploy import sparkauth
 from spadeopt.deploy.agent import ERROR_TAG, barrier_task
 from spadeopt.deploy.masters import is_local, local_cluster_cores
+from spadeopt.deploy.procs import running
 from spadeopt.errors import EnvironmentProblem, RunError, UsageError
 from spadeopt.plan.artefacts import load_deploy
 
@@ -283,17 +284,15 @@ def run_build(build_dir: Path, master: str | None = None, out_dir: Path | None =
     worker = threading.Thread(target=collect, daemon=True)
     worker.start()
     try:
-        while not done.is_set():
-            done.wait(1.0)
-            if not done.is_set():
-                say(_progress_line(progress_dir, t0, deploy) if local else f"\r{time.time() - t0:6.1f} s  running")
-                silent = _silent_agent(progress_dir, deploy) if local else None
-                if silent is not None:
-                    sc.cancelAllJobs()
-                    done.wait(10.0)
-                    raise RunError(f"app '{deploy['app']}' failed: the node agent of node {silent} stopped "
-                                   f"reporting for more than {_stall_timeout(deploy):g} s (--stall-timeout); "
-                                   f"the job was cancelled")
+        while not done.wait(1.0):
+            say(_progress_line(progress_dir, t0, deploy) if local else f"\r{time.time() - t0:6.1f} s  running")
+            silent = _silent_agent(progress_dir, deploy) if local else None
+            if silent is not None:
+                sc.cancelAllJobs()
+                done.wait(10.0)
+                raise RunError(f"app '{deploy['app']}' failed: the node agent of node {silent} stopped "
+                               f"reporting for more than {_stall_timeout(deploy):g} s (--stall-timeout); "
+                               f"the job was cancelled")
         if "error" in box:
             raise _as_run_error(box["error"], deploy, master, log_dir, sc.pythonExec) from None
         reports = sorted((json.loads(r) for r in box["raw"]), key=lambda r: r["node"])
@@ -344,11 +343,10 @@ def _run_pes(progress_dir: Path) -> list[int]:
             if d.stat().st_uid != me:
                 continue
             argv = (d / "cmdline").read_bytes()
-            if b"spadeopt.runtime.pe_main" in argv and marker in argv \
-                    and (d / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
-                found.append(int(d.name))
-        except (OSError, IndexError):
+        except OSError:
             continue
+        if b"spadeopt.runtime.pe_main" in argv and marker in argv and running(int(d.name)):
+            found.append(int(d.name))
     return found
 
 
