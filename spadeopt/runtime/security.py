@@ -77,7 +77,9 @@ def make_client(sock: zmq.Socket, public: str, secret: str, server_public: str) 
 class RefusalLog:
     """Refusal lines for a PE log, rate-limited: the first ``first`` refusals one by one,
     then at most one summary line per ``every`` seconds with the count (per input port)
-    since the last line, and a last summary at ``close``. Thread-safe."""
+    since the last line, and a last summary at ``close``. The first refusal of each
+    ``kind`` (a short, fixed category such as "unknown CURVE key") is always written
+    in full, so a flood of one kind cannot hide another. Thread-safe."""
 
     def __init__(self, pe: str, stream: TextIO | None = None, first: int = LOG_FIRST,
                  every: float = LOG_EVERY_S, clock: Callable[[], float] = time.monotonic) -> None:
@@ -86,12 +88,15 @@ class RefusalLog:
         self.first, self.every, self._clock = first, every, clock
         self.logged = 0  # refusals logged one by one
         self._unlogged: Counter[str] = Counter()  # since the last line
+        self._kinds: set[str] = set()  # kinds written in full at least once
         self._last = clock()
         self._lock = threading.Lock()
 
-    def refused(self, domain: str, why: str) -> None:
+    def refused(self, domain: str, why: str, kind: str = "") -> None:
         with self._lock:
-            if self.logged < self.first:
+            new_kind = kind not in self._kinds
+            self._kinds.add(kind)
+            if self.logged < self.first or new_kind:
                 self.logged += 1
                 more = f" (further refusals: one line per {self.every:g} s)" if self.logged == self.first else ""
                 self._write(f"spadeopt: PE {self.pe} refused a connection on input port {domain}: {why}{more}")
@@ -142,7 +147,7 @@ class Guard:
         self.log = RefusalLog(pe, stream)
         self.dropped: dict[str, str] = {}
         self._admitted: Counter[tuple[str, str]] = Counter()
-        self._zap_refused: dict[str, deque[str]] = {}  # domain -> why, until its failure event comes
+        self._zap_refused: dict[str, deque[tuple[str, str]]] = {}  # domain -> (kind, why), until its failure event comes
         self._allowed: dict[str, dict[bytes, str]] = {}
         self._ready = threading.Event()
         self._stop = threading.Event()
@@ -179,15 +184,15 @@ class Guard:
         with self._lock:
             return dict(sorted(self.refused.items()))
 
-    def _refuse(self, domain: str, why: str) -> None:
+    def _refuse(self, domain: str, kind: str, why: str) -> None:
         with self._lock:
             self.refused[domain] += 1
-        self.log.refused(domain, why)
+        self.log.refused(domain, why, kind)
 
-    def _zap_refuse(self, domain: str, why: str) -> None:
+    def _zap_refuse(self, domain: str, kind: str, why: str) -> None:
         """Note why the ZAP handler refused a peer: its handshake-failure event logs it."""
         with self._lock:
-            self._zap_refused.setdefault(domain, deque(maxlen=64)).append(why)
+            self._zap_refused.setdefault(domain, deque(maxlen=64)).append((kind, why))
 
     def _admit(self, domain: str, link: str, held: bool) -> None:
         """Count an admission; a second one of a link means its connection was dropped.
@@ -214,7 +219,7 @@ class Guard:
                 if version != b"1.0":
                     status, text = b"500", b"bad ZAP version"
                 elif mechanism != b"CURVE" or len(frames) < 7:
-                    self._zap_refuse(dom, f"mechanism {mechanism.decode(errors='replace')} from "
+                    self._zap_refuse(dom, "wrong mechanism", f"mechanism {mechanism.decode(errors='replace')} from "
                                       f"{address.decode(errors='replace') or 'ipc peer'}")
                 else:
                     held = not self._ready.is_set()
@@ -225,7 +230,7 @@ class Guard:
                         status, text, user = b"200", b"OK", link.encode()
                     else:
                         key = z85.encode(frames[6]).decode("ascii")
-                        self._zap_refuse(dom, f"CURVE key {key} is not an upstream link of this port "
+                        self._zap_refuse(dom, "unknown CURVE key", f"CURVE key {key} is not an upstream link of this port "
                                           f"(peer {address.decode(errors='replace') or 'ipc'})")
                 sock.send_multipart([b"1.0", request_id, status, text, user, b""])
         except zmq.ContextTerminated:
@@ -244,21 +249,22 @@ class Guard:
                 for mon, _ in poller.poll(200):
                     ev = parse_monitor_message(mon.recv_multipart())
                     if ev["event"] & HANDSHAKE_FAILURES:
-                        self._refuse(by_sock[mon], self._why(by_sock[mon], ev))
+                        self._refuse(by_sock[mon], *self._why(by_sock[mon], ev))
         except zmq.ContextTerminated:
             pass
         finally:
             for mon in by_sock:
                 mon.close(0)
 
-    def _why(self, domain: str, ev: dict) -> str:
+    def _why(self, domain: str, ev: dict) -> tuple[str, str]:
+        """(kind, text) of a handshake failure: the ZAP handler's reason when it noted one."""
         where = ev["endpoint"].decode(errors="replace")
         if ev["event"] == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
             with self._lock:
                 noted = self._zap_refused.get(domain)
                 why = noted.popleft() if noted else None
-            return why or f"authentication failed (ZAP status {ev['value']}) on {where}"
-        return f"handshake failed (no or wrong CURVE credentials), error {ev['value']} on {where}"
+            return why or ("authentication failed", f"authentication failed (ZAP status {ev['value']}) on {where}")
+        return "handshake failed", f"handshake failed (no or wrong CURVE credentials), error {ev['value']} on {where}"
 
     def close(self) -> None:
         self._stop.set()

@@ -63,6 +63,19 @@ def test_refusal_log_writes_the_first_ones_then_one_line_a_minute_then_a_last_on
     assert out.getvalue().count("\n") == 5
 
 
+def test_a_flood_of_one_kind_of_refusal_does_not_hide_the_first_of_another():
+    out, clock = io.StringIO(), Clock()
+    log = RefusalLog("pe1", out, first=3, every=60.0, clock=clock)
+    for i in range(50):  # a peer without keys reconnecting fast
+        log.refused("a.in", f"handshake failed {i}", "handshake failed")
+    log.refused("a.in", "CURVE key K is not an upstream link of this port", "unknown CURVE key")
+    log.refused("a.in", "CURVE key K2 is not an upstream link of this port", "unknown CURVE key")
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 4 and lines[-1].endswith("CURVE key K is not an upstream link of this port")
+    log.close()
+    assert out.getvalue().splitlines()[-1].endswith("refused 48 more connection(s) in the last 0 s (by input port: a.in 48)")
+
+
 @pytest.fixture
 def port(tmp_path):
     """A real input port as a PE binds it: a PULL socket (max_frame 1000) as a CURVE
