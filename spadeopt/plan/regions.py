@@ -113,6 +113,13 @@ class Shape:
         return "split" if self.source is None else "source"
 
 
+def operator_problem(graph: AppGraph, op: str) -> str | None:
+    """Why operator ``op`` can be in no parallel region at all, whatever the region (its
+    kind's ``region_problem``), or None: the per-operator part of :func:`check_region`,
+    for callers that form regions (``plan.discover``)."""
+    return kind_of(graph.op(op)).region_problem(graph.op(op))
+
+
 def check_region(graph: AppGraph, name: str, ops: tuple[str, ...]) -> Shape:
     """The region's shape, or ``UsageError`` naming every offending operator and why."""
     problems: list[str] = []
@@ -123,7 +130,7 @@ def check_region(graph: AppGraph, name: str, ops: tuple[str, ...]) -> Shape:
         raise UsageError(f"parallel region '{name}' has no operators")
     members = set(ops)
     for o in ops:
-        why = kind_of(graph.op(o)).region_problem(graph.op(o))
+        why = operator_problem(graph, o)
         if why:
             problems.append(why)
     inner = nx.Graph()
