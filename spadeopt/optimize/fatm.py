@@ -47,9 +47,10 @@ search's plan for the chosen widths at the user's MaxFrac.
 from __future__ import annotations
 
 import gc
+import math
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from spadeopt.codegen.collapse import collapsible_links
@@ -89,9 +90,10 @@ from spadeopt.optimize.predict import DEFAULT_MODEL, PerfModel, Prediction
 from spadeopt.optimize.problem import CommModel, FusionProblem
 from spadeopt.optimize.rate import parse_rate
 from spadeopt.optimize.result import FusionResult
-from spadeopt.optimize.widths import choose_widths, free_regions
+from spadeopt.optimize.widths import TIE, choose_widths, free_regions
+from spadeopt.plan.discover import Discovery, discover_regions
 from spadeopt.plan.plan import Plan, make_plan
-from spadeopt.plan.regions import resolve_regions
+from spadeopt.plan.regions import MAX_REGION_WIDTH, resolve_regions
 
 __all__ = [
     "MAX_FRAC_LADDER",
@@ -104,6 +106,7 @@ __all__ = [
     "collapse_fraction",
     "collapse_loads",
     "collapsed_links",
+    "candidate_regions",
     "collapsible_links",
     "fit_production",
     "fuse_auto",
@@ -128,12 +131,15 @@ def fuse_auto(graph: AppGraph, prof: OperatorProfile, comm: CommModel, nodes: in
               max_frac: float = 0.5, min_util: float = 0.95, exact: bool = False,
               capacity_frac: float = 1.0, rate: str | float = "profiled", absorb: bool = True,
               widths: Mapping[str, int] | None = None, fission: bool = True,
-              model: PerfModel | None = None) -> AutoPlan:
+              model: PerfModel | None = None, discover: bool = True) -> AutoPlan:
     """Fission x GreedyFuse x placement at the planning ``rate`` (see :mod:`spadeopt.optimize.rate`).
 
-    Every declared parallel region not pinned by ``widths`` (``--width``) gets the width
-    that gives the highest planned rate (``--rate max`` search on the physical graph;
-    :mod:`spadeopt.optimize.widths`); ``fission=False`` keeps them at width 1. Then the
+    The regions are the declared ones and, with ``discover`` (default), those discovered
+    from the graph alone among the other operators (:func:`candidate_regions`,
+    :mod:`spadeopt.plan.discover`). Every region not pinned by ``widths`` (``--width``)
+    gets the width that gives the highest planned rate (``--rate max`` search on the
+    physical graph; :mod:`spadeopt.optimize.widths`); ``fission=False`` keeps them all at
+    width 1 (the candidates are still found and recorded in ``explain``). Then the
     physical graph of the chosen widths is fused and placed at ``rate``. Width vectors are
     scored, and the plan's throughput predicted, by :func:`predict_plan` under ``model``
     (:mod:`spadeopt.optimize.predict`; default constants when ``None``). Runs with the
@@ -141,7 +147,7 @@ def fuse_auto(graph: AppGraph, prof: OperatorProfile, comm: CommModel, nodes: in
     """
     with gc_paused():
         return _fuse_auto(graph, prof, comm, nodes, cores, max_frac, min_util, exact, capacity_frac, rate, absorb,
-                          widths, fission, model)
+                          widths, fission, model, discover)
 
 
 @contextmanager
@@ -163,27 +169,41 @@ def gc_paused() -> Iterator[None]:
 
 def _fuse_auto(graph: AppGraph, prof: OperatorProfile, comm: CommModel, nodes: int, cores: int, max_frac: float,
                min_util: float, exact: bool, capacity_frac: float, rate: str | float, absorb: bool,
-               widths: Mapping[str, int] | None, fission: bool, model: PerfModel | None) -> AutoPlan:
+               widths: Mapping[str, int] | None, fission: bool, model: PerfModel | None,
+               discover: bool) -> AutoPlan:
     """:func:`fuse_auto`'s body."""
     rate = parse_rate(rate)
     check_profile(graph, prof)  # before searching
     model = fit_production(graph, prof, model or DEFAULT_MODEL)
     if nodes < 1 or cores < 1:
         raise OptimizeError(f"nodes and cores must be >= 1 (got {nodes}, {cores})")
-    regions = resolve_regions(graph, "auto", dict(widths or {}))
-    free = free_regions(graph, widths, fission)
+    regions, free, discovery = candidate_regions(graph, widths, fission, discover)
     fission_doc: dict[str, Any] = {"enabled": fission, "pinned": dict(sorted((widths or {}).items())),
-                                   "search": None}
+                                   "search": None, "discovered": discovery.to_json() if discovery else None}
     frac = collapse_fraction(graph, prof, model)
     cache = PhysicalCache(graph, prof, comm, model)
     searched: dict[Regions, Scored] = {}
+    found = {r.name for r in discovery.regions} if discovery else set()
+    unsearched = regions
     if free:
         evaluate = width_scorer(graph, prof, comm, nodes, cores, max_frac, min_util, capacity_frac, absorb, model,
                                 cache)
-        regions, fission_doc["search"] = choose_widths(regions, free, nodes * cores, evaluate)
+        if found & set(free):  # heaviest first, so an early-stopping ascent widens what matters most
+            weight = {r.name: math.fsum(prof.load.get(o, 0.0) for o in r.operators) for r in regions}
+            free = tuple(sorted(free, key=lambda n: (-weight[n], n)))
+        regions, fission_doc["search"] = choose_widths(regions, free, nodes * cores, evaluate,
+                                                       stop_early=bool(found & set(free)))
         searched = evaluate.plans
     ctx = SearchContext(graph, prof, comm, nodes, cores, min_util, capacity_frac, absorb, model, frac, cache)
     choice = best_over_max_frac(ctx, regions, max_frac, rate, searched)
+    if found and regions != unsearched:
+        # the widths were scored at the user's MaxFrac only: the ladder of the unwidened
+        # vector may still plan faster, and then fission does not pay
+        narrow = best_over_max_frac(ctx, unsearched, max_frac, rate, searched)
+        s_wide, s_narrow = choice.scored.score, narrow.scored.score
+        if s_narrow is not None and (s_wide is None or s_wide <= s_narrow * (1 + TIE)):
+            choice, regions = narrow, unsearched
+            fission_doc["kept_unwidened"] = {"widened": s_wide, "unwidened": s_narrow}
     fused, max_frac = choice.scored.fused, choice.max_frac
     exact_doc = _exact_doc(fused) if exact else None
     groups = [list(p) for p in fused.result.partitions]
@@ -211,6 +231,38 @@ def _fuse_auto(graph: AppGraph, prof: OperatorProfile, comm: CommModel, nodes: i
     fission_doc["widths"] = {r.name: r.width for r in regions}
     explain["fission"] = fission_doc
     return AutoPlan(plan, fused.result, explain)
+
+
+def candidate_regions(graph: AppGraph, widths: Mapping[str, int] | None, fission: bool,
+                      discover: bool = True) -> tuple[Regions, tuple[str, ...], Discovery | None]:
+    """The regions FATM plans (the declared ones, then the discovered ones), the names of
+    those whose width it chooses, and the discovery (``None`` when ``discover`` is off).
+
+    A declared region (``App.parallel``) pins its operators: discovery forms regions only
+    from the others (:func:`spadeopt.plan.discover.discover_regions`). ``widths``
+    (``--width``) pins any region's width, declared or discovered; every other region is
+    free unless ``fission`` is off (then all stay at width 1)."""
+    widths = dict(widths or {})
+    names = {n for n, _, _ in graph.annotations.parallel}
+    declared = resolve_regions(graph, "auto", {n: w for n, w in widths.items() if n in names})
+    discovery = None
+    found: Regions = ()
+    if discover:
+        discovery = discover_regions(graph, exclude=[o for r in declared for o in r.operators], taken=names)
+        found = discovery.regions
+    unknown = sorted(set(widths) - names - {r.name for r in found})
+    if unknown:
+        have = ", ".join([*sorted(names), *(r.name for r in found)]) or "none"
+        raise UsageError(f"--width names unknown region(s) {', '.join(unknown)}; app '{graph.name}' has "
+                         f"(declared, then discovered): {have}")
+    for r in found:
+        w = widths.get(r.name, 1)
+        if isinstance(w, bool) or not isinstance(w, int) or not 1 <= w <= MAX_REGION_WIDTH:
+            raise UsageError(f"region '{r.name}': width must be an integer from 1 to {MAX_REGION_WIDTH}, got {w!r}")
+    regions = (*declared, *(replace(r, width=widths.get(r.name, 1)) for r in found))
+    free = () if not fission else (*free_regions(graph, widths, fission),
+                                   *(r.name for r in found if r.name not in widths))
+    return regions, free, discovery
 
 
 def _exact_doc(fused: FusedPlacement) -> dict[str, Any]:

@@ -166,10 +166,19 @@ def candidate_widths(max_width: int) -> tuple[int, ...]:
 
 def choose_widths(regions: tuple[Region, ...], free: tuple[str, ...], max_width: int,
                   evaluate: Callable[[tuple[Region, ...]], float | None],
-                  exhaustive_max: int = EXHAUSTIVE_MAX) -> tuple[tuple[Region, ...], dict[str, Any]]:
+                  exhaustive_max: int = EXHAUSTIVE_MAX,
+                  stop_early: bool = False) -> tuple[tuple[Region, ...], dict[str, Any]]:
     """The width vector (over the ``free`` regions; the others keep theirs) with the
     best planned rate, and a record of the search for ``explain.json``. Up to
-    ``exhaustive_max`` vectors are searched exhaustively (the benchmark forces either)."""
+    ``exhaustive_max`` vectors are searched exhaustively (the benchmark forces either).
+
+    ``stop_early`` (FATM sets it when it discovered regions, which are many and large):
+    always coordinate ascent, the regions in the order of ``free`` (FATM: heaviest
+    first), and each region's sweep stops at the first width that does not win: upwards
+    from its current width, then (if that moved nothing) downwards. The planned rate is
+    unimodal in one region's width in practice (it grows until the cores are used, then
+    split, merge and links only cost), and a discovered region's wide physical graph is
+    what makes a vector expensive to plan."""
     names = [r.name for r in regions]
     idx = [names.index(n) for n in free]
     cache: dict[tuple[int, ...], WidthTry] = {}
@@ -188,7 +197,25 @@ def choose_widths(regions: tuple[Region, ...], free: tuple[str, ...], max_width:
     choices = candidate_widths(max_width)
     n_vectors = len(choices) ** len(idx)
     best: WidthTry | None = None
-    if n_vectors <= exhaustive_max:
+    if stop_early:
+        search = "coordinate ascent, early stop"
+        cur = tuple(1 for _ in idx)
+        best = score(cur)
+        for _ in range(ASCENT_PASSES):
+            changed = False
+            for j in range(len(idx)):
+                moved = False
+                for sweep in ([w for w in choices if w > cur[j]], [w for w in reversed(choices) if w < cur[j]]):
+                    if moved:
+                        break
+                    for w in sweep:
+                        t = score(cur[:j] + (w,) + cur[j + 1:])
+                        if not _better(t, best):
+                            break
+                        best, cur, changed, moved = t, t.widths, True, True
+            if not changed:
+                break
+    elif n_vectors <= exhaustive_max:
         search = "exhaustive"
         for widths in itertools.product(choices, repeat=len(idx)):
             t = score(widths)

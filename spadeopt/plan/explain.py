@@ -1,8 +1,9 @@
 """A build in words: what ``spadeopt explain`` prints.
 
 An optimized build's ``explain.json`` (PEs with their OperLoad, CommLoad and effective
-utilisation, merges refused and why, the exact optimum's gap, the predicted rate), and
-the parallel regions of any build's ``plan.json`` with how FATM chose their widths.
+utilisation, merges refused and why, the exact optimum's gap, the predicted rate), the
+parallel regions of any build's ``plan.json`` with how FATM chose their widths, and the
+candidate regions FATM discovered with the reason for each of their boundaries.
 Both files are read through ``plan.artefacts``, so every name is checked before it is
 printed. The picture of the same build is ``plan.picture``.
 """
@@ -101,7 +102,40 @@ def explain_text(build_dir: Path) -> str:
         lines.append(f"no throughput prediction: {pred.get('error')}")
     if plan is not None and plan.regions:
         lines += ["", *regions_text(plan), *fission_text(doc.get("fission"))]
+    lines += discovered_text(doc.get("fission"), plan)
     return "\n".join(lines)
+
+
+def _ops(ops: list[str], most: int = 6) -> str:
+    """Operator names, the middle elided when there are many."""
+    if len(ops) <= most:
+        return ", ".join(ops)
+    return f"{', '.join(ops[:most - 2])}, ..., {ops[-1]} ({len(ops)} operators)"
+
+
+def discovered_text(doc: Mapping[str, Any] | None, plan: Plan | None) -> list[str]:
+    """The candidate regions FATM discovered from the graph alone (explain.json's
+    ``fission.discovered``, ``plan.discover``): each with its width in the plan, its key
+    and feed, and for every neighbouring operator outside it, the rule that keeps it out."""
+    found = (doc or {}).get("discovered")
+    if not found:
+        return []
+    width = {r.name: r.width for r in plan.regions} if plan is not None else {}
+    cands = found.get("candidates", [])
+    lines = ["", f"candidate regions discovered from the graph: {len(cands)}"]
+    for c in cands:
+        feed = "led by its splittable source" if c["fed"] == "source" else (
+            f"split by hash of {', '.join(c['key'])}" if c["key"] else "split round robin")
+        w = width.get(c["name"])
+        lines.append(f"region '{c['name']}': width {w if w is not None else '?'}, {feed}, {c['ordering']}; "
+                     f"operators {_ops(c['operators'])}")
+        for b in c["boundaries"]:
+            lines.append(f"  boundary at '{b['outside']}' (next to '{b['inside']}'): {b['reason']}")
+    outside = found.get("outside", [])
+    if outside:
+        lines.append("operators in no candidate region:")
+        lines += [f"  '{o['operator']}': {o['reason']}" for o in outside]
+    return lines
 
 
 def fission_text(doc: Mapping[str, Any] | None) -> list[str]:
@@ -112,6 +146,10 @@ def fission_text(doc: Mapping[str, Any] | None) -> list[str]:
         return ["fission off (--no-fission): every region at width 1 unless pinned with --width"]
     lines = [f"region '{name}': width {w} pinned with --width" for name, w in doc.get("pinned", {}).items()]
     search = doc.get("search")
+    kept = doc.get("kept_unwidened")
+    if kept:
+        lines.append(f"widening did not pay: the chosen widths planned {kept['widened'] or 0:,.0f}/s at their "
+                     f"best MaxFrac, every searched region at width 1 {kept['unwidened']:,.0f}/s; width 1 kept")
     if search:
         for name, r in search["regions"].items():
             tried = ", ".join(f"{t['width']} -> " + (f"{t['planned_rate']:,.0f}/s" if t["planned_rate"] else "no plan")
