@@ -356,3 +356,27 @@ def _explain_optional(f: _Fields, doc: dict) -> None:
             for tat, t in f.objects(r, at, "tried"):
                 f.int_in(t, tat, "width", 1, MAX_REGION_WIDTH)
                 f.number(t, tat, "planned_rate", none_ok=True)
+    kfield, kept = f.mapping(fission, field, "kept_unwidened", required=False)
+    f.number(kept, kfield, "widened", required=False, none_ok=True)
+    f.number(kept, kfield, "unwidened", required=False)
+    _discovered(f, fission, field)
+
+
+def _discovered(f: _Fields, fission: dict, field: str) -> None:
+    """explain.json's ``fission.discovered`` (``plan.discover.Discovery.to_json``)."""
+    dfield, found = f.mapping(fission, field, "discovered", required=False)
+    if not found:
+        return
+    for at, c in f.objects(found, dfield, "candidates"):
+        f.value(c, at, "name", is_identifier, IDENT_RULE)
+        f.names(c, at, "operators", is_identifier, IDENT_RULE)
+        f.names(c, at, "key", is_identifier, IDENT_RULE)
+        f.value(c, at, "ordering", lambda v: v in (STATIC, DYNAMIC), f"'{STATIC}' or '{DYNAMIC}'")
+        f.value(c, at, "fed", lambda v: v in ("split", "source"), "'split' or 'source'")
+        for bat, b in f.objects(c, at, "boundaries"):
+            f.value(b, bat, "outside", is_identifier, IDENT_RULE)
+            f.value(b, bat, "inside", is_identifier, IDENT_RULE)
+            f.value(b, bat, "reason", _is_text, "a reason (text)")
+    for at, o in f.objects(found, dfield, "outside", required=False):
+        f.value(o, at, "operator", is_identifier, IDENT_RULE)
+        f.value(o, at, "reason", _is_text, "a reason (text)")

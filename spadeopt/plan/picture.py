@@ -41,6 +41,7 @@ class Picture:
     nodes: list[list[PEBox]]  # per node, PEs in plan order
     links: list[tuple[str, str, str]]  # src PE, dst PE, label
     regions: dict[str, Any]  # region name -> width (from plan.json, when it has regions)
+    candidates: tuple[str, ...] = ()  # one line per discovered candidate region and per boundary
 
 
 def _rate(r: float) -> str:
@@ -73,7 +74,23 @@ def load_picture(build_dir: Path) -> Picture:
             key = (ln["src_pe"], ln["dst_pe"])
             count[key] = count.get(key, 0) + 1
         links = [(a, b, f"{n} stream{'s' if n != 1 else ''}") for (a, b), n in sorted(count.items())]
-    return Picture(deploy["app"], deploy["strategy"], nodes, links, regions)
+    return Picture(deploy["app"], deploy["strategy"], nodes, links, regions,
+                   candidate_lines(explain.get("fission"), regions))
+
+
+def candidate_lines(fission: dict[str, Any] | None, widths: dict[str, Any]) -> tuple[str, ...]:
+    """The discovered candidate regions (explain.json's ``fission.discovered``) as short
+    lines for the picture: name, width, operators, and each boundary's operator and rule."""
+    found = (fission or {}).get("discovered") or {}
+    out = []
+    for c in found.get("candidates", []):
+        ops = c["operators"]
+        span = ops[0] if len(ops) == 1 else f"{ops[0]} .. {ops[-1]} ({len(ops)} ops)"
+        out.append(f"{c['name']} x{widths.get(c['name'], '?')}: {span}")
+        for b in c["boundaries"]:
+            reason = b["reason"] if len(b["reason"]) <= 90 else b["reason"][:87] + "..."
+            out.append(f"   | {b['outside']}: {reason}")
+    return tuple(out)
 
 
 def _weight(label: str) -> float:
@@ -111,8 +128,16 @@ def to_dot(pic: Picture) -> str:
         lines.append(f'  labelloc="t"; label="{pic.app} ({pic.strategy}); parallel regions: {text}";')
     else:
         lines.append(f'  labelloc="t"; label="{pic.app} ({pic.strategy})";')
+    if pic.candidates:
+        text = "\\l".join(_dot_text(x) for x in ("candidate regions (width) and why each boundary is there:",
+                                                *pic.candidates)) + "\\l"
+        lines.append(f'  "candidate regions" [shape=note, fontsize=9, label="{text}"];')
     lines.append("}")
     return "\n".join(lines) + "\n"
+
+
+def _dot_text(text: str) -> str:
+    return text.replace("\\", "\\\\").replace('"', '\\"')
 
 
 def to_png(pic: Picture, path: Path) -> None:
@@ -162,12 +187,18 @@ def to_png(pic: Picture, path: Path) -> None:
         if i in labelled:
             ax.text((start[0] + end[0]) / 2, (start[1] + end[1]) / 2, label, fontsize=7, ha="center",
                     va="bottom", color="#1d3c5a", bbox={"fc": "white", "ec": "none", "pad": 0.5, "alpha": 0.8})
+    if pic.candidates:
+        shown = list(pic.candidates[:3 * MAX_LINES])
+        if len(pic.candidates) > len(shown):
+            shown.append(f"+{len(pic.candidates) - len(shown)} more lines (spadeopt explain lists them all)")
+        ax.text(0.5, 0.1, "candidate regions (width) and why each boundary is there:\n" + "\n".join(shown),
+                va="top", fontsize=7, family="monospace", color="#333333")
     title = f"{pic.app} ({pic.strategy}): {sum(len(p) for p in pic.nodes)} PEs on {len(pic.nodes)} node(s)"
     if pic.regions:
         title += "; regions " + ", ".join(f"{k} x{v}" for k, v in sorted(pic.regions.items()))
     ax.set_title(title, fontsize=11)
     ax.set_xlim(0, fig_w)
-    ax.set_ylim(0, total_h + 0.2)
+    ax.set_ylim(-(min(len(pic.candidates), 3 * MAX_LINES + 1) + 1) * 0.22 if pic.candidates else 0, total_h + 0.2)
     ax.axis("off")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
