@@ -5,16 +5,18 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from spadeopt.codegen.render import Build, generate
 from spadeopt.deploy.launcher import RunResult, run_build
+from spadeopt.deploy.options import RunOptions
 from spadeopt.errors import UsageError
 from spadeopt.frontend.dsl import App, AppSpec
 from spadeopt.model.graph import AppGraph
 from spadeopt.optimize.strategies import plan_for
+from spadeopt.plan.deployment import Deployment, Sampling
 from spadeopt.plan.plan import Plan, check_plan
 from spadeopt.runtime.loader import canonical_ref, load_app
 
@@ -79,38 +81,25 @@ def is_build(target: str | Path) -> bool:
     return Path(target).is_dir() and (Path(target) / "deploy.json").exists()
 
 
-def link_overrides(insecure_links: bool = False, stall_timeout: float | None = None) -> dict[str, Any]:
-    """deploy.json overrides for the link options of run / profile / compare."""
-    if stall_timeout is not None and not stall_timeout > 0:
-        raise UsageError(f"--stall-timeout must be a positive number of seconds, got {stall_timeout!r}")
-    doc: dict[str, Any] = {}
-    if insecure_links:
-        doc["insecure_links"] = True
-    if stall_timeout is not None:
-        doc["stall_timeout"] = float(stall_timeout)
-    return doc
-
-
-def run(target: str, fusion: str = "none", params: Mapping[str, str] | None = None, nodes: int = 1,
-        cores: int = 2, master: str | None = None, out: Path | None = None, build_dir: Path | None = None,
-        progress: Callable[[str], None] | None = None, force: bool = False, insecure_links: bool = False,
-        stall_timeout: float | None = None, widths: Mapping[str, int] | None = None,
-        conf: Mapping[str, str] | None = None, collapse: bool = True) -> RunResult:
+def run(target: str, fusion: str = "none", params: Mapping[str, str] | None = None, *, nodes: int = 1,
+        cores: int = 2, build_dir: Path | None = None, widths: Mapping[str, int] | None = None,
+        collapse: bool = True, options: RunOptions | None = None) -> RunResult:
     """Build (unless ``target`` is already a build directory) and run on Spark.
 
     Everything that can be checked is checked before anything is written or Spark
     starts: the output paths, the app, the master URL against the plan's nodes x cores,
-    Java, and the input files of file sources. Links are authenticated and encrypted
-    (CURVE) unless ``insecure_links`` (for measurements only); a run whose PEs make no
-    progress for ``stall_timeout`` seconds (default ``agent.DEFAULT_STALL_TIMEOUT_S``)
-    fails naming them. ``conf`` is Spark configuration (``--conf KEY=VALUE``) that
-    overrides spadeopt's.
+    Java, and the input files of file sources. ``options`` (``deploy.options.RunOptions``)
+    say where and how: master and Spark conf, ``out`` for the sinks, progress lines;
+    links are authenticated and encrypted (CURVE) unless ``insecure_links`` (for
+    measurements only); a run whose PEs make no progress for ``stall_timeout`` seconds
+    fails naming them.
     """
     from spadeopt.deploy.preflight import preflight
     from spadeopt.outputs import claim_dir
     from spadeopt.plan.artefacts import load_deploy
 
-    overrides = link_overrides(insecure_links, stall_timeout)
+    options = options or RunOptions()
+    master, out, force, progress = options.master, options.out, options.force, options.progress
     built = is_build(target)
     if built:  # the build's files are checked before any output is claimed
         if params or widths:
@@ -122,8 +111,8 @@ def run(target: str, fusion: str = "none", params: Mapping[str, str] | None = No
     if out is not None:
         claim_dir(out, "sinks", "--out", force)
     if built:
-        preflight(None, master or deploy["spark"]["master"], deploy["nodes"], deploy["cores"], progress)
-        result = run_build(Path(target), master, out, progress, overrides, conf=conf)
+        preflight(None, master or deploy.spark.master, deploy.nodes, deploy.cores, progress)
+        result = run_build(Path(target), options)
     else:
         if build_dir is not None:
             claim_dir(build_dir, "build", "--build-dir", force)
@@ -134,25 +123,24 @@ def run(target: str, fusion: str = "none", params: Mapping[str, str] | None = No
             build_dir = Path("build") / graph.name / plan.strategy
             claim_dir(build_dir, "build", "--build-dir (default)", force)
         b = generate(graph, plan, Path(build_dir), ref)
-        result = run_build(b.directory, master, out, progress, overrides, conf=conf)
+        result = run_build(b.directory, options)
     if out is not None:
         _mark_sinks(out, result)
     return result
 
 
-def run_submitted(build_dir: Path, out: Path | None = None, progress: Callable[[str], None] | None = None,
-                  force: bool = False) -> RunResult:
+def run_submitted(build_dir: Path, options: RunOptions) -> RunResult:
     """Run a build under spark-submit (``spadeopt.submit``): the master and conf are
-    spark-submit's; ``out`` is claimed and marked as under ``spadeopt run``."""
+    spark-submit's; ``options.out`` is claimed and marked as under ``spadeopt run``."""
     from spadeopt.outputs import claim_dir
     from spadeopt.plan.artefacts import load_deploy
 
     check_build_consistent(Path(build_dir), load_deploy(Path(build_dir)))
-    if out is not None:
-        claim_dir(out, "sinks", "--out", force)
-    result = run_build(Path(build_dir), out_dir=out, progress=progress, submitted=True)
-    if out is not None:
-        _mark_sinks(out, result)
+    if options.out is not None:
+        claim_dir(options.out, "sinks", "--out", options.force)
+    result = run_build(Path(build_dir), options, submitted=True)
+    if options.out is not None:
+        _mark_sinks(options.out, result)
     return result
 
 
@@ -162,7 +150,7 @@ def _mark_sinks(out: Path, result: RunResult) -> None:
     mark_dir(out, "sinks", (f"{name}.jsonl" for name in result.sinks if (Path(out) / f"{name}.jsonl").exists()))
 
 
-def check_build_consistent(build_dir: Path, deploy: dict[str, Any]) -> None:
+def check_build_consistent(build_dir: Path, deploy: Deployment) -> None:
     """``plan.json`` and ``deploy.json`` of a build must describe the same PEs; an edited
     plan.json has no effect on a build, so say so rather than run something else."""
     path = Path(build_dir) / "plan.json"
@@ -170,14 +158,14 @@ def check_build_consistent(build_dir: Path, deploy: dict[str, Any]) -> None:
         raise UsageError(f"{build_dir} has deploy.json but no plan.json: not a complete spadeopt build; "
                          f"regenerate it with `spadeopt build`")
     plan = Plan.load(path)
-    built = {p["pe"]: (tuple(p["operators"]), p["node"]) for p in deploy["pes"]}
+    built = {p.pe: (p.operators, p.node) for p in deploy.pes}
     planned = {pe.pe_id: (tuple(pe.operators), pe.node) for pe in plan.pes}
     diffs = []
-    if (plan.app, plan.strategy, plan.nodes, plan.cores) != (deploy["app"], deploy["strategy"], deploy["nodes"],
-                                                            deploy["cores"]):
+    if (plan.app, plan.strategy, plan.nodes, plan.cores) != (deploy.app, deploy.strategy, deploy.nodes,
+                                                            deploy.cores):
         diffs.append(f"plan.json says app '{plan.app}', {plan.strategy}, {plan.nodes} node(s) x {plan.cores} "
-                     f"core(s); deploy.json says app '{deploy['app']}', {deploy['strategy']}, {deploy['nodes']} "
-                     f"node(s) x {deploy['cores']} core(s)")
+                     f"core(s); deploy.json says app '{deploy.app}', {deploy.strategy}, {deploy.nodes} "
+                     f"node(s) x {deploy.cores} core(s)")
     for pe in sorted(set(built) | set(planned)):
         if built.get(pe) != planned.get(pe):
             diffs.append(f"{pe}: plan.json {_pe_text(planned.get(pe))}, deploy.json {_pe_text(built.get(pe))}")
@@ -202,14 +190,13 @@ def write_json(path: Path, doc: Any) -> None:
     write_atomic(Path(path), json.dumps(doc, indent=2, sort_keys=True) + "\n")
 
 
-def profile(app_ref: str, run_dir: Path, fusion: str = "none", params: Mapping[str, str] | None = None,
-            sample_rate: float = 0.001, reservoir: int = 5000, duration: float | None = None,
-            seed: int = 0, nodes: int = 1, cores: int = 2, master: str | None = None,
-            progress: Callable[[str], None] | None = None, insecure_links: bool = False,
-            stall_timeout: float | None = None, conf: Mapping[str, str] | None = None,
-            production_probe: bool = True) -> tuple[RunResult, Path]:
+def profile(app_ref: str, run_dir: Path, fusion: str = "none", params: Mapping[str, str] | None = None, *,
+            sample_rate: float = 0.001, reservoir: int = 5000, seed: int = 0, nodes: int = 1, cores: int = 2,
+            production_probe: bool = True, options: RunOptions | None = None) -> tuple[RunResult, Path]:
     """Stage 1: run an instrumented build of the app and write its raw samples; then
-    (``production_probe``) run its production FALL build once (:func:`_production_probe`).
+    (``production_probe``) run its production FALL build (:func:`_production_probe`).
+    ``options`` (``deploy.options.RunOptions``; its ``out`` is unused) say where and
+    how, and ``duration`` how long to sample an app whose sources do not end.
 
     Everything is checked before anything is written: the sampling parameters, the
     run directory (writable, holding no other run) and the app itself.
@@ -225,11 +212,10 @@ def profile(app_ref: str, run_dir: Path, fusion: str = "none", params: Mapping[s
         stride_of(sample_rate)
     except UsageError as exc:
         raise UsageError(f"--sample-rate: {exc}") from None
-    links = link_overrides(insecure_links, stall_timeout)
+    options = (options or RunOptions()).replace(out=None)
+    master, progress = options.master, options.progress
     if isinstance(reservoir, bool) or not isinstance(reservoir, int) or reservoir < 1:
         raise UsageError(f"--reservoir must be an integer >= 1, got {reservoir!r}")
-    if duration is not None and not duration > 0:
-        raise UsageError(f"--duration must be a positive number of seconds, got {duration!r}")
     fusion = plan_file(fusion)
     run_dir = check_run_dir(run_dir)
     graph, ref = load_graph(app_ref, params)
@@ -240,10 +226,8 @@ def profile(app_ref: str, run_dir: Path, fusion: str = "none", params: Mapping[s
     build_dir = Path(run_dir) / "build"
     generate(graph, plan, build_dir, ref)
     started = time.time()
-    overrides = {"profile": {"sample_rate": sample_rate, "reservoir_size": reservoir, "seed": seed,
-                             "run_dir": str(Path(run_dir).resolve())},
-                 "duration": duration, **links}
-    result = run_build(build_dir, master, None, progress, overrides, conf=conf)
+    sampling = Sampling(sample_rate, reservoir, seed, str(Path(run_dir).resolve()))
+    result = run_build(build_dir, options, sampling=sampling)
     finished = time.time()
     host = host_info()
     manifest = Manifest(
@@ -255,8 +239,7 @@ def profile(app_ref: str, run_dir: Path, fusion: str = "none", params: Mapping[s
     )
     write_manifest(run_dir, manifest)
     if production_probe:
-        _production_probe(graph, ref, Path(run_dir), nodes, cores, master, progress,
-                          {"duration": duration, **links}, conf)
+        _production_probe(graph, ref, Path(run_dir), nodes, cores, options)
     return result, Path(run_dir)
 
 
@@ -266,9 +249,8 @@ PROBE_RUNS = 3
 swung the fitted rate by up to 1.6x between minutes: docs/decisions.md, round 7)."""
 
 
-def _production_probe(graph: AppGraph, ref: str, run_dir: Path, nodes: int, cores: int, master: str | None,
-                      progress: Callable[[str], None] | None, overrides: dict[str, Any],
-                      conf: Mapping[str, str] | None) -> None:
+def _production_probe(graph: AppGraph, ref: str, run_dir: Path, nodes: int, cores: int,
+                      options: RunOptions) -> None:
     """Run the production FALL build (one PE, not instrumented, static runs collapsed) of
     the profiled app ``PROBE_RUNS`` times and record the run of median steady source rate
     in ``RUN_DIR/production.json`` (every run's rate under ``runs``).
@@ -282,10 +264,9 @@ def _production_probe(graph: AppGraph, ref: str, run_dir: Path, nodes: int, core
     build = generate(graph, plan, run_dir / "build-production", ref)
     results = []
     for i in range(PROBE_RUNS):
-        if progress:
-            progress(f"production probe {i + 1}/{PROBE_RUNS}: the FALL production build, to measure what "
-                     f"collapsing saves")
-        results.append(run_build(build.directory, master, None, progress, overrides, conf=conf))
+        options.say(f"production probe {i + 1}/{PROBE_RUNS}: the FALL production build, to measure what "
+                    f"collapsing saves")
+        results.append(run_build(build.directory, options))
     res = sorted(results, key=lambda r: r.steady_throughput)[len(results) // 2]
     write_json(run_dir / PRODUCTION_PROBE, {
         "fusion": "all", "collapse": plan.collapse, "tuples": res.tuples, "wall_s": res.wall_s,

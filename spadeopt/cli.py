@@ -10,9 +10,13 @@ import argparse
 import shlex
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from spadeopt.console import end_status, guarded, progress, result_table
 from spadeopt.errors import UsageError
+
+if TYPE_CHECKING:
+    from spadeopt.deploy.options import RunOptions
 
 
 def _params(pairs: list[str] | None) -> dict[str, str]:
@@ -36,6 +40,17 @@ def _conf(pairs: list[str] | None) -> dict[str, str]:
     return out
 
 
+def _options(args: argparse.Namespace) -> RunOptions:
+    """The run options of ``run`` / ``profile`` / ``compare``, from their flags (one place)."""
+    from spadeopt.deploy.options import RunOptions
+
+    return RunOptions(master=getattr(args, "master", None), conf=_conf(getattr(args, "conf", None)),
+                      out=getattr(args, "out", None) if args.command == "run" else None,
+                      force=getattr(args, "force", False), progress=progress,
+                      insecure_links=getattr(args, "insecure_links", False),
+                      stall_timeout=getattr(args, "stall_timeout", None), duration=getattr(args, "duration", None))
+
+
 def parse_widths(pairs: list[str] | None) -> dict[str, int]:
     from spadeopt.plan.regions import parse_widths as parse
 
@@ -48,10 +63,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     if args.json:
         claim_file(args.json, "result", "--json", args.force)
-    result = api.run(args.app, args.fusion, _params(args.p), args.nodes, args.cores, args.master,
-                     args.out, args.build_dir, progress, force=args.force,
-                     insecure_links=args.insecure_links, stall_timeout=args.stall_timeout,
-                     widths=parse_widths(args.width), conf=_conf(args.conf), collapse=not args.no_collapse)
+    result = api.run(args.app, args.fusion, _params(args.p), nodes=args.nodes, cores=args.cores,
+                     build_dir=args.build_dir, widths=parse_widths(args.width), collapse=not args.no_collapse,
+                     options=_options(args))
     end_status()
     print(result_table(result))
     if args.json:
@@ -62,10 +76,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_profile(args: argparse.Namespace) -> int:
     from spadeopt import api
 
-    result, run_dir = api.profile(args.app, args.o, args.fusion, _params(args.p), args.sample_rate,
-                                  args.reservoir, args.duration, args.seed, args.nodes, args.cores,
-                                  args.master, progress, args.insecure_links, args.stall_timeout,
-                                  _conf(args.conf), production_probe=not args.no_production_probe)
+    result, run_dir = api.profile(args.app, args.o, args.fusion, _params(args.p), sample_rate=args.sample_rate,
+                                  reservoir=args.reservoir, seed=args.seed, nodes=args.nodes, cores=args.cores,
+                                  production_probe=not args.no_production_probe, options=_options(args))
     end_status()
     print(result_table(result))
     print(f"\nraw samples of {result.pes} PE(s) and manifest.json written to {run_dir}")
@@ -102,10 +115,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from spadeopt.bench.compare import compare, table
 
     doc = compare(args.app, args.out, [s.strip() for s in args.strategies.split(",") if s.strip()],
-                  _params(args.p), args.nodes, args.cores, args.master, args.repeat, args.profile,
-                  args.calibration, args.sample_rate, args.profile_fusion, progress=progress,
-                  command=shlex.join(["spadeopt", *sys.argv[1:]]), force=args.force, conf=_conf(args.conf),
-                  no_fission=args.no_fission, collapse=not args.no_collapse)
+                  _params(args.p), nodes=args.nodes, cores=args.cores, repeat=args.repeat, profile=args.profile,
+                  calibration=args.calibration, sample_rate=args.sample_rate, profile_fusion=args.profile_fusion,
+                  command=shlex.join(["spadeopt", *sys.argv[1:]]), no_fission=args.no_fission,
+                  collapse=not args.no_collapse, options=_options(args))
     end_status()
     print(table(doc))
     print(f"\nfigures: {args.out / 'compare.json'}, plot: {args.out / 'compare.png'}")
@@ -174,6 +187,23 @@ def cmd_cluster(args: argparse.Namespace) -> int:
     else:
         stopped = cluster.stop(args.state_dir)
         print(f"stopped {', '.join(stopped) or 'nothing (no recorded process was still running)'}")
+    return 0
+
+
+def cmd_broker(args: argparse.Namespace) -> int:
+    from spadeopt.deploy import broker
+
+    if args.action == "start":
+        b = broker.start()
+        print(f"{'reusing the' if b.reused else 'started a'} Redis broker at redis://{b.host}:{b.port} "
+              f"(pid {b.pid}); password in {b.password_file} (mode 0600); state in {b.dir}")
+    elif args.action == "stop":
+        print("stopped the project's broker" if broker.stop() else "no broker started by spadeopt was running")
+    else:
+        b = broker.status()
+        print(f"running at redis://{b.host}:{b.port} (pid {b.pid}); password in {b.password_file}" if b
+              else "not running: start it with `make broker` (or `spadeopt broker start`)")
+        return 0 if b else 1
     return 0
 
 
@@ -341,6 +371,10 @@ def parser() -> argparse.ArgumentParser:
     cl.add_argument("--state-dir", type=Path, default=Path(".spadeopt-cluster"),
                     help="where pids, ports and logs are kept (default .spadeopt-cluster)")
     cl.set_defaults(func=cmd_cluster)
+    bk = sub.add_parser("broker", help="start, stop or check the project's Redis broker (127.0.0.1, a "
+                        "password only you can read; state in .spadeopt-broker)")
+    bk.add_argument("action", choices=("start", "stop", "status"))
+    bk.set_defaults(func=cmd_broker)
     return ap
 
 

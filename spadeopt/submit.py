@@ -42,8 +42,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.build is None:
             raise UsageError("give the build directory: spark-submit ... submit.py BUILD_DIR [--out DIR]")
         from spadeopt import api
+        from spadeopt.deploy.options import RunOptions
 
-        result = api.run_submitted(args.build, args.out, progress, force=args.force)
+        result = api.run_submitted(args.build, RunOptions(out=args.out, force=args.force, progress=progress))
         end_status()
         print(result_table(result))
         if args.json:

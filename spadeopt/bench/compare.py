@@ -20,11 +20,12 @@ import json
 import shutil
 import statistics
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from spadeopt.atomic import write_atomic
+from spadeopt.deploy.options import RunOptions
 from spadeopt.errors import SpadeoptError, UsageError
 
 LABELS = {"none": "NONE", "all": "FALL", "manual": "FMAN", "auto": "FATM", "auto1": "FATM-w1"}
@@ -40,18 +41,17 @@ PAPER = {"outlier": {"none": 1 / 1.70, "manual": 1 / 2.00, "all": 1 / 1.85, "aut
 
 
 def compare(app_ref: str, out_dir: Path, strategies: Sequence[str] = ("none", "all", "manual", "auto"),
-            params: Mapping[str, str] | None = None, nodes: int = 1, cores: int = 2,
-            master: str | None = None, repeat: int = 3, profile: Path | None = None,
-            calibration: Path | None = None, sample_rate: float = 0.01, profile_fusion: str = "all",
-            progress: Callable[[str], None] | None = None, command: str | None = None,
-            force: bool = False, conf: Mapping[str, str] | None = None,
-            no_fission: bool = False, collapse: bool = True) -> dict[str, Any]:
+            params: Mapping[str, str] | None = None, *, nodes: int = 1, cores: int = 2, repeat: int = 3,
+            profile: Path | None = None, calibration: Path | None = None, sample_rate: float = 0.01,
+            profile_fusion: str = "all", command: str | None = None, no_fission: bool = False,
+            collapse: bool = True, options: RunOptions | None = None) -> dict[str, Any]:
     from spadeopt import api
     from spadeopt.deploy.launcher import run_build
     from spadeopt.deploy.preflight import preflight
     from spadeopt.outputs import claim_dir, mark_dir
 
-    say = progress or (lambda m: None)
+    options = options or RunOptions()
+    say, master = options.say, options.master
     strategies = list(strategies)
     if no_fission and "auto1" not in strategies:
         strategies.append("auto1")
@@ -64,7 +64,7 @@ def compare(app_ref: str, out_dir: Path, strategies: Sequence[str] = ("none", "a
         raise UsageError(f"--profile-fusion must be none, all or manual, got {profile_fusion!r}")
     if not 0 < sample_rate <= 1:
         raise UsageError(f"--sample-rate must be in (0, 1], got {sample_rate}")
-    out_dir = claim_dir(out_dir, "compare", "--out", force)
+    out_dir = claim_dir(out_dir, "compare", "--out", options.force)
     graph, _ = api.load_graph(app_ref, params)  # fail early on a bad app
     plan = api.make_plan(graph, "none", nodes, cores)
     preflight(graph, master, plan.nodes, plan.cores, say)
@@ -77,8 +77,8 @@ def compare(app_ref: str, out_dir: Path, strategies: Sequence[str] = ("none", "a
         try:
             say(f"building {LABELS[st]}")
             if st in AUTO:
-                profile = profile or _profile_for_auto(app_ref, out_dir, params, nodes, cores, master,
-                                                       sample_rate, profile_fusion, say, conf)
+                profile = profile or _profile_for_auto(app_ref, out_dir, params, nodes, cores, sample_rate,
+                                                       profile_fusion, options)
                 builds[st], explains[st] = api.optimize(app_ref, profile, out_dir / f"build-{st}", calibration,
                                                         params, nodes=nodes, cores=cores, fission=AUTO[st],
                                                         collapse=collapse)
@@ -100,7 +100,7 @@ def compare(app_ref: str, out_dir: Path, strategies: Sequence[str] = ("none", "a
             try:
                 sinks_dir = out_dir / "sinks" / st
                 shutil.rmtree(sinks_dir, ignore_errors=True)
-                res = run_build(builds[st].directory, master, sinks_dir, say, conf=conf)
+                res = run_build(builds[st].directory, options.replace(out=sinks_dir))
             except SpadeoptError as exc:
                 errors[st] = str(exc)
                 say(f"{LABELS[st]} failed: {str(exc).splitlines()[0]}")
@@ -166,17 +166,17 @@ def _answers(answers: Mapping[str, set[str]]) -> dict[str, Any]:
     return {"identical": len(distinct) <= 1, "sha256": digests}
 
 
-def _profile_for_auto(app_ref, out_dir, params, nodes, cores, master, sample_rate, fusion, say, conf=None) -> Path:
+def _profile_for_auto(app_ref, out_dir, params, nodes, cores, sample_rate, fusion, options: RunOptions) -> Path:
     from spadeopt import api
     from spadeopt.refine.job import refine
 
     run_dir = out_dir / "profile-run"
     shutil.rmtree(run_dir, ignore_errors=True)
-    say(f"profiling ({LABELS.get(fusion, fusion)}, s = {sample_rate}) for FATM")
+    options.say(f"profiling ({LABELS.get(fusion, fusion)}, s = {sample_rate}) for FATM")
     api.profile(app_ref, run_dir, fusion, params, sample_rate=sample_rate, nodes=nodes, cores=cores,
-                master=master, progress=say, conf=conf)
-    say("refining the profile")
-    refine([run_dir], out_dir / "profile.json", master=master, cores=cores, conf=conf)
+                options=options)
+    options.say("refining the profile")
+    refine([run_dir], out_dir / "profile.json", master=options.master, cores=cores, conf=options.conf)
     return out_dir / "profile.json"
 
 

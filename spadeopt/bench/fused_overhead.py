@@ -27,12 +27,12 @@ from spadeopt.api import load_graph
 from spadeopt.bench.baselines import bare_zmq, hand_loop
 from spadeopt.deploy.local import run_local
 from spadeopt.optimize.strategies import plan_for
-from spadeopt.runtime.pe import DEFAULT_BATCH
+from spadeopt.wire import DEFAULT_BATCH
 
 
 def _spadeopt_rate(fusion: str, params: dict[str, str], overrides: dict[str, Any] | None = None) -> float:
     graph, ref = load_graph("apps/chain.py", params)
-    res = run_local(graph, plan_for(graph, fusion), app_ref=ref, deploy_overrides=overrides)
+    res = run_local(graph, plan_for(graph, fusion), app_ref=ref, settings=overrides)
     pes = res["report"]["pes"]
     (n, first, *_), = [v for pe in pes for v in pe["sources"].values()]
     return n / (max(pe["t_end"] for pe in pes) - first)

@@ -38,7 +38,8 @@ from typing import Any
 from spadeopt.api import load_graph
 from spadeopt.deploy.local import run_local
 from spadeopt.optimize.strategies import plan_for
-from spadeopt.runtime.pe import DEFAULT_BATCH
+from spadeopt.plan.deployment import Sampling
+from spadeopt.wire import DEFAULT_BATCH
 
 RATES = (None, 0.001, 0.01, 0.1)
 PAPER_FIG9 = {"0.001": 0.0, "0.01": 0.10, "0.1": 0.50}
@@ -87,9 +88,9 @@ def measure(app: str, params: dict[str, str], s: float | None, workdir: Path) ->
     overrides: dict[str, Any] = {}
     if s is not None:
         run_dir = Path(tempfile.mkdtemp(dir=workdir))
-        overrides["profile"] = {"sample_rate": s, "reservoir_size": 5000, "seed": 0, "run_dir": str(run_dir)}
+        overrides["profile"] = Sampling(s, 5000, 0, str(run_dir))
     res = run_local(graph, plan, app_ref=ref, workdir=Path(tempfile.mkdtemp(dir=workdir)),
-                    deploy_overrides=overrides)
+                    settings=overrides)
     report = res["report"]
     n = sum(v[0] for pe in report["pes"] for v in pe["sources"].values())
     return _rate(report), n / sum(pe["cpu_s"] for pe in report["pes"])
@@ -117,8 +118,8 @@ def in_process(app: str, params: dict[str, str], workdir: Path, rounds: int) -> 
     for profiled in (False, True):  # one instrumented build serves every rate
         build = generate(graph, _plan(graph, 1.0 if profiled else None),
                          Path(tempfile.mkdtemp(dir=workdir)) / "build", ref)
-        (pe,) = build.deploy["pes"]  # FALL: one PE
-        built[profiled] = str(build.directory / pe["module"])
+        (pe,) = build.deploy.pes  # FALL: one PE
+        built[profiled] = str(build.directory / pe.module)
     modules = {str(s): built[s is not None] for s in RATES}
     cpu: dict[str, list[float]] = {str(s): [] for s in RATES}
     tuples = 0

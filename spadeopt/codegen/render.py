@@ -24,10 +24,9 @@ from spadeopt.codegen.spec import PESpec, links_of, pe_spec
 from spadeopt.errors import CodegenError
 from spadeopt.model.graph import AppGraph
 from spadeopt.model.schema import gid
+from spadeopt.plan.deployment import DeployedLink, DeployedPE, Deployment, SparkSettings
 from spadeopt.plan.fission import physical_graph
 from spadeopt.plan.plan import Plan, check_plan
-
-DEPLOY_SCHEMA_VERSION = 1
 
 
 def template_dir() -> Path:
@@ -77,7 +76,7 @@ def render_pe(spec: PESpec) -> str:
 class Build:
     directory: Path
     plan: Plan
-    deploy: dict[str, Any]
+    deploy: Deployment
 
 
 def spark_settings(plan: Plan) -> dict[str, Any]:
@@ -103,35 +102,25 @@ def render_build(graph: AppGraph, plan: Plan, app_ref: str, build_dir: Path | No
     for pe in plan.pes:
         spec = pe_spec(physical, plan, pe, links, lower_op, sample_groups=sample_groups)
         files[f"{pe.pe_id}.py"] = render_pe(spec)
-        pes.append({
-            "pe": pe.pe_id, "module": f"{pe.pe_id}.py", "node": pe.node, "operators": list(pe.operators),
-            "inputs": {str(ref): n for ref, n in spec.exposed_in},
-            "outputs": {str(ref): [ln.link_id for ln in links if ln.src == ref] for ref, _ in spec.exposed_out},
-        })
+        pes.append(DeployedPE(
+            pe.pe_id, f"{pe.pe_id}.py", pe.node, tuple(pe.operators), {str(ref): n for ref, n in spec.exposed_in},
+            {str(ref): tuple(ln.link_id for ln in links if ln.src == ref) for ref, _ in spec.exposed_out}))
     spark = spark_settings(plan)
     conf_args = " ".join(f"--conf {k}={v}" for k, v in sorted(spark["conf"].items()))
-    deploy = {
-        "schema_version": DEPLOY_SCHEMA_VERSION,
-        "app": graph.name,
-        "app_ref": app_ref,
-        "params": dict(graph.params),
-        "fingerprint": graph.fingerprint,
-        "strategy": plan.strategy,
-        "nodes": plan.nodes,
-        "cores": plan.cores,
-        "instrumented": plan.instrumented,
-        "collapse": plan.collapse and not plan.instrumented,
-        "pes": pes,
-        "links": [{**ln.to_json(), "schema": physical.op(ln.src.op).out_port(ln.src.port).schema.to_json()}
-                  for ln in links],
+    submit = (f"spark-submit --master '{spark['master']}' {conf_args} \"$(python3 -m spadeopt.submit --path)\" "
+              f"{shlex.quote(str(build_dir)) if build_dir else 'BUILD_DIR'}")
+    deploy = Deployment(
+        app=graph.name, app_ref=app_ref, params=dict(graph.params), fingerprint=graph.fingerprint,
+        strategy=plan.strategy, nodes=plan.nodes, cores=plan.cores, instrumented=plan.instrumented,
+        collapse=plan.collapse and not plan.instrumented, pes=tuple(pes),
+        links=tuple(DeployedLink(ln.link_id, ln.src_pe, str(ln.src), ln.dst_pe, str(ln.dst), ln.transport,
+                                 tuple((a, t) for a, t in physical.op(ln.src.op).out_port(ln.src.port).schema.to_json()))
+                    for ln in links),
         # every stream of the physical graph, in-PE ones too: refine keeps the links no sample saw
-        "streams": sorted([str(s.src), str(s.dst)] for s in physical.streams),
-        "spark": {**spark, "submit": f"spark-submit --master '{spark['master']}' {conf_args} "
-                                      f"\"$(python3 -m spadeopt.submit --path)\" "
-                                      f"{shlex.quote(str(build_dir)) if build_dir else 'BUILD_DIR'}"},
-    }
+        streams=tuple(sorted((str(s.src), str(s.dst)) for s in physical.streams)),
+        spark=SparkSettings(spark["master"], spark["conf"], submit))
     files["plan.json"] = json.dumps(plan.to_json(), indent=2, sort_keys=True) + "\n"
-    files["deploy.json"] = json.dumps(deploy, indent=2, sort_keys=True) + "\n"
+    files["deploy.json"] = json.dumps(deploy.to_json(), indent=2, sort_keys=True) + "\n"
     return files
 
 
@@ -172,4 +161,4 @@ def write_dir_atomically(directory: Path, files: dict[str, str], kind: str = "bu
 def generate(graph: AppGraph, plan: Plan, out_dir: Path, app_ref: str, *, sample_groups: bool = True) -> Build:
     files = render_build(graph, plan, app_ref, Path(out_dir).resolve(), sample_groups=sample_groups)
     write_dir_atomically(Path(out_dir), files)
-    return Build(Path(out_dir), plan, json.loads(files["deploy.json"]))
+    return Build(Path(out_dir), plan, Deployment.from_json(json.loads(files["deploy.json"])))

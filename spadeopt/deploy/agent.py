@@ -16,6 +16,7 @@ and on which ports (a stopped PE sends no heartbeat at all).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import queue
@@ -30,6 +31,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from spadeopt.plan.deployment import DeployedLink, Deployment
+
 ERROR_TAG = "SPADEOPT-PE-FAILURE"
 STARTUP_TIMEOUT_S = 120.0
 DEFAULT_STALL_TIMEOUT_S = 300.0
@@ -40,8 +43,8 @@ class PEFailed(RuntimeError):
 
 
 class _Proc:
-    def __init__(self, pe: dict, cfg: dict, log: Path, events: queue.Queue) -> None:
-        self.pe = pe["pe"]
+    def __init__(self, pe: str, cfg: dict, log: Path, events: queue.Queue) -> None:
+        self.pe = pe
         self.log = log
         env = dict(os.environ)
         env.setdefault("PYTHONHASHSEED", "0")
@@ -82,7 +85,7 @@ class _Proc:
             return ""
 
 
-def run_node(node: int, deploy: dict[str, Any], build_dir: str, out_dir: str | None,
+def run_node(node: int, deploy: Deployment, build_dir: str, out_dir: str | None,
              log_dir: str, gather=None, barrier=None, host: str | None = None,
              progress_dir: str | None = None, pythonpath: str | None = None) -> dict[str, Any]:
     """Run this node's PEs to completion; return their stats.
@@ -92,10 +95,11 @@ def run_node(node: int, deploy: dict[str, Any], build_dir: str, out_dir: str | N
     """
     gather = gather or (lambda msg: [msg])
     barrier = barrier or (lambda: None)
-    pes = [p for p in deploy["pes"] if p["node"] == node]
-    links = deploy["links"]
-    my_pes = {p["pe"] for p in pes}
-    needs_tcp = any(ln["transport"] == "tcp" and ln["dst_pe"] in my_pes for ln in links)
+    pes = deploy.pes_on(node)
+    links = deploy.links
+    my_pes = {p.pe for p in pes}
+    needs_tcp = any(ln.transport == "tcp" and ln.dst_pe in my_pes for ln in links)
+    run = deploy.settings
     host = host or "127.0.0.1"
     ipc_dir = tempfile.mkdtemp(prefix="spo-")
     events: queue.Queue = queue.Queue()
@@ -107,17 +111,18 @@ def run_node(node: int, deploy: dict[str, Any], build_dir: str, out_dir: str | N
         Path(out_dir).mkdir(parents=True, exist_ok=True)
     try:
         for pe in pes:
-            cfg = {"pe": pe["pe"], "module": str(Path(build_dir, pe["module"]).resolve()),
-                   "app_ref": deploy["app_ref"], "out_dir": out_dir, "ipc_dir": ipc_dir,
+            cfg = {"pe": pe.pe, "module": str(Path(build_dir, pe.module).resolve()),
+                   "app_ref": deploy.app_ref, "out_dir": out_dir, "ipc_dir": ipc_dir,
                    "host": host if needs_tcp else None,
-                   "batch_size": deploy.get("batch_size", 512), "hwm": deploy.get("hwm", 32),
-                   "profile": deploy.get("profile"), "duration": deploy.get("duration"),
-                   "progress_file": str(Path(progress_dir, f"{pe['pe']}.json")) if progress_dir else None,
-                   "insecure_links": bool(deploy.get("insecure_links")), "max_frame": deploy.get("max_frame"),
-                   "out_links": [ln["id"] for ln in links if ln["src_pe"] == pe["pe"]],
-                   "schemas": {ln["dst"]: ln.get("schema") for ln in links if ln["dst_pe"] == pe["pe"]},
+                   "batch_size": run.batch_size, "hwm": run.hwm,
+                   "profile": run.profile.to_json() if run.profile else None, "duration": run.duration,
+                   "progress_file": str(Path(progress_dir, f"{pe.pe}.json")) if progress_dir else None,
+                   "insecure_links": run.insecure_links, "max_frame": run.max_frame,
+                   "out_links": [ln.id for ln in links if ln.src_pe == pe.pe],
+                   "schemas": {ln.dst: None if ln.schema is None else [list(a) for a in ln.schema]
+                               for ln in links if ln.dst_pe == pe.pe},
                    "pythonpath": pythonpath}
-            procs[pe["pe"]] = _Proc(pe, cfg, Path(log_dir, f"{pe['pe']}.log"), events)
+            procs[pe.pe] = _Proc(pe.pe, cfg, Path(log_dir, f"{pe.pe}.log"), events)
         bound = _collect(events, procs, "bound", node)
         endpoints: dict[str, dict[str, dict[str, str]]] = {}
         keys: dict[str, dict[str, Any]] = {}  # public keys only
@@ -126,13 +131,13 @@ def run_node(node: int, deploy: dict[str, Any], build_dir: str, out_dir: str | N
             for pe_id, got in json.loads(msg).items():
                 endpoints[pe_id], keys[pe_id] = got["endpoints"], got["keys"]
         for pe in pes:
-            procs[pe["pe"]].send({"cmd": "connect", **_wiring(pe["pe"], links, endpoints, keys)})
+            procs[pe.pe].send({"cmd": "connect", **_wiring(pe.pe, links, endpoints, keys)})
         _collect(events, procs, "ready", node)
         barrier()
         t0 = time.time()
         for p in procs.values():
             p.send({"cmd": "start"})
-        stall = deploy.get("stall_timeout") or DEFAULT_STALL_TIMEOUT_S
+        stall = run.stall_timeout or DEFAULT_STALL_TIMEOUT_S
         beat_file = Path(progress_dir, f"agent-{node}.beat") if progress_dir else None
         done = _collect(events, procs, "done", node, timeout=None, stall=stall, beat_file=beat_file)
         if beat_file is not None:  # waiting for the other nodes below is not a silent agent
@@ -153,20 +158,20 @@ def run_node(node: int, deploy: dict[str, Any], build_dir: str, out_dir: str | N
         shutil.rmtree(ipc_dir, ignore_errors=True)
 
 
-def _wiring(pe: str, links: list[dict], endpoints: dict, keys: dict) -> dict[str, Any]:
+def _wiring(pe: str, links: tuple[DeployedLink, ...], endpoints: dict, keys: dict) -> dict[str, Any]:
     """The "connect" command of ``pe``: where each outgoing link goes (with the server
     key it must see) and which link keys each of its input ports admits."""
     out: dict[str, list[dict[str, Any]]] = {}
     upstream: dict[str, dict[str, dict[str, Any]]] = {}
     for ln in links:
-        if ln["src_pe"] == pe:
-            out.setdefault(ln["src"], []).append({
-                "link": ln["id"], "endpoint": endpoints[ln["dst_pe"]][ln["dst"]][ln["transport"]],
-                "server_key": keys[ln["dst_pe"]].get("server")})
-        if ln["dst_pe"] == pe:
-            upstream.setdefault(ln["dst"], {})[ln["id"]] = {
-                "key": keys[ln["src_pe"]].get("links", {}).get(ln["id"]),
-                "from": f"PE {ln['src_pe']} ({ln['src']})"}
+        if ln.src_pe == pe:
+            out.setdefault(ln.src, []).append({
+                "link": ln.id, "endpoint": endpoints[ln.dst_pe][ln.dst][ln.transport],
+                "server_key": keys[ln.dst_pe].get("server")})
+        if ln.dst_pe == pe:
+            upstream.setdefault(ln.dst, {})[ln.id] = {
+                "key": keys[ln.src_pe].get("links", {}).get(ln.id),
+                "from": f"PE {ln.src_pe} ({ln.src})"}
     return {"links": out, "upstream": upstream}
 
 
@@ -271,7 +276,7 @@ def _fail(report: dict, procs: dict[str, _Proc]) -> None:
     raise PEFailed(f"{ERROR_TAG}{json.dumps(report)}{ERROR_TAG}")
 
 
-def barrier_task(deploy: dict[str, Any], job: dict[str, Any], iterator):
+def barrier_task(deploy: Deployment, job: dict[str, Any], iterator):
     """The function each Spark barrier task runs (one task = one node).
 
     ``job`` (made by the launcher) says where the code is and where outputs go:
@@ -295,19 +300,21 @@ def barrier_task(deploy: dict[str, Any], job: dict[str, Any], iterator):
     work = tempfile.mkdtemp(prefix=f"spadeopt-node{node}-")
     try:
         local = ship.unpack(SparkFiles.get(job["bundle"]), str(Path(work, "job")), job["app_ref"])
-        deploy = {**deploy, "app_ref": local.app_ref}
+        deploy = dataclasses.replace(deploy, app_ref=local.app_ref)
         out_dir, log_dir, progress_dir = job["out_dir"], job["log_dir"], job["progress_dir"]
         if job["return_outputs"]:
             out_dir = str(Path(work, "out")) if out_dir else None
             log_dir, progress_dir = str(Path(work, "logs")), None
-            if deploy.get("profile"):
-                deploy["profile"] = {**deploy["profile"], "run_dir": str(Path(work, "profile"))}
+            if deploy.settings.profile:
+                deploy = deploy.with_settings(profile=dataclasses.replace(deploy.settings.profile,
+                                                                          run_dir=str(Path(work, "profile"))))
         result = run_node(node, deploy, local.build_dir, out_dir, log_dir,
                           gather=lambda msg: ctx.allGather(msg), barrier=ctx.barrier, host=host,
                           progress_dir=progress_dir, pythonpath=local.pythonpath)
         result["executor"] = ship.executor_id()
         if job["return_outputs"]:
-            result["files"] = ship.collect_outputs(out_dir, (deploy.get("profile") or {}).get("run_dir"))
+            prof = deploy.settings.profile
+            result["files"] = ship.collect_outputs(out_dir, prof.run_dir if prof else None)
         yield json.dumps(result)
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -20,9 +20,9 @@ this. The full text is written to a log file whose path the message gives.
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from spadeopt.deploy.masters import slots_hint
+from spadeopt.plan.deployment import Deployment
 
 _LOST_TASK = re.compile(r"Lost task (\d+)\.\d+ in stage [\d.]+ \(TID \d+\) \(([^\s)]+) executor ([^\s)]+)\)")
 _BARRIER_TASK = re.compile(r"barrier task ResultTask\(\d+, (\d+)\)")
@@ -32,10 +32,10 @@ _NO_MODULE = re.compile(r"ModuleNotFoundError: No module named '([^']+)'")
 _PY_EXC = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Failure|Exit)\b:? .*$", re.M)
 
 
-def explain(text: str, deploy: dict[str, Any], master: str, python: str | None = None) -> str:
+def explain(text: str, deploy: Deployment, master: str, python: str | None = None) -> str:
     """One line: what went wrong in this failed job and what to do."""
-    app = deploy["app"]
-    nodes, cores = deploy["nodes"], deploy["cores"]
+    app = deploy.app
+    nodes, cores = deploy.nodes, deploy.cores
     task = _LOST_TASK.search(text)
     where, node = "", None
     if task:
@@ -48,7 +48,7 @@ def explain(text: str, deploy: dict[str, Any], master: str, python: str | None =
         where = f"executor {lost.group(1)}" if lost else ""
     node_pes = ""
     if node is not None:
-        pes = [p["pe"] for p in deploy["pes"] if p["node"] == node]
+        pes = [p.pe for p in deploy.pes_on(node)]
         node_pes = f"node {node} (PEs {', '.join(pes)})" if pes else f"node {node}"
     if "ExecutorLostFailure" in text:
         reason = _REASON.search(text)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import dataclasses
 import json
 import os
 import re
@@ -20,7 +21,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,9 +29,11 @@ from typing import Any
 from spadeopt.deploy import sparkauth
 from spadeopt.deploy.agent import ERROR_TAG, barrier_task
 from spadeopt.deploy.masters import is_local, local_cluster_cores
+from spadeopt.deploy.options import RunOptions
 from spadeopt.deploy.procs import running
 from spadeopt.errors import EnvironmentProblem, RunError, UsageError
 from spadeopt.plan.artefacts import load_deploy
+from spadeopt.plan.deployment import Deployment, Sampling
 
 _SESSION: Any = None
 _SESSION_KEY: tuple | None = None
@@ -211,16 +214,16 @@ class RunResult:
         return asdict(self)
 
 
-def run_build(build_dir: Path, master: str | None = None, out_dir: Path | None = None,
-              progress: Callable[[str], None] | None = None,
-              overrides: dict[str, Any] | None = None, conf: Mapping[str, str] | None = None,
-              submitted: bool = False) -> RunResult:
+def run_build(build_dir: Path, options: RunOptions | None = None, *, sampling: Sampling | None = None,
+              settings: Mapping[str, Any] | None = None, submitted: bool = False) -> RunResult:
     """Deploy a build on Spark and wait for it to finish.
 
-    ``overrides`` replace deploy.json entries for this run only (profiling settings,
-    duration, batch size). ``progress`` receives status lines, about once a second.
-    ``conf`` is passed to Spark (``--conf``). ``submitted``: this process was started
-    by spark-submit, whose master and conf win (deploy.json's master is then unused).
+    ``options`` say where and how (master, conf, ``out``, progress lines about once a
+    second) and override the build's run settings for this run only; ``sampling`` is
+    where an instrumented build's samples go (``spadeopt profile``); ``settings``
+    changes further run settings (``plan.deployment.RunSettings`` fields: batch size,
+    HWM, max frame) for measurements. ``submitted``: this process was started by
+    spark-submit, whose master and conf win (deploy.json's master is then unused).
 
     The build and the app's source are shipped with the job (``spadeopt.deploy.ship``).
     Sinks are written as hidden part files and committed (renamed) only when every
@@ -230,33 +233,34 @@ def run_build(build_dir: Path, master: str | None = None, out_dir: Path | None =
     from spadeopt.deploy import ship
     from spadeopt.runtime import sinks
 
-    say = progress or (lambda msg: None)
+    options = options or RunOptions()
+    say = options.say
     build_dir = Path(build_dir).resolve()
-    deploy = {**load_deploy(build_dir), **(overrides or {})}
-    nodes, cores = deploy["nodes"], deploy["cores"]
-    if not submitted:
-        master = master or deploy["spark"]["master"]
+    deploy = load_deploy(build_dir)
+    deploy = dataclasses.replace(deploy, settings=options.apply(deploy.settings).changed(
+        profile=sampling, **(settings or {})))
+    nodes, cores = deploy.nodes, deploy.cores
+    master = None if submitted else options.master or deploy.spark.master
     log_dir = build_dir / "logs"
-    if out_dir is not None:
-        out_dir = Path(out_dir).resolve()
+    out_dir = None if options.out is None else options.out.resolve()
     say(f"starting Spark ({master or 'from spark-submit'}, {nodes} node(s) x {cores} core(s))")
-    if deploy.get("insecure_links"):
+    if deploy.settings.insecure_links:
         say("WARNING: --insecure-links: links between PEs are NOT authenticated or encrypted; any process "
             "that reaches a PE endpoint can inject tuples. Use it only for measurements.")
-    spark = spark_session(None if submitted else master, cores, conf=conf)
+    spark = spark_session(master, cores, conf=options.conf)
     sc = spark.sparkContext
     master = sc.master
     local = is_local(master)
     if not local:
         say(f"executors run Python '{sc.pythonExec}' (set PYSPARK_PYTHON or --conf spark.pyspark.python to "
             f"an interpreter with spadeopt installed on every worker)")
-    say(f"running {len(deploy['pes'])} PE(s) of '{deploy['app']}' ({deploy['strategy']}); "
+    say(f"running {len(deploy.pes)} PE(s) of '{deploy.app}' ({deploy.strategy}); "
         + (f"logs in {log_dir}" if local else "PE logs stay on the workers (their tails come back on failure)"))
     progress_dir = build_dir / "progress"
     shutil.rmtree(progress_dir, ignore_errors=True)
     ship_dir = Path(tempfile.mkdtemp(prefix="spadeopt-ship-"))
     _SHIPPED.append(ship_dir)  # kept while this session lives (see _SHIPPED)
-    bundle = ship.pack(build_dir, deploy["app_ref"], ship_dir, say=say)
+    bundle = ship.pack(build_dir, deploy.app_ref, ship_dir, say=say)
     sc.addFile(str(bundle.path))
     job = {"bundle": bundle.path.name, "app_ref": bundle.app_ref, "return_outputs": not local,
            "out_dir": str(out_dir) if out_dir else None, "log_dir": str(log_dir),
@@ -290,13 +294,13 @@ def run_build(build_dir: Path, master: str | None = None, out_dir: Path | None =
             if silent is not None:
                 sc.cancelAllJobs()
                 done.wait(10.0)
-                raise RunError(f"app '{deploy['app']}' failed: the node agent of node {silent} stopped "
+                raise RunError(f"app '{deploy.app}' failed: the node agent of node {silent} stopped "
                                f"reporting for more than {_stall_timeout(deploy):g} s (--stall-timeout); "
                                f"the job was cancelled")
         if "error" in box:
             raise _as_run_error(box["error"], deploy, master, log_dir, sc.pythonExec) from None
         reports = sorted((json.loads(r) for r in box["raw"]), key=lambda r: r["node"])
-        prof = (deploy.get("profile") or {}).get("run_dir")
+        prof = sampling.run_dir if sampling else None
         for rep in reports:
             ship.write_outputs(rep.pop("files", {}), out_dir, Path(prof) if prof else None)
         if out_dir is not None:
@@ -357,7 +361,7 @@ so a driver that returns after this leaves no PE behind; without the wait, Spark
 and the PEs' deaths raced the driver's exit on a loaded machine."""
 
 
-def _progress_line(progress_dir: Path, t0: float, deploy: dict[str, Any]) -> str:
+def _progress_line(progress_dir: Path, t0: float, deploy: Deployment) -> str:
     """One status line from the PEs' progress files (written every second)."""
     tuples, sinks, pes = 0, 0, 0
     for f in progress_dir.glob("*.json"):
@@ -369,19 +373,19 @@ def _progress_line(progress_dir: Path, t0: float, deploy: dict[str, Any]) -> str
         tuples += sum(doc["sources"].values())
         sinks += sum(doc["sinks"].values())
     elapsed = time.time() - t0
-    line = f"\r{elapsed:6.1f} s  {pes}/{len(deploy['pes'])} PEs up  {tuples:,} source tuples  {sinks:,} at sinks"
-    if deploy.get("duration"):
-        line += f"  ({min(100, 100 * elapsed / deploy['duration']):.0f}% of {deploy['duration']:g} s)"
+    line = f"\r{elapsed:6.1f} s  {pes}/{len(deploy.pes)} PEs up  {tuples:,} source tuples  {sinks:,} at sinks"
+    if (duration := deploy.settings.duration):
+        line += f"  ({min(100, 100 * elapsed / duration):.0f}% of {duration:g} s)"
     return line
 
 
-def _stall_timeout(deploy: dict[str, Any]) -> float:
+def _stall_timeout(deploy: Deployment) -> float:
     from spadeopt.deploy.agent import DEFAULT_STALL_TIMEOUT_S
 
-    return deploy.get("stall_timeout") or DEFAULT_STALL_TIMEOUT_S
+    return deploy.settings.stall_timeout or DEFAULT_STALL_TIMEOUT_S
 
 
-def _silent_agent(progress_dir: Path, deploy: dict[str, Any]) -> int | None:
+def _silent_agent(progress_dir: Path, deploy: Deployment) -> int | None:
     """A node whose agent's heartbeat file (when this driver can see it) is older than
     the stall timeout: the agent is stopped or hung."""
     now, limit = time.time(), _stall_timeout(deploy)
@@ -401,7 +405,7 @@ def _task_fn(deploy, job):
     return task
 
 
-def _as_run_error(exc: Exception, deploy: dict, master: str, log_dir: Path | None = None,
+def _as_run_error(exc: Exception, deploy: Deployment, master: str, log_dir: Path | None = None,
                   python: str | None = None) -> Exception:
     text = str(exc)
     m = re.search(re.escape(ERROR_TAG) + r"(.*?)" + re.escape(ERROR_TAG), text, re.S)
@@ -420,16 +424,16 @@ def _as_run_error(exc: Exception, deploy: dict, master: str, log_dir: Path | Non
     try:
         rep = json.loads(m.group(1))
     except json.JSONDecodeError:
-        return RunError(f"app '{deploy['app']}' failed: {m.group(1)[:2000]}")
+        return RunError(f"app '{deploy.app}' failed: {m.group(1)[:2000]}")
     if rep.get("kind") in ("link", "stall"):  # the message names PE, port and link itself
-        err = RunError(f"app '{deploy['app']}' failed on node {rep['node']}: {rep['message']}"
+        err = RunError(f"app '{deploy.app}' failed on node {rep['node']}: {rep['message']}"
                        + (f"\nPE log (last lines):\n{rep['log']}" if rep.get("kind") == "stall" and rep.get("log")
                           else ""))
         err.report = rep  # type: ignore[attr-defined]
         return err
     where = f"operator '{rep['op']}'" if rep.get("op") else "the PE"
     port = f", input port '{rep['op']}.{rep['port']}'" if rep.get("port") else ""
-    lines = [f"app '{deploy['app']}' failed: {where} in PE {rep['pe']} (node {rep['node']}{port}) "
+    lines = [f"app '{deploy.app}' failed: {where} in PE {rep['pe']} (node {rep['node']}{port}) "
              f"raised {rep['message']}"]
     if rep.get("traceback"):  # the user's frames only; spadeopt's are in the PE log
         lines.append(rep["traceback"].rstrip())
@@ -442,10 +446,10 @@ def _as_run_error(exc: Exception, deploy: dict, master: str, log_dir: Path | Non
     return err
 
 
-def _result(deploy: dict, reports: list[dict], master: str, wall: float, build_dir: str) -> RunResult:
+def _result(deploy: Deployment, reports: list[dict], master: str, wall: float, build_dir: str) -> RunResult:
     per_pe, sinks = [], {}
     firsts, ends, tuples = [], [], 0
-    node_of = {p["pe"]: p["node"] for p in deploy["pes"]}
+    node_of = deploy.node_of()
     for rep in reports:
         for st in rep["pes"]:
             per_pe.append({"pe": st["pe"], "node": node_of[st["pe"]], "cpu_s": st["cpu_s"], "wall_s": st["wall_s"],
@@ -470,7 +474,7 @@ def _result(deploy: dict, reports: list[dict], master: str, wall: float, build_d
         cpu_node[str(p["node"])] = cpu_node.get(str(p["node"]), 0.0) + p["cpu_s"]
     for p in per_pe:
         p["sources"] = {k: v[:3] for k, v in p["sources"].items()}
-    return RunResult(deploy["app"], deploy["strategy"], master, deploy["nodes"], len(deploy["pes"]), thr,
+    return RunResult(deploy.app, deploy.strategy, master, deploy.nodes, len(deploy.pes), thr,
                      wall, tuples, sorted(per_pe, key=lambda p: p["pe"]), dict(sorted(sinks.items())), used,
                      build_dir, steady_rate(timelines) or thr, cpu_node)
 

@@ -29,8 +29,11 @@ def read_sinks(out_dir: Path) -> dict[str, list[dict[str, Any]]]:
 
 
 def run_local(graph: AppGraph | App, fusion: str | Plan = "none", *, app_ref: str | None = None,
-              workdir: Path | None = None, deploy_overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+              workdir: Path | None = None, settings: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Generate and run ``graph`` under ``fusion`` on one node; returns sinks and stats.
+
+    ``settings`` changes run settings (``plan.deployment.RunSettings`` fields: batch
+    size, HWM, max frame, profile sampling) for this run.
 
     ``app_ref`` must name the module holding the app's user functions, if any
     (a path like ``tests/apps/x.py``); defaults to the graph's module.
@@ -40,7 +43,7 @@ def run_local(graph: AppGraph | App, fusion: str | Plan = "none", *, app_ref: st
     plan = fusion if isinstance(fusion, Plan) else plan_for(graph, fusion)
     work = Path(workdir or tempfile.mkdtemp(prefix="spadeopt-test-"))
     build = generate(graph, plan, work / "build", app_ref or graph.module)
-    deploy = dict(build.deploy, **(deploy_overrides or {}))
+    deploy = build.deploy.with_settings(**(settings or {}))
     out = work / "out"
     report = run_node(0, deploy, str(build.directory), str(out), str(work / "logs"))
     commit(out)  # as the driver does once every node succeeded

@@ -24,6 +24,7 @@ from typing import Any
 
 from spadeopt.errors import ArtefactError, PlanError
 from spadeopt.model.schema import FILE_NAME_RULE, TYPES, is_file_name, is_identifier, is_port_name
+from spadeopt.plan.deployment import Deployment
 from spadeopt.plan.regions import DYNAMIC, MAX_REGION_WIDTH, STATIC
 
 MAX_NODES = 1 << 20  # nodes of one plan (a bound on memory: the optimizer plans 100,000 nodes)
@@ -261,7 +262,7 @@ def check_deploy(doc: Any, path: str | Path) -> dict[str, Any]:
     return doc
 
 
-def load_deploy(build_dir: str | Path) -> dict[str, Any]:
+def load_deploy(build_dir: str | Path) -> Deployment:
     """A build's deploy.json, read and checked (``check_deploy``); ``PlanError`` when the
     directory is no build or its file cannot be read."""
     path = Path(build_dir) / "deploy.json"
@@ -272,7 +273,7 @@ def load_deploy(build_dir: str | Path) -> dict[str, Any]:
                         f"`spadeopt build APP -o DIR`") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise PlanError(f"cannot read {path}: {exc}; rebuild it with `spadeopt build`") from None
-    return check_deploy(doc, path)
+    return Deployment.from_json(check_deploy(doc, path))
 
 
 def read_explain(path: str | Path) -> dict[str, Any]:

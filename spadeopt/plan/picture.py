@@ -63,18 +63,18 @@ def load_picture(build_dir: Path) -> Picture:
     if (build_dir / "plan.json").is_file():
         regions = {r.name: r.width for r in Plan.load(build_dir / "plan.json").regions}
     loads = {p["pe"]: p.get("oper_load", 0.0) + p.get("comm_load", 0.0) for p in explain.get("pes", [])}
-    nodes: list[list[PEBox]] = [[] for _ in range(deploy["nodes"])]
-    for p in deploy["pes"]:
-        nodes[p["node"]].append(PEBox(p["pe"], p["node"], tuple(p["operators"]), loads.get(p["pe"])))
+    nodes: list[list[PEBox]] = [[] for _ in range(deploy.nodes)]
+    for p in deploy.pes:
+        nodes[p.node].append(PEBox(p.pe, p.node, p.operators, loads.get(p.pe)))
     if explain.get("pe_links"):
         links = [(lk["src"], lk["dst"], _rate(lk["rate"])) for lk in explain["pe_links"]]
     else:
         count: dict[tuple[str, str], int] = {}
-        for ln in deploy["links"]:
-            key = (ln["src_pe"], ln["dst_pe"])
+        for ln in deploy.links:
+            key = (ln.src_pe, ln.dst_pe)
             count[key] = count.get(key, 0) + 1
         links = [(a, b, f"{n} stream{'s' if n != 1 else ''}") for (a, b), n in sorted(count.items())]
-    return Picture(deploy["app"], deploy["strategy"], nodes, links, regions,
+    return Picture(deploy.app, deploy.strategy, nodes, links, regions,
                    candidate_lines(explain.get("fission"), regions))
 
 

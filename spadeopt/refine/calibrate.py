@@ -248,6 +248,7 @@ def measure(rate: float, size: int, seconds: float, work: Path) -> Point:
     """Run the calibration app once at (``rate``, ``size``) and measure it."""
     from spadeopt.deploy.local import run_local
     from spadeopt.optimize.strategies import plan_for
+    from spadeopt.plan.deployment import Sampling
     from spadeopt.refine import calib_app
 
     graph = calib_app.calibration.build({"rate": link_rate(rate), "size": int(size), "seconds": float(seconds),
@@ -255,10 +256,10 @@ def measure(rate: float, size: int, seconds: float, work: Path) -> Point:
     plan = plan_for(graph, "none", instrumented=True)
     run_dir = work / "run"
     run_dir.mkdir(parents=True)
-    profile_cfg = {"sample_rate": SAMPLE_RATE, "reservoir_size": 5000, "seed": 0, "run_dir": str(run_dir)}
+    profile_cfg = Sampling(SAMPLE_RATE, 5000, 0, str(run_dir))
     started = time.time()
     res = run_local(graph, plan, app_ref=calib_app.__file__, workdir=work,
-                    deploy_overrides={"profile": profile_cfg, "hwm": hwm_for(size)})
+                    settings={"profile": profile_cfg, "hwm": hwm_for(size)})
     finished = time.time()
     host = host_info()
     manifest = Manifest(app=graph.name, graph_fingerprint=graph.fingerprint, plan=plan.to_json(),

@@ -45,7 +45,6 @@ def main() -> None:
     try:
         from spadeopt.runtime.loader import APP_ENV
         from spadeopt.runtime.pe import LinkError, OperatorFailure, PERuntime
-        from spadeopt.runtime.transport import DEFAULT_MAX_FRAME
 
         os.environ[APP_ENV] = cfg["app_ref"]
         spec = importlib.util.spec_from_file_location(f"spadeopt_pe_{cfg['pe']}", cfg["module"])
@@ -59,10 +58,10 @@ def main() -> None:
             profiler = Profiler(cfg["pe"], sample_rate=prof["sample_rate"],
                                 reservoir_size=prof["reservoir_size"], seed=prof["seed"])
         rt = PERuntime(cfg["pe"], module.OPERATORS, cfg["module"], cfg.get("out_dir"),
-                       cfg.get("batch_size", 512), cfg.get("hwm", 32), profiler=profiler,
+                       cfg["batch_size"], cfg["hwm"], profiler=profiler,
                        duration=cfg.get("duration"), progress_file=cfg.get("progress_file"),
                        secure=not cfg.get("insecure_links", False),
-                       max_frame=cfg.get("max_frame") or DEFAULT_MAX_FRAME)
+                       max_frame=cfg["max_frame"])
         rt.profile_dir = prof["run_dir"] if prof else None
         module.build(rt)
         if not rt.secure:

@@ -22,12 +22,12 @@ import threading
 import zmq
 
 from spadeopt.wire import (
+    DEFAULT_HWM,  # noqa: F401 (runtime.pe reads transport.DEFAULT_HWM)
     DEFAULT_MAX_FRAME,
     final_frame,
     packer,
 )
 
-DEFAULT_HWM = 32
 LINGER_MS = 60_000
 FRAME_MARGIN = 1024  # bytes over max_frame a receiving socket still takes (CURVE's framing and more)
 

@@ -31,7 +31,7 @@ def test_same_sinks_with_and_without_collapsing(app, params, fusion, tmp_path):
     graph = _graph(app, params)
     plan = fusion_plan(graph, fusion)
     runs = {c: run_local(graph, dataclasses.replace(plan, collapse=c), app_ref=app,
-                         workdir=tmp_path / str(c), deploy_overrides={"batch_size": 13})["sinks"]
+                         workdir=tmp_path / str(c), settings={"batch_size": 13})["sinks"]
             for c in (True, False)}
     assert runs[True] == runs[False]
     assert any(runs[True].values()), "the app produced no output to compare"
@@ -81,7 +81,7 @@ def test_a_wrong_shape_inside_a_batch_fails_where_the_loop_unpacks_it(tmp_path):
     graph = _graph("tests/apps/collapse.py", {"bad": "5"})
     with pytest.raises(Exception) as info:
         run_local(graph, plan_for(graph, "all"), app_ref="tests/apps/collapse.py", workdir=tmp_path,
-                  deploy_overrides={"batch_size": 13})
+                  settings={"batch_size": 13})
     msg = str(info.value)
     assert '"op": "clean"' in msg and "too many values to unpack" in msg, msg
 

@@ -11,10 +11,12 @@ from spadeopt.deploy import ship
 from spadeopt.deploy.errors import explain
 from spadeopt.deploy.masters import is_local, slots_hint
 from spadeopt.errors import UsageError
+from spadeopt.plan.deployment import DeployedPE, Deployment, SparkSettings
 from spadeopt.runtime.sinks import Sink, commit, discard, parts
 
-DEPLOY = {"app": "chain", "nodes": 2, "cores": 1,
-          "pes": [{"pe": "pe0", "node": 0}, {"pe": "pe1", "node": 1}, {"pe": "pe2", "node": 0}]}
+DEPLOY = Deployment("chain", "apps/chain.py", "ab", "none", 2, 1,
+                    tuple(DeployedPE(pe, f"{pe}.py", node, (), {}, {}) for pe, node in
+                          (("pe0", 0), ("pe1", 1), ("pe2", 0))), (), SparkSettings("local[2]", {}, ""))
 
 
 def test_pack_ships_build_and_app_dir_and_unpack_rewrites_the_app_ref(tmp_path):

@@ -26,6 +26,7 @@ import pytest
 
 from spadeopt import api
 from spadeopt.deploy import cluster, sparkauth
+from spadeopt.deploy.options import RunOptions
 
 pytestmark = pytest.mark.spark
 
@@ -129,8 +130,8 @@ def _pes_of(c: cluster.Cluster) -> list[int]:
 
 
 def test_chain_runs_on_two_isolated_hosts_with_outputs_back_on_the_driver(spark_cluster, tmp_path):
-    ref = api.run("apps/chain.py", "none", dict(p.split("=") for p in CHAIN[1::2]), out=tmp_path / "local",
-                  build_dir=tmp_path / "b-local", master="local[2]")
+    ref = api.run("apps/chain.py", "none", dict(p.split("=") for p in CHAIN[1::2]),
+                  build_dir=tmp_path / "b-local", options=RunOptions(out=tmp_path / "local", master="local[2]"))
     assert ref.tuples == 20000
     build, out = tmp_path / "b", tmp_path / "out"
     cmd = [PY, "-m", "spadeopt", "run", "apps/chain.py", "--fusion", "none", *CHAIN, "--nodes", "2", "--cores", "1",
@@ -170,7 +171,7 @@ def test_profile_optimize_and_the_deploy_json_spark_submit_line(spark_cluster, t
         assert p.returncode == 0, _why(p)
     deploy = json.loads((tmp_path / "fatm" / "deploy.json").read_text())
     assert {p["node"] for p in deploy["pes"]} == {0, 1}, "the optimized build must use both nodes"
-    api.run(str(tmp_path / "fatm"), master="local[2]", out=tmp_path / "local")
+    api.run(str(tmp_path / "fatm"), options=RunOptions(master="local[2]", out=tmp_path / "local"))
     line = deploy["spark"]["submit"].replace(f"'{deploy['spark']['master']}'", spark_cluster.master_url)
     assert spark_cluster.master_url in line and "spark.dynamicAllocation.enabled=false" in line
     out = tmp_path / "out"

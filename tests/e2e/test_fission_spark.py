@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from spadeopt import api
+from spadeopt.deploy.options import RunOptions
 from spadeopt.errors import RunError
 
 pytestmark = pytest.mark.spark
@@ -34,8 +35,8 @@ def test_every_width_and_strategy_gives_identical_sink_files(app, region, params
     for fusion in ("none", "all", "manual"):
         for w in widths:
             tag = f"{fusion}-{w}"
-            res = api.run(app, fusion, params, out=tmp_path / tag, build_dir=tmp_path / f"b-{tag}",
-                          widths={region: w})
+            res = api.run(app, fusion, params, build_dir=tmp_path / f"b-{tag}",
+                          widths={region: w}, options=RunOptions(out=tmp_path / tag))
             assert res.tuples == 3000
             plan = json.loads((tmp_path / f"b-{tag}" / "plan.json").read_text())
             assert plan["regions"][0]["width"] == w
@@ -50,9 +51,9 @@ def test_every_width_and_strategy_gives_identical_sink_files(app, region, params
 
 def test_bargain_logical_gives_bargains_answers(tmp_path):
     """Same bargains, line for line, as the hand-built 22-group app; same hot rows."""
-    api.run("apps/bargain.py", "all", {"tuples": "3000"}, out=tmp_path / "hand", build_dir=tmp_path / "bh")
-    api.run("apps/bargain_logical.py", "manual", {"tuples": "3000"}, out=tmp_path / "logical",
-            build_dir=tmp_path / "bl")
+    api.run("apps/bargain.py", "all", {"tuples": "3000"}, build_dir=tmp_path / "bh", options=RunOptions(out=tmp_path / "hand"))
+    api.run("apps/bargain_logical.py", "manual", {"tuples": "3000"},
+            build_dir=tmp_path / "bl", options=RunOptions(out=tmp_path / "logical"))
     hand, logical = _sink_bytes(tmp_path / "hand"), _sink_bytes(tmp_path / "logical")
     assert hand["bargains.jsonl"] == logical["bargains.jsonl"] and hand["bargains.jsonl"]
 
@@ -66,8 +67,8 @@ def test_a_splittable_source_that_breaks_its_contract_stops_the_job(tmp_path):
     """A short split that is not a copy's last would reorder the merge: the run fails naming
     the PE, the source copy and the broken contract, and leaves no sink file."""
     with pytest.raises(RunError) as exc:
-        api.run("tests/apps/splits.py", "none", {"case": "liar", "tuples": "40"}, out=tmp_path / "o",
-                build_dir=tmp_path / "b", widths={"reg": 2})
+        api.run("tests/apps/splits.py", "none", {"case": "liar", "tuples": "40"},
+                build_dir=tmp_path / "b", widths={"reg": 2}, options=RunOptions(out=tmp_path / "o"))
     msg = str(exc.value)
     assert "src__1" in msg and "broke its contract" in msg and "split 0 of 1 of 2" in msg, msg
     assert not list((tmp_path / "o").glob("*.jsonl"))
@@ -75,9 +76,8 @@ def test_a_splittable_source_that_breaks_its_contract_stops_the_job(tmp_path):
 
 def test_channels_on_both_nodes_of_a_local_cluster(tmp_path):
     params = {"tuples": "3000", "n": "4", "sink": "file", "split": "100"}
-    api.run("apps/peer.py", "all", params, out=tmp_path / "ref", build_dir=tmp_path / "bref")
-    res = api.run("apps/peer.py", "manual", params, nodes=2, cores=1, master="local-cluster[2,1,1024]",
-                  out=tmp_path / "two", build_dir=tmp_path / "btwo", widths={"chain": 2})
+    api.run("apps/peer.py", "all", params, build_dir=tmp_path / "bref", options=RunOptions(out=tmp_path / "ref"))
+    res = api.run("apps/peer.py", "manual", params, nodes=2, cores=1, build_dir=tmp_path / "btwo", widths={"chain": 2}, options=RunOptions(master="local-cluster[2,1,1024]", out=tmp_path / "two"))
     plan = json.loads((tmp_path / "btwo" / "plan.json").read_text())
     chans = plan["regions"][0]["channels"]
     assert {chans[0]["f0@0"]["node"], chans[1]["f0@1"]["node"]} == {0, 1}
@@ -106,9 +106,9 @@ def test_a_reused_cluster_session_serves_a_node_that_joins_later(tmp_path):
     profile ran on one node, FATM's plan on two, and failed with "Stream ... was not found")."""
     params = {"tuples": "2000", "n": "2", "sink": "file", "split": "100"}
     master = "local-cluster[2,1,1024]"
-    one = api.run("apps/peer.py", "all", params, nodes=1, cores=1, master=master, out=tmp_path / "one",
-                  build_dir=tmp_path / "b1")
-    two = api.run("apps/peer.py", "manual", params, nodes=2, cores=1, master=master, out=tmp_path / "two",
-                  build_dir=tmp_path / "b2", widths={"chain": 2})
+    one = api.run("apps/peer.py", "all", params, nodes=1, cores=1,
+                  build_dir=tmp_path / "b1", options=RunOptions(master=master, out=tmp_path / "one"))
+    two = api.run("apps/peer.py", "manual", params, nodes=2, cores=1,
+                  build_dir=tmp_path / "b2", widths={"chain": 2}, options=RunOptions(master=master, out=tmp_path / "two"))
     assert one.nodes_used == 1 and two.nodes_used == 2
     assert _sink_bytes(tmp_path / "one") == _sink_bytes(tmp_path / "two")

@@ -20,6 +20,7 @@ import zmq
 
 from spadeopt import api
 from spadeopt.deploy.launcher import run_build
+from spadeopt.deploy.options import RunOptions
 from spadeopt.errors import RunError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -69,7 +70,7 @@ def test_strangers_get_no_tuple_and_no_final_into_any_pe_over_tcp_or_ipc(tmp_pat
     tuples = 60_000
     build = tmp_path / "b"
     t, box = _in_background(lambda: api.run("apps/chain.py", "none", {"n": "1", "tuples": str(tuples), "work": "300"},
-                                            nodes=2, cores=1, master="local[2]", build_dir=build))
+                                            nodes=2, cores=1, build_dir=build, options=RunOptions(master="local[2]")))
     ctx = zmq.Context()
     socks = []
     try:
@@ -118,7 +119,7 @@ def test_strangers_get_no_tuple_and_no_final_into_any_pe_over_tcp_or_ipc(tmp_pat
 def test_malformed_frame_from_a_legitimate_upstream_stops_the_job_naming_pe_port_and_link(mode, problem, tmp_path):
     b = api.build("tests/apps/malformed.py", "none", {"mode": mode}, out=tmp_path / "b")
     with pytest.raises(RunError) as exc:
-        run_build(b.directory, overrides={"max_frame": 1 << 20, "stall_timeout": 60})
+        run_build(b.directory, settings={"max_frame": 1 << 20, "stall_timeout": 60})
     msg = str(exc.value)
     assert exc.value.exit_code == 1
     assert "input port 'sink.in' of PE pe2" in msg and "link L1 of PE pe1 (bad.out)" in msg, msg
@@ -130,7 +131,7 @@ def _running_chain(build: Path, n: int, ready: str):
     """A long chain run in the background (stall timeout 3 s), once its n + 1 PEs listen
     and ``progress/<ready>`` exists."""
     t, box = _in_background(lambda: api.run("apps/chain.py", "none", {"n": str(n), "tuples": "5000000"},
-                                            build_dir=build, stall_timeout=3))
+                                            build_dir=build, options=RunOptions(stall_timeout=3)))
     _listening(build / "logs", want=n + 1)
     deadline = time.time() + 60
     while not (build / "progress" / ready).exists() and time.time() < deadline:
@@ -194,8 +195,7 @@ def test_sigterm_to_the_driver_ends_every_pe(tmp_path):
 
 def test_insecure_links_are_announced_and_still_deliver_everything(tmp_path):
     lines: list[str] = []
-    res = api.run("apps/chain.py", "none", {"n": "1", "tuples": "3000"}, build_dir=tmp_path / "b",
-                  insecure_links=True, progress=lines.append)
+    res = api.run("apps/chain.py", "none", {"n": "1", "tuples": "3000"}, build_dir=tmp_path / "b", options=RunOptions(insecure_links=True, progress=lines.append))
     assert res.sinks == {"sink": 3000}
     assert any("WARNING: --insecure-links" in line for line in lines)
     assert all(not pe["refused"] for pe in res.per_pe)

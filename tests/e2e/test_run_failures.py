@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from spadeopt import api
+from spadeopt.deploy.options import RunOptions
 from spadeopt.errors import RunError
 
 pytestmark = pytest.mark.spark
@@ -28,7 +29,7 @@ def test_a_bad_value_in_a_file_source_is_one_clear_line_and_out_stays_as_it_was(
     out = tmp_path / "new" / "out"
     with pytest.raises(RunError) as exc:
         api.run(str(tmp_path / "badfile.py"), "all", {"path": str(tmp_path / "in.csv")},
-                build_dir=tmp_path / "b", out=out)
+                build_dir=tmp_path / "b", options=RunOptions(out=out))
     msg = str(exc.value)
     assert "operator 'src' in PE pe0" in msg and "in.csv:4: attribute 'x': cannot read 'notanint' as int" in msg
     assert "Traceback" not in msg and "spadeopt/" not in msg.split("full traceback in")[0], msg

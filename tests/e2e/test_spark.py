@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from spadeopt import api
+from spadeopt.deploy.options import RunOptions
 from spadeopt.errors import RunError
 from spadeopt.optimize.strategies import plan_for
 from tests.cli.clitools import cli
@@ -39,7 +40,7 @@ def _pe_processes(under: Path) -> int:
 def test_every_fusion_gives_identical_sink_output(app, params, tmp_path):
     outputs = {}
     for fusion in ("none", "all", "manual"):
-        res = api.run(app, fusion, params, out=tmp_path / fusion, build_dir=tmp_path / f"build-{fusion}")
+        res = api.run(app, fusion, params, build_dir=tmp_path / f"build-{fusion}", options=RunOptions(out=tmp_path / fusion))
         assert res.tuples > 0 and res.throughput > 0
         outputs[fusion] = _sink_bytes(tmp_path / fusion)
     assert outputs["none"], "the app must write sink files"
@@ -65,7 +66,7 @@ def test_chain_runs_on_spark_at_both_ends(n, tmp_path):
 @pytest.mark.spark
 def test_failing_operator_stops_the_job_names_it_and_leaves_no_process(tmp_path):
     with pytest.raises(RunError) as exc:
-        api.run("tests/apps/crash.py", "none", {"at": "3000"}, build_dir=tmp_path / "b", out=tmp_path / "o")
+        api.run("tests/apps/crash.py", "none", {"at": "3000"}, build_dir=tmp_path / "b", options=RunOptions(out=tmp_path / "o"))
     msg = str(exc.value)
     assert "app 'crash'" in msg and "operator 'boom'" in msg and "PE pe2" in msg and "boom.in" in msg
     assert "ValueError: bad tuple 3000" in msg
@@ -92,8 +93,7 @@ def test_cli_run_writes_outputs_and_json_and_exits_1_on_failure(tmp_path):
 @pytest.mark.spark
 def test_local_cluster_runs_each_pe_on_the_node_its_plan_names(tmp_path):
     """Two executors (nodes); each PE reports, from inside, which executor JVM it runs under."""
-    res = api.run("apps/chain.py", "manual", {"n": "4", "tuples": "5000"}, nodes=2, cores=1,
-                  master="local-cluster[2,1,1024]", build_dir=tmp_path / "b")
+    res = api.run("apps/chain.py", "manual", {"n": "4", "tuples": "5000"}, nodes=2, cores=1, build_dir=tmp_path / "b", options=RunOptions(master="local-cluster[2,1,1024]"))
     assert res.nodes_used == 2
     jvm_of_node: dict[int, set] = {}
     for pe in res.per_pe:

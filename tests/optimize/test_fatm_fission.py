@@ -10,6 +10,7 @@ from dataclasses import replace
 import pytest
 
 from spadeopt import api
+from spadeopt.deploy.options import RunOptions
 from spadeopt.optimize.fatm import OperatorProfile, fuse_auto
 from spadeopt.optimize.predict import DEFAULT_MODEL
 from spadeopt.optimize.problem import LinearCommModel
@@ -147,8 +148,8 @@ def test_the_chosen_plan_runs_on_spark_with_the_answers_of_fall(tmp_path):
     auto = fuse_auto(graph, _profile(graph, 0.8, 0.01, 10_000), COMM, nodes=1, cores=2, rate="max")
     assert auto.plan.regions[0].width == 2
     build = generate(graph, auto.plan, tmp_path / "b-auto", ref)
-    run_build(build.directory, None, tmp_path / "auto")
-    api.run("apps/peer.py", "all", params, out=tmp_path / "all", build_dir=tmp_path / "b-all")
+    run_build(build.directory, RunOptions(out=tmp_path / "auto"))
+    api.run("apps/peer.py", "all", params, build_dir=tmp_path / "b-all", options=RunOptions(out=tmp_path / "all"))
     got = {p.name: p.read_bytes() for p in (tmp_path / "auto").glob("*.jsonl")}
     want = {p.name: p.read_bytes() for p in (tmp_path / "all").glob("*.jsonl")}
     assert want and all(want.values()) and got == want

@@ -173,7 +173,7 @@ def test_a_pe_that_is_sent_an_oversized_frame_stops_naming_its_port_and_the_link
     whose max_frame is 1 MiB: ZeroMQ drops it unread, and pe2 stops saying so."""
     graph, ref = load_graph("tests/apps/malformed.py", {"mode": "oversize"})
     with pytest.raises(PEFailed) as exc:
-        run_local(graph, "none", app_ref=ref, workdir=tmp_path, deploy_overrides={"max_frame": 1 << 20})
+        run_local(graph, "none", app_ref=ref, workdir=tmp_path, settings={"max_frame": 1 << 20})
     report = _pe_failure(exc.value)
     assert report["pe"] == "pe2" and report["op"] == "sink" and report["port"] == "in", report
     assert ("malformed frame on input port 'sink.in' of PE pe2, from link L1 of PE pe1 (bad.out): "
@@ -186,7 +186,7 @@ def test_a_batch_over_max_frame_stops_the_operator_that_made_it(tmp_path):
     a = App("big")
     a.sink("sink", a.source("src", "seq:int, payload:bytes", generator=counter, args={"n": 2000, "size": 4000}))
     with pytest.raises(PEFailed) as exc:
-        run_local(a, "none", workdir=tmp_path, deploy_overrides={"max_frame": 1 << 20})
+        run_local(a, "none", workdir=tmp_path, settings={"max_frame": 1 << 20})
     report = _pe_failure(exc.value)
     assert report["pe"] == "pe0" and report["op"] == "src", report
     assert "FrameTooLarge: a batch of 512 tuple(s) for output port src.out encodes to" in report["message"], report

@@ -12,6 +12,7 @@ import json
 import pytest
 
 from spadeopt import api
+from spadeopt.deploy.options import RunOptions
 from spadeopt.refine.job import refine
 
 pytestmark = pytest.mark.spark
@@ -19,8 +20,8 @@ pytestmark = pytest.mark.spark
 
 def test_two_sources_of_one_pe_take_turns_and_write_what_none_writes(tmp_path):
     params = {"tuples": "3000", "a_ns": "0", "b_ns": "0"}
-    api.run("tests/apps/twosrc.py", "none", params, build_dir=tmp_path / "bn", out=tmp_path / "none")
-    api.run("tests/apps/twosrc.py", "all", params, build_dir=tmp_path / "ba", out=tmp_path / "all")
+    api.run("tests/apps/twosrc.py", "none", params, build_dir=tmp_path / "bn", options=RunOptions(out=tmp_path / "none"))
+    api.run("tests/apps/twosrc.py", "all", params, build_dir=tmp_path / "ba", options=RunOptions(out=tmp_path / "all"))
     for sink in ("a_sink", "b_sink"):
         assert (tmp_path / "all" / f"{sink}.jsonl").read_bytes() == (tmp_path / "none" / f"{sink}.jsonl").read_bytes()
     module = (tmp_path / "ba" / "pe0.py").read_text()
@@ -30,7 +31,7 @@ def test_two_sources_of_one_pe_take_turns_and_write_what_none_writes(tmp_path):
 def test_a_crash_on_the_second_source_names_its_operator_and_source(tmp_path):
     with pytest.raises(Exception) as exc:
         api.run("tests/apps/twosrc.py", "all", {"tuples": "5000", "a_ns": "0", "b_ns": "0", "crash_at": "2500"},
-                build_dir=tmp_path / "b", out=tmp_path / "o")
+                build_dir=tmp_path / "b", options=RunOptions(out=tmp_path / "o"))
     msg = str(exc.value)
     assert "operator 'b_boom'" in msg and "PE pe0" in msg and "ValueError: bad tuple 2500" in msg, msg
 

@@ -1,0 +1,68 @@
+"""How one run goes: the options of ``spadeopt run`` / ``profile`` / ``compare``, as one record.
+
+The command line builds a ``RunOptions`` once (``cli``), the library passes it on
+unchanged (``api.run``, ``api.profile``, ``bench.compare``) and the launcher applies it
+(``deploy.launcher.run_build``): where Spark runs (``master``, ``conf``), where sinks
+go (``out``, ``force``), who hears progress, and the run settings that override the
+build's ``deploy.json`` for this run only (``plan.deployment.RunSettings``). Values are
+checked here, once, when the record is made.
+
+>>> RunOptions(stall_timeout=30).apply(RunSettings()).stall_timeout
+30.0
+>>> RunOptions(duration=0)
+Traceback (most recent call last):
+...
+spadeopt.errors.UsageError: --duration must be a positive number of seconds, got 0
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from spadeopt.errors import UsageError
+from spadeopt.plan.deployment import RunSettings
+
+
+def _positive(flag: str, value: float | None) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value) and value > 0):
+        raise UsageError(f"{flag} must be a positive number of seconds, got {value!r}")
+    return float(value)
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """Where and how to run a build; nothing here changes what the build computes."""
+
+    master: str | None = None  # a Spark master URL; None: the build's (local mode)
+    conf: Mapping[str, str] = field(default_factory=dict)  # --conf KEY=VALUE, over spadeopt's
+    out: Path | None = None  # where sinks are written; None: nowhere (counted only)
+    force: bool = False  # replace an --out / --build-dir that holds something else spadeopt made
+    progress: Callable[[str], None] | None = field(default=None, compare=False)  # status lines
+    insecure_links: bool = False  # plain links (measurements only)
+    stall_timeout: float | None = None  # seconds without progress before a node fails
+    duration: float | None = None  # seconds until the sources stop
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "stall_timeout", _positive("--stall-timeout", self.stall_timeout))
+        object.__setattr__(self, "duration", _positive("--duration", self.duration))
+        object.__setattr__(self, "conf", dict(self.conf))
+        if self.out is not None:
+            object.__setattr__(self, "out", Path(self.out))
+
+    def say(self, line: str) -> None:
+        if self.progress is not None:
+            self.progress(line)
+
+    def replace(self, **changes) -> RunOptions:
+        return dataclasses.replace(self, **changes)
+
+    def apply(self, settings: RunSettings) -> RunSettings:
+        """The build's run settings with this run's options over them."""
+        return settings.changed(insecure_links=True if self.insecure_links else None,
+                                stall_timeout=self.stall_timeout, duration=self.duration)
