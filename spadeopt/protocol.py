@@ -7,7 +7,10 @@ here, so compiling an app never imports the runtime. It imports nothing.
 In a dynamic region every tuple in a channel carries the split's sequence number as a
 hidden last attribute named ``SEQ``; a 1-tuple ``(n,)`` is a *pulse* (nothing numbered
 below ``n`` follows on that channel). Rows an operator flushes at end of stream are
-numbered from ``FINAL_BASE`` up, so they sort after every tuple.
+numbered from ``FINAL_BASE`` up, so they sort after every tuple. A tuple numbered below
+zero is a *watermark copy* (``WATERMARK``): the split's copy of tuple ``n``, numbered
+``-1 - n``, telling a channel that does not own it that the stream reached its event
+time; the channel's event-time window advances on it and drops it.
 """
 
 SEQ = "_fission_seq"
@@ -15,3 +18,6 @@ SEQ = "_fission_seq"
 
 FINAL_BASE = 1 << 62
 """Sequence numbers of rows flushed at end of stream start here: after every tuple."""
+
+WATERMARK = -1
+"""A tuple numbered ``WATERMARK - n`` (below zero) is a watermark copy of tuple ``n``."""

@@ -15,6 +15,7 @@ from spadeopt.codegen import collapse
 from spadeopt.kinds import kind_of
 from spadeopt.model.graph import AppGraph, Operator, PortRef
 from spadeopt.model.schema import gid
+from spadeopt.plan.fission import final_base
 from spadeopt.plan.plan import PE, Plan
 from spadeopt.protocol import SEQ
 
@@ -344,6 +345,8 @@ def pe_spec(graph: AppGraph, plan: Plan, pe: PE, links: list[Link], lower_op, *,
         # a dynamic parallel region's channel copy: pass fission pulses on (regions.py)
         spec.ctx["pulse"] = kind.passes_pulses and any(
             p.schema is not None and SEQ in p.schema for p in op.inputs)
+        if spec.ctx["pulse"] and kind.final_rows(op):  # where its end-of-stream rows are numbered from
+            spec.ctx["final_base"] = final_base(graph, op)
         specs.append(spec)
     if plan.collapse and not plan.instrumented:
         collapse.apply(graph, specs)  # profiling builds keep operator boundaries

@@ -1,6 +1,11 @@
 """``aggregate``: count- or event-time windows, tumbling or sliding, optionally by key.
-Partitioned on ``by`` (stateful without); a region may hold it unless its window is
-over event time (that closes every key's window on any key's tuple)."""
+Partitioned on ``by`` (stateful without). A region may hold it with a count window, or
+with a tumbling event-time window: that window closes every key's group on any key's
+tuple, so its channel copy learns the unreplicated stream's event time from the split's
+watermark copies (``event_time``; tuples numbered below zero, never added to a group)
+and numbers each row with its group's first tuple, which is exactly the width-1 order of
+the rows one close emits (``docs/operators.md``, "Parallel regions"). Sliding event-time
+windows are refused: a group outlives a close, so no one number orders its rows."""
 
 from __future__ import annotations
 
@@ -163,18 +168,29 @@ def lower(graph: AppGraph, op: Operator, imports: Imports) -> dict[str, Any]:
     # a parallel region's channel copy (spadeopt.plan.fission) carries the sequence number
     # last; rows flushed at end of stream sort after every tuple, in group-creation order
     final_seq = schema.index(SEQ) if p.output and p.output[-1].name == SEQ else None
+    # an event-time window's channel copy: watermark copies (numbered below zero) advance
+    # the window and are dropped; pulses passed on promise no less than its oldest open group
+    wm_seq = final_seq if w.kind == "time" else None
     return {"mode": mode, "size": lit(w.size), "slide": lit(w.slide), "attr": attr, "exact": exact,
             "key": key_source(p.by, schema), "row": row(exprs), "final_seq": final_seq,
-            "final_base": FINAL_BASE}
+            "final_base": FINAL_BASE, "wm_seq": wm_seq}
 
 
 def region_problem(op: Operator) -> str | None:
     if op.state == STATEFUL:
         return stateful_problem(op, "an aggregate without by= keeps one state for all tuples")
-    if op.params.window.kind == "time":
-        return (f"operator '{op.name}' has an event-time window: it closes every key's window on any "
-                f"key's tuple, so its output order is not a function of its own partition's tuples")
+    w = op.params.window
+    if w.kind == "time" and not w.tumbling:
+        return (f"operator '{op.name}' has a sliding event-time window: a group outlives a close, so "
+                f"the rows one close emits cannot be put back in the width-1 order by one number "
+                f"(tumbling event-time windows and count windows may be replicated)")
     return None
+
+
+def event_time(op: Operator) -> tuple[str, Window] | None:
+    """A keyed tumbling event-time window advances on every tuple's event time."""
+    w = op.params.window
+    return (w.attr, w) if w.kind == "time" and op.state != STATEFUL else None
 
 
 def forwards(op: Operator, attr: str) -> bool:
@@ -182,10 +198,20 @@ def forwards(op: Operator, attr: str) -> bool:
 
 
 def channel_params(op: Operator, channel: int, width: int, dynamic: bool) -> AggregateParams:
-    if dynamic:  # a row carries the sequence number of the tuple that triggered it
-        return dataclasses.replace(op.params, output=(*op.params.output, AggOutput(SEQ, "last", SEQ)))
-    return op.params
+    if not dynamic:
+        return op.params
+    # a count window's row carries the number of the tuple that triggered it; an event-time
+    # window's the number of its group's first tuple: one close emits its groups in the
+    # order they were opened, all after the previous close, so these numbers are that order
+    func = "first" if op.params.window.kind == "time" else "last"
+    return dataclasses.replace(op.params, output=(*op.params.output, AggOutput(SEQ, func, SEQ)))
+
+
+def final_rows(op: Operator) -> bool:
+    """A tumbling count window flushes its open groups numbered from its final base (an
+    event-time window numbers them by their first tuples, below every final base)."""
+    return op.params.window.kind == "count" and op.params.window.tumbling
 
 
 KIND = Kind("aggregate", declare, derive, lower, "ops/aggregate.py.j2", region_problem=region_problem,
-            forwards=forwards, channel_params=channel_params)
+            forwards=forwards, channel_params=channel_params, event_time=event_time, final_rows=final_rows)

@@ -70,6 +70,14 @@ def _same_params(op: Operator, channel: int, width: int, dynamic: bool) -> Any:
     return op.params
 
 
+def _no_clock(op: Operator) -> Any:
+    return None
+
+
+def _no_final_rows(op: Operator) -> bool:
+    return False
+
+
 @dataclass(frozen=True)
 class Kind:
     """Everything the stages need to know about one operator kind.
@@ -86,7 +94,13 @@ class Kind:
     to an output of that name; ``channel_params(op, c, k, dynamic)`` the parameters of its
     copy in channel ``c`` of ``k`` (``dynamic``: every schema gains ``protocol.SEQ`` as its
     last attribute, and an operator that makes new tuples must carry it); ``selectivity``
-    is ``STATIC`` when it emits exactly one tuple per input tuple.
+    is ``STATIC`` when it emits exactly one tuple per input tuple; ``event_time(op)`` the
+    ``(attribute, tumbling window)`` of an operator whose state advances on *every*
+    tuple's event time, whatever its key (an event-time window: its channel copy learns
+    the unreplicated stream's progress from the split's watermark copies), else None;
+    ``final_rows(op)`` whether its channel copy may emit rows at end of stream numbered
+    from its *final base* (``plan.fission.final_base``: after every number that can
+    reach it, so end-of-stream cascades through a channel keep their width-1 order).
 
     Codegen: ``needs_lock`` (its code keeps state, so a PE whose threads both reach it
     locks it), ``never_blocks`` (its code never blocks or leaves its thread: profiling
@@ -107,6 +121,8 @@ class Kind:
     region_problem: Callable[[Operator], str | None] = stateful_problem
     forwards: Callable[[Operator, str], bool] = _never
     channel_params: Callable[[Operator, int, int, bool], Any] = _same_params
+    event_time: Callable[[Operator], Any] = _no_clock  # (attr, Window) or None
+    final_rows: Callable[[Operator], bool] = _no_final_rows
     needs_lock: bool = True
     never_blocks: bool = True
     passes_pulses: bool = True

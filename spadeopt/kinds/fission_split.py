@@ -1,7 +1,10 @@
 """``fission_split``: a parallel region's split, made by ``plan.fission`` (never by apps).
 Deals the entering stream to the channels: by a stable hash of the region's key, or in
 blocks round robin; a dynamic region's split stamps each tuple with the sequence number
-(``protocol.SEQ``) and ends each batch to a channel with a pulse."""
+(``protocol.SEQ``) and ends each batch to a channel with a pulse. A region holding an
+event-time window (``Kind.event_time``) also gets the window's clock: whenever a tuple
+moves the stream into a later window, every other channel gets a *watermark copy* of it,
+numbered ``-1 - n`` (``protocol.WATERMARK``), at the same stream position."""
 
 from __future__ import annotations
 
@@ -9,7 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from spadeopt.kinds.base import Imports, Kind
-from spadeopt.kinds.lowering import stable_hash
+from spadeopt.kinds.lowering import number, stable_hash
+from spadeopt.kinds.windows import Window
 from spadeopt.model.graph import AppGraph, Operator
 
 
@@ -19,6 +23,7 @@ class FissionSplitParams:
     key: tuple[str, ...]  # hash these attributes; empty: deal blocks round robin
     ordering: str  # "static": blocks, no sequence number; "dynamic": stamp a sequence number
     block: int  # tuples per round-robin block
+    clock: tuple[str, Window, bool] | None = None  # (time attribute, tumbling window, int bounds): watermarks
 
 
 def lower(graph: AppGraph, op: Operator, imports: Imports) -> dict[str, Any]:
@@ -29,7 +34,12 @@ def lower(graph: AppGraph, op: Operator, imports: Imports) -> dict[str, Any]:
         # hash() of a tuple of ints (and of floats) does not depend on PYTHONHASHSEED
         h = parts[0] if len(parts) == 1 else f"hash(({', '.join(parts)}))"
     mode = "static" if p.ordering == "static" else ("hash" if p.key else "round_robin")
-    return {"mode": mode, "hash": h, "width": p.width, "block": p.block}
+    clock = None
+    if p.clock is not None:
+        attr, w, exact = p.clock
+        # the same window arithmetic as the aggregate's (templates/ops/aggregate.py.j2)
+        clock = {"attr": schema.index(attr), "exact": exact, "size": number(w.size) if exact else repr(float(w.size))}
+    return {"mode": mode, "hash": h, "width": p.width, "block": p.block, "clock": clock}
 
 
 KIND = Kind("fission_split", None, None, lower, "ops/fission_split.py.j2", never_blocks=False)

@@ -15,8 +15,12 @@ In a dynamic region the channel copies carry the split's sequence number as a hi
 last attribute (``_fission_seq``): every copy's input and output schemas gain it, and
 its parameters are rewritten to forward it (each kind's ``channel_params``: a functor
 copies it, a count-window aggregate emits the sequence number of the tuple that
-triggered the row, a join the later of its two matched tuples'). The merge strips it, so everything after the
-region sees the width-1 schema. Regions of width 1 are not rewritten at all.
+triggered the row, an event-time window the number of its group's first tuple, a join
+the later of its two matched tuples'; a custom operator's generated code numbers what
+the user submits with the input tuple's number). The merge strips it, so everything
+after the region sees the width-1 schema. Regions of width 1 are not rewritten at all.
+A region holding an event-time window gives its split the window's clock (attribute,
+window, bounds' type), so the split sends watermark copies (``plan.regions``).
 
 The physical graph is an ordinary ``AppGraph``: fusion, placement, codegen and the
 runtime treat the split, the channels and the merge like any other operators. Its
@@ -33,6 +37,7 @@ from spadeopt.errors import UsageError
 from spadeopt.kinds import kind_of
 from spadeopt.kinds.fission_merge import FissionMergeParams
 from spadeopt.kinds.fission_split import FissionSplitParams
+from spadeopt.kinds.windows import bound_type
 from spadeopt.model.graph import (
     STATEFUL,
     Annotations,
@@ -45,7 +50,7 @@ from spadeopt.model.graph import (
 )
 from spadeopt.model.schema import Schema
 from spadeopt.plan.regions import BLOCK, DYNAMIC, Region, check_region
-from spadeopt.protocol import SEQ  # the hidden sequence-number attribute (its wire name)
+from spadeopt.protocol import FINAL_BASE, SEQ  # SEQ: the hidden sequence-number attribute
 
 
 def _with_seq(schema: Schema | None, where: str) -> Schema | None:
@@ -88,9 +93,14 @@ def _rewrite_one(graph: AppGraph, region: Region) -> AppGraph:
     if fed:
         entry_schema = graph.op(shape.entry.dst.op).in_port(shape.entry.dst.port).schema
         chan_schema = _with_seq(entry_schema, f"region '{region.name}'") if dynamic else entry_schema
+        clock = None
+        if shape.watermark is not None:  # the event-time window's clock, with its bounds' type
+            timed, attr, window = shape.watermark
+            exact = bound_type(window, graph.op(timed).inputs[0].schema) == "int"
+            clock = (attr, window, exact)
         head.append(Operator(region.split, "fission_split", (InPort("in", entry_schema),),
                              tuple(OutPort(f"out{c}", chan_schema) for c in range(k)),
-                             FissionSplitParams(k, region.key, region.ordering, BLOCK), STATEFUL, (),
+                             FissionSplitParams(k, region.key, region.ordering, BLOCK, clock), STATEFUL, (),
                              f"parallel region '{region.name}'"))
     tail: list[Operator] = []
     if merged:
@@ -189,6 +199,36 @@ def physical_graph(graph: AppGraph, regions: tuple[Region, ...]) -> AppGraph:
         if r.width > 1:
             out = _rewrite_one(out, r)
     return out
+
+
+def final_base(graph: AppGraph, op: Operator) -> int:
+    """The number a channel copy's end-of-stream rows start from (``Kind.final_rows``).
+
+    A row flushed at end of stream is numbered ``base + n`` with ``n`` a number that
+    reached the operator (its group's or key's first tuple), so ``n < base`` must hold
+    for every such number: tuples are numbered below ``FINAL_BASE``, and an operator
+    with ``d`` end-of-stream emitters on a path before it in its channel starts at
+    ``FINAL_BASE * 2**d`` (each emitter's rows stay below twice its base). At width 1
+    an operator's flush comes after everything its upstream flushed; these bases keep
+    that order at every width. Numbers from ``2**64`` up cross PEs as big ints."""
+    depth: dict[str, int] = {}
+
+    def upstream(name: str) -> int:
+        if name not in depth:
+            depth[name] = 0  # no loops inside a region; guards a malformed graph
+            here = graph.op(name)
+            d = 0
+            for p in here.inputs:
+                for src in graph.publishers(PortRef(name, p.name)):
+                    pub = graph.op(src.op)
+                    schema = pub.out_port(src.port).schema
+                    if schema is None or SEQ not in schema:
+                        continue  # the split, or outside the channel
+                    d = max(d, upstream(src.op) + (1 if kind_of(pub).final_rows(pub) else 0))
+            depth[name] = d
+        return depth[name]
+
+    return FINAL_BASE * 2 ** upstream(op.name)
 
 
 def channel_label(physical: str, regions: tuple[Region, ...]) -> str:

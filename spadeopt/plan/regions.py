@@ -23,9 +23,19 @@ operator kind allows is its ``Kind.region_problem`` and ``Kind.forwards``
   region) forwards the key attributes unchanged, so a hash of the entering tuple names
   the channel that holds the key's state;
 - an operator's output must be triggered by a tuple of its own partition, so that the
-  merge can put it back at its trigger's sequence number: event-time windows (which
-  close on any key's tuple) and ``union`` (arrival order) are refused; custom operators
-  are refused (the sequence number cannot travel through user code);
+  merge can put it back at its trigger's sequence number (``union``, arrival order, is
+  refused), with one exception: an operator that advances on every tuple's event time
+  (``Kind.event_time``: a keyed tumbling event-time window, which closes every key's
+  group on any key's tuple). A region holds at most one; every other operator of the
+  region is before it or after it, nothing before it feeds anything after it, the
+  region is left from it or after it, and every operator before it emits exactly one
+  tuple per tuple and forwards its time attribute unchanged, so the split reads the
+  window's event time off the entering tuple: whenever the stream's window advances,
+  the split sends every other channel a *watermark copy* of that tuple (numbered
+  ``-1 - n``), and every channel closes its groups at the width-1 stream position;
+- custom operators replicate when they declare ``state="stateless"`` or
+  ``state="partitioned", key=[...]``: the generated code numbers what the user's
+  ``submit`` emits with the input tuple's number (``docs/operators.md``);
 - the region is connected, is entered by exactly one stream and left by exactly one
   output port, and no path leaves it and comes back (a feedback loop).
 
@@ -42,6 +52,7 @@ tuples in sequence order and strips the number.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import networkx as nx
 
@@ -107,6 +118,7 @@ class Shape:
     ordering: str
     source: str | None = None  # the splittable source leading it
     split_size: int = 0  # that source's records per split
+    watermark: tuple[str, str, Any] | None = None  # (operator, time attribute, window): watermark copies
 
     @property
     def fed(self) -> str:
@@ -205,6 +217,7 @@ def check_region(graph: AppGraph, name: str, ops: tuple[str, ...]) -> Shape:
                     if not kind_of(graph.op(o)).forwards(graph.op(o), k):
                         problems.append(f"operator '{o}' does not forward key '{k}' unchanged to the "
                                         f"partitioned operator(s) after it")
+    watermark = _event_time(graph, ops, full.subgraph(members), entry, exit_port, problems)
     if problems:
         raise UsageError(f"parallel region '{name}' cannot be replicated:\n"
                          + "\n".join(f"  - {p}" for p in problems))
@@ -214,7 +227,46 @@ def check_region(graph: AppGraph, name: str, ops: tuple[str, ...]) -> Shape:
     if entry is None:
         src = graph.op(sources[0])
         return Shape(None, exit_port, key, ordering, src.name, src.params.split)
-    return Shape(entry, exit_port, key, ordering)
+    return Shape(entry, exit_port, key, ordering, watermark=watermark)
+
+
+def _event_time(graph: AppGraph, ops: tuple[str, ...], sub: nx.DiGraph, entry: Stream | None,
+                exit_port: PortRef | None, problems: list[str]) -> tuple[str, str, Any] | None:
+    """The region's event-time operator, its ``(name, attribute, window)``, checking the shape it
+    needs (module docstring), or None when it has none."""
+    timed = [(o, kind_of(graph.op(o)).event_time(graph.op(o))) for o in ops]
+    timed = [(o, t) for o, t in timed if t is not None]
+    if not timed:
+        return None
+    if len(timed) > 1:
+        problems.append(f"the region holds {len(timed)} event-time windows ({', '.join(o for o, _ in timed)}); "
+                        f"at most one may be replicated in a region (put each in a region of its own)")
+        return None
+    op, (attr, window) = timed[0]
+    if entry is None:  # a source-led region holds no partitioned operator (refused above)
+        return None
+    before, after = nx.ancestors(sub, op), nx.descendants(sub, op)
+    beside = [o for o in ops if o != op and o not in before and o not in after]
+    if beside:
+        problems.append(f"operator(s) {', '.join(beside)} neither feed event-time window '{op}' nor follow it; "
+                        f"a region with an event-time window holds only what is before it and after it")
+    for o in ops:
+        if o in before and (selectivity(graph.op(o)) != STATIC or not kind_of(graph.op(o)).forwards(graph.op(o), attr)):
+            problems.append(f"operator '{o}' is before event-time window '{op}' but does not emit exactly one "
+                            f"tuple per tuple with '{attr}' unchanged, so the split cannot read the window's "
+                            f"event time off the entering tuple (start the region at '{op}')")
+    for s in graph.streams:
+        if s.src.op in before and s.dst.op in after:
+            problems.append(f"'{s.src.op}' feeds '{s.dst.op}' past event-time window '{op}'; after the window "
+                            f"only its rows may flow")
+    if exit_port is not None and exit_port.op in before:
+        problems.append(f"the region is left from '{exit_port.op}', before event-time window '{op}'; it must be "
+                        f"left from the window or after it")
+    entry_schema = graph.op(entry.dst.op).in_port(entry.dst.port).schema
+    if entry_schema is not None and attr not in entry_schema:
+        problems.append(f"event-time attribute '{attr}' of '{op}' is not an attribute of the stream entering "
+                        f"the region ({entry.src})")
+    return op, attr, window
 
 
 def resolve_regions(graph: AppGraph, strategy: str, widths: dict[str, int] | None) -> tuple[Region, ...]:

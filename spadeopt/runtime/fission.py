@@ -172,3 +172,18 @@ def read_splits(source: str, splits, part: int, parts: int, size: int, stamp: bo
             yield from (t + (base + j,) for j, t in enumerate(split))
         else:
             yield from split
+
+
+def foreign_submit(pe: str, op: str, owner: int | None) -> RuntimeError:
+    """The error for a replicated custom operator's ``submit`` called from a thread that is
+    not inside its ``process``/``on_final`` (``owner``: the thread that is, None: none is).
+    A tuple submitted so has no input tuple to take its sequence number from, so the merge
+    could not put it in the width-1 order."""
+    import threading
+
+    where = (f"while thread {owner} runs its process()/on_final()" if owner is not None
+             else "outside process()/on_final()")
+    return RuntimeError(f"PE {pe}: custom operator '{op}' (a parallel region's channel copy) called submit "
+                        f"from thread '{threading.current_thread().name}' {where}; in a parallel region a "
+                        f"custom operator may submit only from process() or on_final(), on the thread that "
+                        f"called them, so each tuple takes the number of the input it answers")

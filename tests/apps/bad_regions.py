@@ -22,8 +22,13 @@ def bad_regions(case: str = "ok") -> App:
         a.parallel("echo", width=2, name="reg")
         del e
         return a
+    if case == "custom":  # a custom operator that declares no state kind is stateful
+        c = a.custom("c", Tagger, inputs={"in": s}, outputs={"out": SCHEMA})
+        a.sink("sink", c["out"])
+        a.parallel("c", width=2, name="reg")
+        return a
     f = a.functor("f", s, output={"id": "id", "k:int": "(k + 1) % 5", "j": "j", "v": "v", "ts": "ts"}
-                  if case == "drops_key" else None)
+                  if case == "drops_key" else None, filter="v > 3" if case == "time_filter" else None)
     if case in ("ok", "drops_key"):
         g = a.aggregate("g", f, window=count_window(2), by=["k"], output={"k": "k", "n": "count()"})
     elif case == "stateful":
@@ -32,7 +37,9 @@ def bad_regions(case: str = "ok") -> App:
         h = a.aggregate("h", f, window=count_window(1), by=["j"],
                         output={"k": "first(k)", "j": "j", "ts": "last(ts)"})
         g = a.aggregate("g", h, window=count_window(2), by=["k"], output={"k": "k", "n": "count()"})
-    elif case == "time":
+    elif case == "time":  # a sliding event-time window
+        g = a.aggregate("g", f, window=time_window("ts", 10, 5), by=["k"], output={"k": "k", "n": "count()"})
+    elif case == "time_filter":  # a filter before a tumbling event-time window
         g = a.aggregate("g", f, window=time_window("ts", 10), by=["k"], output={"k": "k", "n": "count()"})
     else:
         raise ValueError(case)

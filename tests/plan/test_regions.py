@@ -43,7 +43,9 @@ def test_state_and_selectivity_kinds_are_derived_from_parameters():
     ("stateful", ["operator 'g' is stateful", "aggregate without by="]),
     ("drops_key", ["operator 'f' does not forward key 'k'"]),
     ("disjoint", ["partition keys do not intersect", "'h' on ['j']", "'g' on ['k']"]),
-    ("time", ["operator 'g' has an event-time window"]),
+    ("time", ["operator 'g' has a sliding event-time window"]),
+    ("time_filter", ["operator 'f' is before event-time window 'g' but does not emit exactly one tuple per tuple"]),
+    ("custom", ["operator 'c' is stateful", "declares state='stateless'"]),
     ("loop", ["crosses a feedback loop", "'echo'"]),
 ])
 def test_illegal_regions_are_refused_naming_operator_and_reason(case, words):
