@@ -72,7 +72,8 @@ def lower(graph: AppGraph, op: Operator, imports: Imports) -> dict[str, Any]:
     ctx: dict[str, Any] = {"cls": alias(p.cls, imports), "args": call_args(op, p.args), "seq": False}
     if any(i.schema is not None and SEQ in i.schema for i in op.inputs):
         # a channel copy: inputs and outputs carry the sequence number last
-        ctx.update(seq=True, channel=p.channel, final_base=FINAL_BASE, partitioned=op.state == PARTITIONED,
+        label = f"{op.name.rsplit('__', 1)[0]}@{p.channel}"  # the logical operator and its channel
+        ctx.update(seq=True, channel=p.channel, label=label, final_base=FINAL_BASE, partitioned=op.state == PARTITIONED,
                    in_keys={i.name: key_source(op.key, i.schema) for i in op.inputs},
                    row_keys={o.name: (key_source(op.key, o.schema, "tup")
                                       if all(k in o.schema for k in op.key) else None) for o in op.outputs},

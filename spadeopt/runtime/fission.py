@@ -183,7 +183,7 @@ def foreign_submit(pe: str, op: str, owner: int | None) -> RuntimeError:
 
     where = (f"while thread {owner} runs its process()/on_final()" if owner is not None
              else "outside process()/on_final()")
-    return RuntimeError(f"PE {pe}: custom operator '{op}' (a parallel region's channel copy) called submit "
+    return RuntimeError(f"PE {pe}: custom operator '{op}' (channel copy in a parallel region) called submit "
                         f"from thread '{threading.current_thread().name}' {where}; in a parallel region a "
                         f"custom operator may submit only from process() or on_final(), on the thread that "
                         f"called them, so each tuple takes the number of the input it answers")
