@@ -110,6 +110,12 @@ class AppGraph:
     def by_name(self) -> dict[str, Operator]:
         return {op.name: op for op in self.operators}
 
+    @cached_property
+    def memo(self) -> dict[Any, Any]:
+        """Results of pure functions of this (frozen) graph, kept with it so that stages
+        share them instead of recomputing: ``plan.fission.physical_graph`` per regions."""
+        return {}
+
     def op(self, name: str) -> Operator:
         return self.by_name[name]
 

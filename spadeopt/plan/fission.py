@@ -193,11 +193,15 @@ def rewrite_region(graph: AppGraph, region: Region) -> AppGraph:
 def physical_graph(graph: AppGraph, regions: tuple[Region, ...]) -> AppGraph:
     """The graph that fusion, placement and codegen work on: every region of width > 1
     rewritten into split, channels and merge (regions are rewritten one after another,
-    so a region may follow another's merge)."""
-    out = graph
-    for r in regions:
-        if r.width > 1:
+    so a region may follow another's merge). Computed once per graph and regions: the
+    plan, its check, codegen and the optimizer share the result (``AppGraph.memo``)."""
+    key = ("physical", tuple(r for r in regions if r.width > 1))
+    out = graph.memo.get(key)
+    if out is None:
+        out = graph
+        for r in key[1]:
             out = _rewrite_one(out, r)
+        graph.memo[key] = out
     return out
 
 
