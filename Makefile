@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 APP    ?= bargain
 
-.PHONY: help install demo test test-fast lint check-java bench profile optimize compare clean
+.PHONY: help install demo test test-fast lint check-java broker broker-stop bench profile optimize compare clean
 NOW    := $(shell date +%Y%m%d-%H%M%S)
 RUN    ?= profiles/$(APP)/run-$(NOW)
 # compare: NODES=1 runs local[2]; NODES=2 a local-cluster of 2 one-core executors
@@ -51,10 +51,21 @@ demo: $(STAMP) check-java ## the whole story on bargain (~6 min): profile, refin
 	$(BIN)/spadeopt compare apps/peer.py -p tuples=1000000 --strategies all,auto --no-fission --repeat 3 --out out/demo/peer
 	$(BIN)/spadeopt explain out/demo/peer/build-auto --png out/demo/peer-plan.png
 
-test: $(STAMP) check-java ## run the whole test suite (real Spark in local mode)
+broker: $(STAMP) ## start the project's Redis broker (127.0.0.1:16379, password in .spadeopt-broker/password); installs redis-server if missing
+	@command -v redis-server >/dev/null 2>&1 || [ -x /usr/bin/redis-server ] || { \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "installing redis-server (Debian package)"; \
+			(apt-get update -q && apt-get install -y -q redis-server) >/dev/null || exit 2; \
+		else echo "the broker needs redis-server: sudo apt-get install -y redis-server"; exit 2; fi; }
+	$(BIN)/spadeopt broker start
+
+broker-stop: $(STAMP) ## stop the broker `make broker` started (only that process: pid and start time checked)
+	$(BIN)/spadeopt broker stop
+
+test: $(STAMP) check-java broker ## run the whole test suite (real Spark in local mode)
 	$(BIN)/python -m pytest -q
 
-test-fast: $(STAMP) ## the tests that start no Spark and are not slow (<= 3 min); an unmarked one that starts Spark fails
+test-fast: $(STAMP) broker ## the tests that start no Spark and are not slow (<= 3 min); an unmarked one that starts Spark fails
 	SPADEOPT_NO_SPARK=1 $(BIN)/python -m pytest -q -m "not spark and not slow"
 
 profile: $(STAMP) check-java ## stage 1: profile APP (default bargain) unfused into profiles/APP/run-*

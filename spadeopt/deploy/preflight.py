@@ -2,8 +2,9 @@
 
 Each check raises a ``SpadeoptError`` whose message names the flag or file involved and
 what to do; none writes anything. ``preflight`` runs them all for a build about to run:
-the Spark master URL and whether its task slots fit the plan's nodes x cores, Java, and
-the input files of file sources (where the driver can see them).
+the Spark master URL and whether its task slots fit the plan's nodes x cores, Java, the
+input files of file sources (where the driver can see them), and the brokers and folders
+of connectors (a broker that does not answer is named here, not by a failing PE).
 """
 
 from __future__ import annotations
@@ -70,6 +71,47 @@ def check_inputs(graph, master: Master, say: Callable[[str], None] | None = None
         raise UsageError(f"app '{graph.name}' cannot run:\n{lines}")
 
 
+def connectors(graph) -> list[tuple[str, str, dict]]:
+    """(operator, factory ``module:qualname``, its arguments) of every connector source or
+    sink of the graph (``spadeopt.connectors``)."""
+    out = []
+    for op in graph.operators:
+        params = getattr(op, "params", None)
+        ref = getattr(params, "generator", None) or getattr(params, "connector", None)
+        if ref is not None and getattr(ref, "module", "").startswith("spadeopt.connectors."):
+            out.append((op.name, f"{ref.module}:{ref.qualname}", dict(params.args)))
+    return out
+
+
+def check_connectors(graph, master: Master, say: Callable[[str], None] | None = None) -> None:
+    """Every Redis broker a connector names answers and takes its password, and every
+    watched folder exists, before any PE starts (local masters: a broker on 127.0.0.1
+    is the driver's own; on a cluster, only brokers not on loopback are checked)."""
+    from spadeopt.connectors.base import ConnectorError
+    from spadeopt.connectors.redis_streams import check
+
+    problems = []
+    for op, factory, args in connectors(graph):
+        role = "sink" if factory.endswith("Sink") else "source"
+        if factory.startswith("spadeopt.connectors.redis_streams:"):
+            if master.kind == "cluster" and args["host"] in ("127.0.0.1", "localhost", "::1"):
+                if say:
+                    say(f"{role} '{op}': broker {args['host']}:{args['port']} not checked: on {master.url} it "
+                        f"is each executor's own loopback")
+                continue
+            try:
+                check(args, f"{role} '{op}'")
+            except ConnectorError as exc:
+                problems.append(str(exc))
+        elif factory == "spadeopt.connectors.folder:FolderSource" and master.kind != "cluster":
+            if not os.path.isdir(args["path"]):
+                problems.append(f"source '{op}': watched folder {args['path']} does not exist "
+                                f"(create it, or fix the path)")
+    if problems:
+        lines = "\n".join(f"  - {p}" for p in problems)
+        raise UsageError(f"app '{graph.name}' cannot run:\n{lines}")
+
+
 def preflight(graph, master_url: str | None, nodes: int, cores: int,
               say: Callable[[str], None] | None = None) -> Master:
     """Every check that can fail before a build is written or Spark starts."""
@@ -80,4 +122,5 @@ def preflight(graph, master_url: str | None, nodes: int, cores: int,
     check_java()
     if graph is not None:
         check_inputs(graph, master, say)
+        check_connectors(graph, master, say)
     return master

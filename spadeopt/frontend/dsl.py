@@ -108,12 +108,15 @@ class App:
 
     def source(self, name: str, schema: Any, *, generator: Callable | None = None,
                args: Mapping[str, Any] | None = None, file: str | None = None,
-               format: str | None = None) -> StreamHandle:
-        """A source: a seeded generator ``generator(**args)`` yielding tuples, or a file
-        replay (CSV with a header, JSON lines, or Parquet) of ``file``. A generator marked
+               format: str | None = None, connector: Any = None) -> StreamHandle:
+        """A source: a seeded generator ``generator(**args)`` yielding tuples, a file
+        replay (CSV with a header, JSON lines, or Parquet) of ``file``, or a live
+        ``connector`` (``spadeopt.connectors.redis_source``, ``tcp_source``,
+        ``folder_source``; docs/connectors.md). A generator marked
         ``spadeopt.toolkit.sources.splittable`` yields splits instead, and may lead a
         parallel region (each channel reads its own splits)."""
-        self._add(source.declare(name, schema, generator=generator, args=args, file=file, format=format))
+        self._add(source.declare(name, schema, generator=generator, args=args, file=file, format=format,
+                                 connector=connector))
         return StreamHandle(name)
 
     def functor(self, name: str, input: StreamLike, *, output: Mapping[str, str] | None = None,
@@ -166,9 +169,11 @@ class App:
                                  tuple_generating=tuple_generating))
         return {p: StreamHandle(name, p) for p in outputs}
 
-    def sink(self, name: str, input: StreamLike | list[StreamLike], *, mode: str = "file") -> None:
-        """Write tuples as JSON lines to ``<out>/<name>.jsonl`` (``mode="file"``) or only count them."""
-        self._add(sink.declare(name, input, mode=mode))
+    def sink(self, name: str, input: StreamLike | list[StreamLike], *, mode: str = "file",
+             connector: Any = None) -> None:
+        """Write tuples as JSON lines to ``<out>/<name>.jsonl`` (``mode="file"``), only count
+        them, or write them to a ``connector`` (``spadeopt.connectors.redis_sink``)."""
+        self._add(sink.declare(name, input, mode=mode, connector=connector))
 
     def operator(self, kind: str, name: str, *inputs: StreamLike, **args: Any
                  ) -> StreamHandle | tuple[StreamHandle, ...] | None:

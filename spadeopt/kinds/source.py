@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from spadeopt.connectors.spec import ConnectorSpec, is_live
 from spadeopt.errors import UsageError
 from spadeopt.kinds.base import Decl, Imports, Kind, derive_declared, parse_schema, symbol_of
 from spadeopt.kinds.lowering import alias, call_args
@@ -32,12 +33,14 @@ class SourceParams:
 
 def declare(name: str, schema: Any, *, generator: Callable | None = None,
             args: Mapping[str, Any] | None = None, file: str | None = None,
-            format: str | None = None) -> Decl:
+            format: str | None = None, connector: ConnectorSpec | None = None) -> Decl:
     decl = Decl(name, "source", {}, {}, state=STATEFUL)
     sch = parse_schema(schema, decl, "schema")
     decl.out_schemas = {"out": sch} if sch else None
-    if (generator is None) == (file is None):
-        decl.problems.append(f"source '{name}': give exactly one of generator= or file=")
+    if sum(x is not None for x in (generator, file, connector)) != 1:
+        decl.problems.append(f"source '{name}': give exactly one of generator=, file= or connector=")
+    elif connector is not None:
+        _declare_connector(decl, name, sch, connector, args, format)
     elif file is not None:
         file = os.path.abspath(file)  # PEs may run elsewhere: resolve against the builder's cwd
         fmt = format or file.rsplit(".", 1)[-1].lower()
@@ -65,6 +68,38 @@ def declare(name: str, schema: Any, *, generator: Callable | None = None,
     return decl
 
 
+def _declare_connector(decl: Decl, name: str, sch: Any, spec: Any, args: Any, format: Any) -> None:
+    """A live source: the connector's factory is called with its arguments, the
+    source's name and its schema (``spadeopt.connectors.spec``)."""
+    if not isinstance(spec, ConnectorSpec) or spec.role != "source":
+        what = f"a {spec.role} connector" if isinstance(spec, ConnectorSpec) else repr(spec)
+        decl.problems.append(f"source '{name}': connector= takes a source connector (spadeopt.connectors: "
+                             f"redis_source, tcp_source, folder_source), got {what}")
+        return
+    if args is not None or format is not None:
+        decl.problems.append(f"source '{name}': args= and format= belong to generator= and file=; "
+                             f"give a connector's options to the connector")
+    decl.problems.extend(f"source '{name}' ({spec.describe}): {p}" for p in spec.problems)
+    if sch is not None:
+        decl.problems.extend(f"source '{name}': {p}" for p in connector_schema_problems(spec, sch))
+    if not spec.problems:
+        decl.raw["params"] = SourceParams(SymbolRef(spec.module, spec.qualname), tuple(sorted(
+            (*spec.args, ("name", name), ("schema", sch.to_json() if sch else [])))))
+
+
+def connector_schema_problems(spec: ConnectorSpec, sch: Any) -> list[str]:
+    args = dict(spec.args)
+    attr = args.get("time_from_id")
+    if attr is None:
+        return []
+    if attr not in sch:
+        return [f"time_from_id '{attr}' is not an attribute of the schema ({', '.join(sch.names)})"]
+    if sch.type_of(attr) not in ("int", "float"):
+        return [f"time_from_id '{attr}' must be an int (milliseconds) or float (seconds) attribute, "
+                f"not {sch.type_of(attr)}"]
+    return []
+
+
 def lower(graph: AppGraph, op: Operator, imports: Imports) -> dict[str, Any]:
     p = op.params
     args = call_args(op, p.args)
@@ -72,12 +107,17 @@ def lower(graph: AppGraph, op: Operator, imports: Imports) -> dict[str, Any]:
         args = ", ".join(a for a in (args, f"part={p.part}, parts={p.parts}") if a)
     out = op.out_port("out").schema
     return {"gen": alias(p.generator, imports), "args": args, "split": p.split, "part": p.part,
-            "parts": p.parts, "seq": out is not None and SEQ in out}
+            "parts": p.parts, "seq": out is not None and SEQ in out,
+            "live": is_live(p.generator.module, p.generator.qualname)}
 
 
 def region_problem(op: Operator) -> str | None:
     if op.params.split:
         return None
+    if op.params.generator.module.startswith("spadeopt.connectors."):
+        return (f"operator '{op.name}' is a connector source: a parallel region cannot start at it yet "
+                f"(its merge would need the splits of a splittable generator); start the region after "
+                f"the source, or declare one source per stream key")
     return (f"operator '{op.name}' is a source whose generator is not splittable: only a generator "
             f"marked spadeopt.toolkit.sources.splittable can be read by several channels")
 

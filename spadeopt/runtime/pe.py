@@ -33,12 +33,12 @@ import traceback
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from itertools import islice
 from typing import Any
 
 import zmq
 
 from spadeopt import wire
+from spadeopt.connectors.base import Source, as_source
 from spadeopt.model.schema import ungid
 from spadeopt.protocol import SEQ as FISSION_SEQ
 from spadeopt.runtime import transport
@@ -47,6 +47,7 @@ from spadeopt.runtime.security import Guard, keypair, make_client, make_server
 from spadeopt.runtime.sinks import Sink
 
 DEFAULT_BATCH = 512
+IDLE_SLEEP = 0.001  # s: drive_sources' back-off when every source of the PE was idle for a round
 
 
 class Pending:
@@ -150,6 +151,8 @@ class PERuntime:
         self.senders: dict[str, transport.Sender] = {}
         self.inputs: dict[str, InputPort] = {}
         self.sources: dict[str, Callable[[], Iterator[None]]] = {}  # name -> its generator function
+        self.connectors: dict[str, Source] = {}  # source name -> its connector (position, lag)
+        self._idle_turns = 0  # turns a live source found nothing to read (drive_sources backs off)
         self._turn: str | None = None  # the source whose batch the sources thread is running
         self._turn_cpu: dict[str, int] | None = None  # profiling, several sources: CPU ns of each one's turns
         self._turn_start = 0  # thread CPU ns when the running turn began
@@ -185,9 +188,11 @@ class PERuntime:
     def ordered(self, n: int, key_index: list[int]) -> Ordered:
         return Ordered(n, key_index)
 
-    def sink(self, name: str, mode: str, names: list[str], types: list[str], report_as: str | None = None) -> Sink:
-        """``report_as``: a counting sink's channel copy counts under its logical name."""
-        s = Sink(report_as or name, mode, names, types, self.out_dir)
+    def sink(self, name: str, mode: str, names: list[str], types: list[str], report_as: str | None = None,
+             connector: Any = None) -> Sink:
+        """``report_as``: a counting sink's channel copy counts under its logical name;
+        ``connector``: a sink connector (``spadeopt.connectors.base.Sink``) it writes to."""
+        s = Sink(report_as or name, mode, names, types, self.out_dir, connector)
         self.sinks[name] = s
         return s
 
@@ -223,6 +228,9 @@ class PERuntime:
         batch of one source per turn, the sources in turn (round-robin, by name), so no
         source starves and merges downstream see their inputs advance together.
 
+        A live source with nothing to read ends its turn at once (``source_batches``);
+        when a whole round found every source idle, the thread sleeps ``IDLE_SLEEP``
+        (a millisecond: the latency a live source may add, at no CPU cost while idle).
         A source must not block (as in Bytewax, whose sources share a worker the same
         way): a source waiting on the outside world holds up the others of its PE; fuse
         such a source into a PE of its own. With a profiler and several sources, each
@@ -233,7 +241,14 @@ class PERuntime:
         if timed:
             self._turn_cpu = dict.fromkeys(self.sources, 0)
             self._turn_start = time.thread_time_ns()
+        left = len(turns)  # turns until the round ends
+        idle_before = self._idle_turns
         while turns and not self.stop:
+            if left <= 0:  # a round is over: when every source was idle (live, nothing new), back off
+                if self._idle_turns - idle_before >= len(turns):
+                    time.sleep(IDLE_SLEEP)
+                left, idle_before = len(turns), self._idle_turns
+            left -= 1
             name, steps = turns.popleft()
             self._turn = name
             try:
@@ -257,43 +272,50 @@ class PERuntime:
         return self._turn_cpu[name] + (now - self._turn_start if self._turn == name else 0)
 
     def source_batches(self, name: str, iterable: Iterable, arity: int | None = None) -> Iterable[list]:
-        """Chunk a source's tuples into batches, counting them for throughput. A list or
-        tuple is cut by slicing (a copy of references), any other iterable through
-        ``islice`` (~11 ns a tuple on the development VM). With ``arity``, each batch's
-        first and last tuple are checked against it (``check_shape``)."""
+        """Read a source in batches through the connector contract
+        (``spadeopt.connectors.base``), counting them for throughput: a source connector
+        as it is, any other iterable as an ``IterableSource`` (a list or tuple cut by
+        slicing, anything else through ``islice``, ~11 ns a tuple on the development VM).
+        A live source's idle read (``[]``) is yielded as an empty batch, which the
+        generated code skips: its turn ends, and ``drive_sources`` backs off when every
+        source of the PE was idle. With ``arity``, each batch's first and last tuple are
+        checked against it (``check_shape``). The source is closed however the loop ends."""
         stats = self.source_stats[name] = [0, None, None, []]  # count, first, last, timeline
         timeline = stats[3]
         next_mark = 0.0
         size = self.batch_size
-        if isinstance(iterable, list):
-            chunks = (iterable[i:i + size] for i in range(0, len(iterable), size))
-        elif isinstance(iterable, tuple):
-            chunks = (list(iterable[i:i + size]) for i in range(0, len(iterable), size))
-        else:
-            it = iter(iterable)
-            chunks = iter(lambda: list(islice(it, size)), [])  # ends at the first empty batch
+        src = as_source(iterable)
+        self.connectors[name] = src
         thread_point = self.point(name, "thread", "thread") if self.profiler else None
         if thread_point:
             thread_point.sample_thread(self._source_cpu_ns(name))
         n = 0
-        while not (self.stop or self.stop_sources):
-            batch = next(chunks, None)
-            if not batch:
-                break
-            if arity is not None:
-                check_shape(f"source '{name}'", batch, arity)
-            if stats[1] is None:
-                stats[1] = time.time()
-            n_batch = len(batch)  # counted as given: the consumer may append a fission pulse
-            yield batch
-            stats[0] += n_batch
-            now = stats[2] = time.time()
-            if now >= next_mark:  # a point every 0.2 s, for steady-state rates
-                timeline.append((now, stats[0]))
-                next_mark = now + 0.2
-            n += 1
-            if thread_point and n % 64 == 0:
-                thread_point.sample_thread(self._source_cpu_ns(name))
+        try:
+            src.open()
+            while not (self.stop or self.stop_sources):
+                batch = src.read(size)
+                if batch is None:
+                    break
+                if not batch:
+                    self._idle_turns += 1
+                    yield batch
+                    continue
+                if arity is not None:
+                    check_shape(f"source '{name}'", batch, arity)
+                if stats[1] is None:
+                    stats[1] = time.time()
+                n_batch = len(batch)  # counted as given: the consumer may append a fission pulse
+                yield batch
+                stats[0] += n_batch
+                now = stats[2] = time.time()
+                if now >= next_mark:  # a point every 0.2 s, for steady-state rates
+                    timeline.append((now, stats[0]))
+                    next_mark = now + 0.2
+                n += 1
+                if thread_point and n % 64 == 0:
+                    thread_point.sample_thread(self._source_cpu_ns(name))
+        finally:
+            src.close()
         if thread_point:
             thread_point.sample_thread(self._source_cpu_ns(name))
         if stats[2] is not None:

@@ -45,16 +45,30 @@ def discard(out_dir: str | os.PathLike[str]) -> None:
 
 
 class Sink:
-    def __init__(self, name: str, mode: str, names: list[str], types: list[str], out_dir: str | None):
+    """A file sink (JSON lines), a counting sink, or, with ``connector``, a sink
+    connector (``spadeopt.connectors.base.Sink``: a broker stream), opened here and
+    closed (flushed) with the sink."""
+
+    def __init__(self, name: str, mode: str, names: list[str], types: list[str], out_dir: str | None,
+                 connector=None):
         self.name = name
         self.count = 0
         self.names = names
         self._hex = [i for i, t in enumerate(types) if t == "bytes"]
         self._file = None
+        self.connector = connector
+        if connector is not None:
+            connector.open()
+            self.write = self._write_connector
+            return
         if mode == "file" and out_dir:
             self.path = Path(out_dir) / part_name(name)
             self._file = open(self.path, "w", encoding="utf-8")  # noqa: SIM115
         self.write = self._write_file if self._file else self._count
+
+    def _write_connector(self, batch) -> None:
+        self.connector.write(batch)
+        self.count += len(batch)
 
     def _count(self, batch) -> None:
         self.count += len(batch)
@@ -67,6 +81,9 @@ class Sink:
         self._file.write("".join(dumps(dict(zip(names, t, strict=True))) + "\n" for t in batch))
 
     def close(self) -> None:
+        if self.connector is not None:
+            connector, self.connector = self.connector, None
+            connector.close()
         if self._file:
             self._file.close()
             self._file = None

@@ -1,0 +1,13 @@
+"""Connectors: how sources read and sinks write the outside world, on one contract
+(``connectors.base``; docs/connectors.md). An app declares one with the functions
+below and hands it to ``App.source(..., connector=)`` / ``App.sink(..., connector=)``."""
+
+from spadeopt.connectors.spec import (
+    ConnectorSpec,
+    folder_source,
+    redis_sink,
+    redis_source,
+    tcp_source,
+)
+
+__all__ = ["ConnectorSpec", "folder_source", "redis_sink", "redis_source", "tcp_source"]

@@ -1,0 +1,162 @@
+"""The connector contract: what every source and sink looks like to a PE.
+
+A **source** is opened at a position, then read a batch at a time *without blocking*:
+
+* ``open()``: connect, find the start position; raises ``ConnectorError`` naming the
+  source and what to do when it cannot (a broker that does not answer, a port in use).
+* ``read(n)``: at most ``n`` records (tuples of the schema's types), now. ``[]`` means
+  "nothing at the moment" (a live source; the PE gives its turn to its other sources
+  and backs off for a millisecond when none has anything), ``None`` means the source
+  has ended (a bounded source: a file's end, a stream's end observed at open, a count).
+* ``position()``: where the next read starts, as a JSON-able value (a line number, an
+  entry ID per stream key, the files done), so a run can report it and a checkpoint
+  could store it.
+* ``lag()``: records known to be waiting behind the position (entries behind a
+  stream's end, bytes of ready files not yet read), or None when the source cannot
+  know (a socket).
+* ``close()``: release sockets and files; called once, also after a failure.
+* Channels: a source that can be split takes ``part`` and ``parts`` (``0`` and ``1``
+  outside a parallel region) and reads only its share (for Redis Streams: the stream
+  keys ``part, part + parts, ...``).
+
+A **sink** takes batches: ``open()``, ``write(batch)``, ``flush()`` (make everything
+written so far durable / visible downstream), ``report()`` (a JSON-able summary:
+counts, last entry ID) and ``close()`` (flushes).
+
+A generator or any iterable is a bounded source through ``IterableSource``; the file
+replays (``toolkit.sources.read_csv`` and friends) are ``RecordSource``s; the live
+connectors (``connectors.redis_streams``, ``connectors.tcp``, ``connectors.folder``)
+implement the same methods, so the generated PE code runs every source through the
+one loop ``PERuntime.source_batches``. Described for users in ``docs/connectors.md``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from itertools import islice
+from typing import Any
+
+from spadeopt.errors import SpadeoptError
+
+
+class ConnectorError(SpadeoptError):
+    """A connector cannot open, read or write: names the operator, the endpoint and what to do."""
+
+
+class Source:
+    """Base of every source connector (see the module docstring for the contract)."""
+
+    live = False  # True: read() may return [] (nothing now); False: only records or None (ended)
+
+    def open(self) -> None:  # noqa: B027 - optional hook
+        pass
+
+    def read(self, n: int) -> list[tuple] | None:
+        raise NotImplementedError
+
+    def position(self) -> Any:
+        return None
+
+    def lag(self) -> int | None:
+        return None
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        pass
+
+    def __iter__(self) -> Iterator[tuple]:
+        """Every record, for code that treats a bounded source as an iterable (tests,
+        the in-process simulator). A live source's idle reads are skipped, so iterating an
+        unbounded one never ends."""
+        self.open()
+        try:
+            while (batch := self.read(512)) is not None:
+                yield from batch
+        finally:
+            self.close()
+
+
+class Sink:
+    """Base of every sink connector (see the module docstring for the contract)."""
+
+    def open(self) -> None:  # noqa: B027 - optional hook
+        pass
+
+    def write(self, batch: list[tuple]) -> None:
+        raise NotImplementedError
+
+    def flush(self) -> None:  # noqa: B027 - optional hook
+        pass
+
+    def report(self) -> dict[str, Any]:
+        return {}
+
+    def close(self) -> None:
+        self.flush()
+
+
+class IterableSource(Source):
+    """A generator, list or tuple as a bounded source. Lists and tuples are cut by
+    slicing (a fresh list of references), anything else through ``islice``; position is
+    the number of records read."""
+
+    def __init__(self, iterable: Iterable) -> None:
+        self._data = iterable
+        self._it: Iterator | None = None
+        self._at = 0
+
+    def read(self, n: int) -> list[tuple] | None:
+        data = self._data
+        if isinstance(data, list | tuple):
+            batch = list(data[self._at:self._at + n])
+        else:
+            if self._it is None:
+                self._it = iter(data)
+            batch = list(islice(self._it, n))
+        if not batch:
+            return None
+        self._at += len(batch)
+        return batch
+
+    def position(self) -> int:
+        return self._at
+
+    def lag(self) -> int | None:
+        return len(self._data) - self._at if isinstance(self._data, list | tuple) else None
+
+
+class RecordSource(Source):
+    """A bounded source over a record iterator made when it opens (the file replays):
+    ``records()`` yields the tuples; ``where()`` says the position (e.g. ``path:line``)."""
+
+    def __init__(self) -> None:
+        self._it: Iterator[tuple] | None = None
+        self._count = 0
+
+    def records(self) -> Iterator[tuple]:
+        raise NotImplementedError
+
+    def open(self) -> None:
+        if self._it is None:
+            self._it = self.records()
+
+    def read(self, n: int) -> list[tuple] | None:
+        if self._it is None:
+            self.open()
+        batch = list(islice(self._it, n))
+        if not batch:
+            return None
+        self._count += len(batch)
+        return batch
+
+    def position(self) -> int:
+        return self._count
+
+    def close(self) -> None:
+        it, self._it = self._it, None
+        if it is not None and hasattr(it, "close"):
+            it.close()  # a generator's finally: the file closes
+
+
+def as_source(obj: Any) -> Source:
+    """``obj`` itself when it is a source connector, else the iterable as an ``IterableSource``."""
+    return obj if isinstance(obj, Source) else IterableSource(obj)

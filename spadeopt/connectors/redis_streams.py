@@ -1,0 +1,267 @@
+"""Redis Streams source and sink (the connector contract of ``spadeopt.connectors.base``).
+
+The source reads with XREAD (or XREADGROUP) *without* BLOCK, so a read returns at once:
+``[]`` when no stream has a new entry. Its position is the last entry ID read per
+stream key; its lag the entries behind the streams' ends. Records of one key keep the
+key's order; across keys a batch takes each key's new entries in key order (arrival
+interleaving, as a union). Malformed values stop the run naming the stream, entry ID and
+value, or go to ``dead_letter`` when the app asks. The sink appends a batch with one
+pipelined round trip of XADDs. Semantics and options: ``docs/connectors.md``.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from spadeopt.connectors.base import ConnectorError, Sink, Source
+from spadeopt.connectors.formats import decoder, encoder
+from spadeopt.connectors.redis_conn import BrokerAddress, connect
+
+MAX_SEQ = 18446744073709551615
+
+
+def parse_id(entry_id: str | bytes) -> tuple[int, int]:
+    text = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
+    ms, _, seq = text.partition("-")
+    return int(ms), int(seq or 0)
+
+
+def _get(info: dict | None, name: str, default: Any) -> Any:
+    """A field of an XINFO reply (redis-py gives its names as str, or bytes)."""
+    if not info:
+        return default
+    return info.get(name, info.get(name.encode(), default))
+
+
+def _text(v: Any) -> str:
+    return v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
+
+
+class RedisStreamSource(Source):
+    live = True
+
+    def __init__(self, *, name: str, schema: list, keys: list[str], format: str = "json",
+                 field: str = "value", start: str = "beginning", start_time: float | None = None,
+                 group: str | None = None, consumer: str | None = None, until: str | None = None,
+                 count: int | None = None, time_from_id: str | None = None,
+                 dead_letter: str | None = None, host: str, port: int, password_file: str = "",
+                 part: int = 0, parts: int = 1) -> None:
+        self.name = name
+        self.what = f"source '{name}'"
+        self.keys = list(keys)[part::parts]  # this channel's share of the stream keys
+        self.addr = BrokerAddress(host, port, password_file)
+        self.format, self.field = format, field
+        self.start, self.start_time = start, start_time
+        self.group, self.consumer = group, consumer
+        self.until, self.limit = until, count
+        self.dead_letter = dead_letter
+        names = [n for n, _ in schema]
+        self.arity = len(names)
+        self.id_index = names.index(time_from_id) if time_from_id else None
+        self.id_float = bool(time_from_id) and dict(map(tuple, schema))[time_from_id] == "float"
+        value_schema = [a for a in schema if a[0] != time_from_id]
+        self.decode = decoder(format, value_schema, field)
+        self.client = None
+        self.pos: dict[str, str] = {}  # key -> last ID read (exclusive start of the next read)
+        self.end: dict[str, tuple[int, int]] = {}  # until="end": key -> last ID at open
+        self.done: set[str] = set()
+        self.read_count = 0
+        self.dead = 0
+        self._unacked: dict[str, list[bytes]] = {}
+        self._base: dict[str, tuple[int, int]] = {}  # key -> (entries after the start at open, entries-added at open)
+        self._read_per_key: dict[str, int] = {}
+
+    # ---- contract -------------------------------------------------------------------
+    def open(self) -> None:
+        if self.client is not None:
+            return
+        if not self.keys:  # a channel with no key of its own
+            return
+        import redis
+
+        self.client = connect(self.addr, self.what)
+        c = self.client
+        for key in self.keys:
+            info = self._info(key)
+            last = _text(_get(info, "last-generated-id", "0-0"))
+            length = int(_get(info, "length", 0))
+            added = int(_get(info, "entries-added", length))
+            if self.start_time is not None:
+                ms = int(self.start_time * 1000)
+                start = f"{ms - 1}-{MAX_SEQ}" if ms > 0 else "0-0"
+            else:
+                start = {"beginning": "0-0", "end": last}.get(self.start, self.start)
+            self.pos[key] = start
+            after = 0 if start == last else (length if start == "0-0" else
+                                             len(c.xrange(key, min=f"({start}", max="+")))
+            self._base[key] = (after, added)
+            self._read_per_key[key] = 0
+            if self.until == "end":
+                self.end[key] = parse_id(last)
+                if parse_id(start) >= self.end[key]:
+                    self.done.add(key)
+            if self.group:
+                try:
+                    c.xgroup_create(key, self.group, id=start, mkstream=True)
+                except redis.ResponseError as exc:
+                    if "BUSYGROUP" not in str(exc):
+                        raise ConnectorError(f"{self.what}: cannot create consumer group {self.group!r} "
+                                             f"on stream {key!r}: {exc}") from None
+
+    def _info(self, key: str) -> dict | None:
+        import redis
+
+        try:
+            return self.client.xinfo_stream(key)
+        except redis.ResponseError:  # no such key (yet)
+            return None
+
+    def read(self, n: int) -> list[tuple] | None:
+        if self.client is None:
+            self.open()
+            if self.client is None:
+                return None
+        self._ack()
+        active = [k for k in self.keys if k not in self.done]
+        if not active or (self.limit is not None and self.read_count >= self.limit):
+            return None
+        want = n if self.limit is None else min(n, self.limit - self.read_count)
+        per_key = max(1, want // len(active))
+        if self.group:
+            reply = self.client.xreadgroup(self.group, self.consumer, dict.fromkeys(active, ">"), count=per_key)
+        else:
+            reply = self.client.xread({k: self.pos[k] for k in active}, count=per_key)
+        got = {_text(k): entries for k, entries in (reply.items() if isinstance(reply, dict) else reply or [])}
+        if self.until == "end":  # a key with nothing after its position has no entry left before its end
+            self.done.update(k for k in active if not got.get(k))
+            if len(self.done) == len(self.keys):
+                return None
+        out: list[tuple] = []
+        for key in active:
+            entries = got.get(key) or []
+            end = self.end.get(key)
+            for entry_id, fields in entries:
+                eid = parse_id(entry_id)
+                if end is not None and eid > end:
+                    self.done.add(key)
+                    break
+                rec = self._record(key, entry_id, eid, fields)
+                self.pos[key] = _text(entry_id)
+                self._read_per_key[key] += 1
+                if self.group:
+                    self._unacked.setdefault(key, []).append(entry_id)
+                if rec is not None:
+                    out.append(rec)
+                if len(out) + self.read_count >= (self.limit or sys.maxsize):
+                    break
+            if end is not None and key in self.pos and parse_id(self.pos[key]) >= end:
+                self.done.add(key)
+        self.read_count += len(out)
+        return out
+
+    def _record(self, key: str, entry_id: bytes, eid: tuple[int, int], fields: dict) -> tuple | None:
+        def where() -> str:
+            return f"stream '{key}' entry {_text(entry_id)}"
+
+        try:
+            if self.format == "fields":
+                value = fields
+            else:
+                value = fields.get(self.field.encode())
+                if value is None:
+                    have = ", ".join(_text(f) for f in fields) or "no field"
+                    raise ValueError(f"{where()}: no field '{self.field}' (the entry has: {have}): {fields!r:.200}")
+            rec = self.decode(value, where)
+        except ValueError as exc:
+            if self.dead_letter is None:
+                raise ValueError(f"{self.what}: {exc}") from None
+            self.client.xadd(self.dead_letter, {"stream": key, "id": _text(entry_id), "error": str(exc),
+                                                **{_text(k): v for k, v in fields.items()}})
+            self.dead += 1
+            return None
+        if self.id_index is not None:
+            t = eid[0] / 1000.0 if self.id_float else eid[0]
+            rec = rec[:self.id_index] + (t,) + rec[self.id_index:]
+        return rec
+
+    def _ack(self) -> None:
+        """Acknowledge what the previous read passed on (a consumer group's at-least-once)."""
+        if self._unacked:
+            for key, ids in self._unacked.items():
+                self.client.xack(key, self.group, *ids)
+            self._unacked = {}
+
+    def position(self) -> dict[str, str]:
+        return dict(self.pos)
+
+    def lag(self) -> int | None:
+        """Entries behind the streams' ends (a consumer group's own lag when reading through one)."""
+        if self.client is None:
+            return None
+        total = 0
+        for key in self.keys:
+            if self.group:
+                groups = {_text(_get(g, "name", "")): g for g in self.client.xinfo_groups(key)}
+                total += int(_get(groups.get(self.group), "lag", 0) or 0)
+                continue
+            info = self._info(key)
+            after, added0 = self._base[key]
+            added = int(_get(info, "entries-added", added0))
+            total += max(0, after + (added - added0) - self._read_per_key[key])
+        return total
+
+    def close(self) -> None:
+        if self.client is not None:
+            try:
+                self._ack()
+            finally:
+                self.client.close()
+                self.client = None
+
+
+class RedisStreamSink(Sink):
+    """XADD every tuple of a batch to ``key`` in one pipelined round trip."""
+
+    def __init__(self, *, name: str, names: list[str], types: list[str], key: str, format: str = "json",
+                 field: str = "value", maxlen: int | None = None, host: str, port: int,
+                 password_file: str = "") -> None:
+        self.name, self.key, self.maxlen = name, key, maxlen
+        self.addr = BrokerAddress(host, port, password_file)
+        self.fields = format == "fields"
+        self.field = field
+        self.encode = encoder(format, names, types)
+        self.client = None
+        self.count = 0
+        self.last_id: str | None = None
+
+    def open(self) -> None:
+        if self.client is None:
+            self.client = connect(self.addr, f"sink '{self.name}'")
+
+    def write(self, batch: list[tuple]) -> None:
+        if self.client is None:
+            self.open()
+        pipe = self.client.pipeline(transaction=False)
+        enc, key, maxlen, field = self.encode, self.key, self.maxlen, self.field
+        for t in batch:
+            pipe.xadd(key, enc(t) if self.fields else {field: enc(t)}, maxlen=maxlen, approximate=True)
+        ids = pipe.execute()
+        self.count += len(batch)
+        if ids:
+            self.last_id = _text(ids[-1])
+
+    def report(self) -> dict[str, Any]:
+        return {"stream": self.key, "written": self.count, "last_id": self.last_id}
+
+    def close(self) -> None:
+        if self.client is not None:
+            self.client.close()
+            self.client = None
+
+
+def check(spec_args: dict[str, Any], what: str) -> None:
+    """Preflight: the broker of a Redis connector answers and takes its password."""
+    client = connect(BrokerAddress(spec_args["host"], spec_args["port"], spec_args["password_file"]), what,
+                     timeout=3.0)
+    client.close()
