@@ -64,12 +64,19 @@ class TcpLineSource(Source):
         self.sel = selectors.DefaultSelector()
         self.sel.register(s, selectors.EVENT_READ, None)
 
-    def _poll(self) -> None:
-        for key, _ in self.sel.select(timeout=0):
-            if key.data is None:
-                self._accept()
-            else:
-                self._recv(key.data)
+    def _poll(self, want: int) -> None:
+        """Take what is ready now (a few passes: a client accepted in one is read in the next)."""
+        for _ in range(4):
+            events = self.sel.select(timeout=0)
+            if not events:
+                return
+            for key, _ in events:
+                if key.data is None:
+                    self._accept()
+                else:
+                    self._recv(key.data)
+            if len(self.pending) >= want:
+                return
 
     def _accept(self) -> None:
         while True:
@@ -112,7 +119,7 @@ class TcpLineSource(Source):
         if self.limit is not None and self.records >= self.limit:
             return None
         if len(self.pending) < n:
-            self._poll()
+            self._poll(n)
         want = n if self.limit is None else min(n, self.limit - self.records)
         out = []
         while self.pending and len(out) < want:
