@@ -386,7 +386,7 @@ def predict_build(build_dir: Path, profile_path: Path, calibration: Path | None 
     deploy = load_deploy(Path(build_dir))
     prof = Profile.load_file(profile_path)
     params = {k: str(v) for k, v in prof.params.items()}
-    graph, _ = load_graph(deploy.get("app_ref") or plan.app, params)
+    graph, _ = load_graph(deploy.app_ref or plan.app, params)
     calibration = Path(calibration or default_calibration())
     comm = CommCost.for_this_host(calibration, cpu_score)
     return predict_plan(graph, operator_profile(prof), plan, comm, perf_model(calibration, comm.scale))

@@ -47,6 +47,7 @@ def run(out_dir: Path, tuples: int = 300_000, repeat: int = 5, log=print) -> dic
     from spadeopt import api
     from spadeopt.bench.compare import _profile_for_auto
     from spadeopt.deploy.launcher import run_build
+    from spadeopt.deploy.options import RunOptions
     from spadeopt.outputs import claim_dir, mark_dir
 
     # refuses a directory of that name that this bench did not write
@@ -73,7 +74,7 @@ def run(out_dir: Path, tuples: int = 300_000, repeat: int = 5, log=print) -> dic
         for name in names[r % 2:] + names[:r % 2]:
             sinks = work / name / "sinks"
             shutil.rmtree(sinks, ignore_errors=True)
-            res = run_build(builds[name].directory, None, sinks, lambda m: None).to_json()
+            res = run_build(builds[name].directory, RunOptions(out=sinks)).to_json()
             rates[name].append(res["steady_throughput"])
             digests[name].add(_bargains_digest(sinks))
         log(f"  round {r + 1}/{repeat} (load {loads[-1]}): "

@@ -44,6 +44,7 @@ def run(out_dir: Path, tuples: int = 300_000, repeat: int = 5, log=print) -> dic
     from spadeopt import api
     from spadeopt.bench.compare import _profile_for_auto
     from spadeopt.deploy.launcher import run_build, stop_spark
+    from spadeopt.deploy.options import RunOptions
     from spadeopt.outputs import claim_dir, mark_dir
 
     work = claim_dir(out_dir / "spark_auth", "spark-auth", "--out")  # refuses what it did not write
@@ -66,7 +67,7 @@ def run(out_dir: Path, tuples: int = 300_000, repeat: int = 5, log=print) -> dic
             sinks = work / "sinks"
             shutil.rmtree(sinks, ignore_errors=True)
             stop_spark()  # each run starts its own session, as a user's run does
-            res = run_build(build.directory, None, sinks, lambda m: None, conf=MODES[mode]).to_json()
+            res = run_build(build.directory, RunOptions(out=sinks, conf=MODES[mode])).to_json()
             rates[mode].append(res["steady_throughput"])
             walls[mode].append(res["wall_s"])
             digests.add(_digest(sinks))

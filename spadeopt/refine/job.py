@@ -30,7 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from spadeopt.errors import ProfileError, UsageError
+from spadeopt.errors import ArtefactError, PlanError, ProfileError, UsageError
+from spadeopt.plan.artefacts import load_deploy
 from spadeopt.profiling.records import MANIFEST_NAME, METRICS, Manifest
 from spadeopt.refine.estimate import Agg, RunData, estimate
 from spadeopt.refine.profile import Profile, read_json
@@ -135,28 +136,20 @@ def _production(root: Path) -> dict | None:
 def _deploy_links(root: Path, manifest: Manifest) -> tuple[frozenset[tuple[str, str]], str]:
     """The cross-PE links of the run's build (the samples only name in-PE subscribers)."""
     path = root / "build" / "deploy.json"
-    hint = ("it is written by `spadeopt profile` next to the samples and lists the links "
-            f"between PEs; {_RERUN}")
-    deploy = read_json(path, "deploy descriptor", hint)
-    if not isinstance(deploy, dict) or not isinstance(deploy.get("links"), list):
-        raise ProfileError(f"{path}: expected a deploy descriptor with a 'links' list; {hint}")
-    if deploy.get("fingerprint") != manifest.graph_fingerprint:
-        raise ProfileError(f"{path}: built from graph {deploy.get('fingerprint')!r} but the samples in "
+    try:
+        deploy = load_deploy(root / "build")
+    except (PlanError, ArtefactError) as exc:
+        raise ProfileError(f"{exc}\n(it is written by `spadeopt profile` next to the samples and lists "
+                           f"the links between PEs; {_RERUN})") from None
+    if deploy.fingerprint != manifest.graph_fingerprint:
+        raise ProfileError(f"{path}: built from graph {deploy.fingerprint!r} but the samples in "
                            f"{root / MANIFEST_NAME} are of graph {manifest.graph_fingerprint!r}; {_RERUN}")
-    links = set()
-    for i, ln in enumerate(deploy["links"]):
-        if not (isinstance(ln, dict) and isinstance(ln.get("src"), str) and isinstance(ln.get("dst"), str)
-                and "." in ln["src"] and "." in ln["dst"]):
-            raise ProfileError(f"{path}: links[{i}] is not a link 'op.port' -> 'op.port': {ln!r}; {hint}")
-        links.add((ln["src"], ln["dst"]))
+    links = {(ln.src, ln.dst) for ln in deploy.links}
     # Builds list every stream of the graph (in-PE ones too): a stream on which no tuple was
     # sampled is still a link of the profile, with its rate from the port's exact total.
-    for i, st in enumerate(deploy.get("streams", [])):
-        if not (isinstance(st, list) and len(st) == 2 and all(isinstance(x, str) and "." in x for x in st)):
-            raise ProfileError(f"{path}: streams[{i}] is not a stream ['op.port', 'op.port']: {st!r}; {hint}")
-        links.add((st[0], st[1]))
+    links.update(deploy.streams)
     plan = manifest.plan if isinstance(manifest.plan, dict) else {}
-    return frozenset(links), str(plan.get("strategy", deploy.get("strategy", "?")))
+    return frozenset(links), str(plan.get("strategy", deploy.strategy))
 
 
 def _check_same_graph(runs: list[_Run]) -> None:
