@@ -360,6 +360,10 @@ def _explain_optional(f: _Fields, doc: dict) -> None:
     kfield, kept = f.mapping(fission, field, "kept_unwidened", required=False)
     f.number(kept, kfield, "widened", required=False, none_ok=True)
     f.number(kept, kfield, "unwidened", required=False)
+    nfield, skipped = f.mapping(fission, field, "not_searched", required=False)
+    for name, share in skipped.items():
+        if not (is_identifier(name) and _is_number(share)):
+            f.bad(f"{nfield}[{name!r}]", share, "a region name: its share of the load")
     _discovered(f, fission, field)
 
 
