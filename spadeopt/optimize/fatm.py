@@ -184,6 +184,8 @@ def _fuse_auto(graph: AppGraph, prof: OperatorProfile, comm: CommModel, nodes: i
     cache = PhysicalCache(graph, prof, comm, model)
     searched: dict[Regions, Scored] = {}
     found = {r.name for r in discovery.regions} if discovery else set()
+    if found & set(free):
+        free, fission_doc["not_searched"] = _worth_searching(regions, free, found, prof)
     unsearched = regions
     if free:
         evaluate = width_scorer(graph, prof, comm, nodes, cores, max_frac, min_util, capacity_frac, absorb, model,
@@ -263,6 +265,25 @@ def candidate_regions(graph: AppGraph, widths: Mapping[str, int] | None, fission
     free = () if not fission else (*free_regions(graph, widths, fission),
                                    *(r.name for r in found if r.name not in widths))
     return regions, free, discovery
+
+
+MIN_REGION_SHARE = 0.05  # a discovered region lighter than this share of the app's load stays at width 1
+MAX_SEARCHED = 8  # discovered regions whose widths are searched (the heaviest)
+
+
+def _worth_searching(regions: Regions, free: tuple[str, ...], found: set[str],
+                     prof: OperatorProfile) -> tuple[tuple[str, ...], dict[str, float]]:
+    """The free regions whose widths FATM searches, and the discovered ones it leaves at
+    width 1 with their share of the profiled load: paper 000's cost threshold (a region
+    forms only when ComputeCost > alpha). A discovered region below ``MIN_REGION_SHARE`` of
+    the load, or beyond the ``MAX_SEARCHED`` heaviest, cannot buy much by replication and
+    would cost a rate search per width tried (bargain's 204 operators make 88 small ones)."""
+    total = math.fsum(prof.load.values()) or 1.0
+    share = {r.name: math.fsum(prof.load.get(o, 0.0) for o in r.operators) / total for r in regions}
+    heavy = sorted((n for n in free if n in found and share[n] >= MIN_REGION_SHARE), key=lambda n: (-share[n], n))
+    keep = set(heavy[:MAX_SEARCHED])
+    out = tuple(n for n in free if n not in found or n in keep)
+    return out, {n: share[n] for n in sorted(free) if n in found and n not in keep}
 
 
 def _exact_doc(fused: FusedPlacement) -> dict[str, Any]:

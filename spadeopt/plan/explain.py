@@ -146,6 +146,10 @@ def fission_text(doc: Mapping[str, Any] | None) -> list[str]:
         return ["fission off (--no-fission): every region at width 1 unless pinned with --width"]
     lines = [f"region '{name}': width {w} pinned with --width" for name, w in doc.get("pinned", {}).items()]
     search = doc.get("search")
+    skipped = doc.get("not_searched") or {}
+    if skipped:
+        lines.append(f"width 1 without a search (a discovered region under 5 % of the load, or beyond the 8 "
+                     f"heaviest): {', '.join(f'{n} ({s:.1%})' for n, s in sorted(skipped.items()))}")
     kept = doc.get("kept_unwidened")
     if kept:
         lines.append(f"widening did not pay: the chosen widths planned {kept['widened'] or 0:,.0f}/s at their "
