@@ -39,11 +39,13 @@ that is in no other region makes it illegal (the last pass checks every such nei
 against the final region); a declared region's operators are never in a discovered
 one; the result depends only on the graph (declaration order breaks every tie).
 
-Cost: a check is one ``check_region`` (O(V + E), plus O(|R|^2) graph walks when ``R``
-holds partitioned operators) and one rewrite (O(V + E)). A region that is legal as a
-whole component costs O(log |R|) checks; each operator added or rejected costs
-O(log |frontier|) more, so a graph whose components are cut c times costs
-O((regions + c) log V) checks.
+Cost: a check is one ``check_region``, O(|R| + the streams touching R) with the graph's
+``regions.RegionIndex`` (built once per graph: streams per operator, strongly connected
+components in topological order, which prune the feedback-loop walk), and, when that
+passes, one width-2 rewrite (O(V + E)). A region that is legal as a whole component
+costs O(log |R|) checks; each operator added or rejected costs O(log |frontier|) more, so
+a graph whose components are cut c times costs O((regions + c) log V) checks (bargain,
+204 operators: 1,173 checks, 154 rewrites, about 0.1 s).
 
 >>> from spadeopt.frontend.dsl import App, count_window
 >>> from spadeopt.toolkit.sources import counter

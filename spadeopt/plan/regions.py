@@ -132,29 +132,172 @@ def operator_problem(graph: AppGraph, op: str) -> str | None:
     return kind_of(graph.op(op)).region_problem(graph.op(op))
 
 
+class RegionIndex:
+    """What :func:`check_region` needs of a graph, computed once per graph (``AppGraph.memo``,
+    :func:`region_index`) so that a check costs O(operators of the region + their streams)
+    rather than O(graph): each operator's entering and leaving streams (with their
+    position in ``graph.streams``, so lists keep the graph's order), its successors and
+    predecessors, the per-operator :func:`operator_problem`, and each operator's strongly
+    connected component numbered in a topological order of the component graph (``comp``).
+
+    ``comp`` bounds reachability: ``a`` reaches ``b`` only if ``comp[a] <= comp[b]``, and a
+    cycle among some operators needs two of them in one component of more than one
+    operator. Used by ``plan.discover``, which checks many regions of one graph."""
+
+    def __init__(self, graph: AppGraph) -> None:
+        self.graph = graph
+        names = [op.name for op in graph.operators]
+        self.ins: dict[str, list[tuple[int, Stream]]] = {n: [] for n in names}
+        self.outs: dict[str, list[tuple[int, Stream]]] = {n: [] for n in names}
+        self.succ: dict[str, set[str]] = {n: set() for n in names}
+        for i, s in enumerate(graph.streams):
+            self.outs.setdefault(s.src.op, []).append((i, s))
+            self.ins.setdefault(s.dst.op, []).append((i, s))
+            self.succ.setdefault(s.src.op, set()).add(s.dst.op)
+            self.succ.setdefault(s.dst.op, set())
+        self.pred: dict[str, set[str]] = {n: set() for n in self.succ}
+        for a, bs in self.succ.items():
+            for b in bs:
+                self.pred[b].add(a)
+        self.comp, self.cyclic = _components(self.succ)
+        self._problem: dict[str, str | None] = {}
+
+    def problem(self, op: str) -> str | None:
+        """:func:`operator_problem` of ``op``, memoised."""
+        if op not in self._problem:
+            self._problem[op] = operator_problem(self.graph, op)
+        return self._problem[op]
+
+    def reaches(self, starts: list[str], targets: set[str], avoid: set[str]) -> str | None:
+        """The first of ``starts`` from which a path through operators not in ``avoid``
+        (the start included, the target too) reaches one of ``targets``, or None. Nodes
+        whose component comes after every target's are never walked (they reach none)."""
+        if not targets:
+            return None
+        comp = self.comp
+        top = max(comp[t] for t in targets)
+        dead: set[str] = set()  # walked from an earlier start without reaching a target
+        for start in starts:
+            if start in dead or comp[start] > top:
+                continue
+            if start in targets:
+                return start
+            stack, seen = [start], {start}
+            while stack:
+                for n in self.succ[stack.pop()]:
+                    if n in seen or n in avoid or n in dead or comp[n] > top:
+                        continue
+                    if n in targets:
+                        return start
+                    seen.add(n)
+                    stack.append(n)
+            dead |= seen
+        return None
+
+
+def _components(succ: dict[str, set[str]]) -> tuple[dict[str, int], frozenset[str]]:
+    """Each node's strongly connected component, numbered in a topological order of the
+    component graph (an edge between components goes to a larger number), and the nodes
+    of components of more than one node (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    found: list[list[str]] = []  # components, in reverse topological order
+    for root in succ:
+        if root in index:
+            continue
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        work = [(root, iter(succ[root]))]
+        while work:
+            v, it = work[-1]
+            for w in it:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, iter(succ[w])))
+                    break
+                if w in on_stack and index[w] < low[v]:
+                    low[v] = index[w]
+            else:
+                work.pop()
+                if work and low[v] < low[work[-1][0]]:
+                    low[work[-1][0]] = low[v]
+                if low[v] == index[v]:
+                    comp = []
+                    while True:
+                        w = stack.pop()
+                        on_stack.discard(w)
+                        comp.append(w)
+                        if w == v:
+                            break
+                    found.append(comp)
+    n = len(found)
+    rank = {v: n - 1 - i for i, comp in enumerate(found) for v in comp}
+    return rank, frozenset(v for comp in found if len(comp) > 1 for v in comp)
+
+
+def region_index(graph: AppGraph) -> RegionIndex:
+    """The graph's :class:`RegionIndex`, built once per graph (``AppGraph.memo``)."""
+    index = graph.memo.get("region_index")
+    if index is None:
+        index = graph.memo["region_index"] = RegionIndex(graph)
+    return index
+
+
+def _walk(start: str, step: dict[str, set[str]], members: set[str]) -> set[str]:
+    """Operators of ``members`` reached from ``start`` by one or more ``step`` edges inside
+    ``members`` (``start`` itself only around a cycle; callers have none)."""
+    out: set[str] = set()
+    stack = [start]
+    while stack:
+        for n in step[stack.pop()]:
+            if n in members and n not in out and n != start:
+                out.add(n)
+                stack.append(n)
+    return out
+
+
 def check_region(graph: AppGraph, name: str, ops: tuple[str, ...]) -> Shape:
-    """The region's shape, or ``UsageError`` naming every offending operator and why."""
+    """The region's shape, or ``UsageError`` naming every offending operator and why.
+
+    Costs O(operators of the region + the streams that touch them), plus a walk of the
+    operators a stream leaving the region could lead back from (none on a DAG whose
+    region sits between its entry and its exits), with the graph's :class:`RegionIndex`."""
     problems: list[str] = []
     unknown = [o for o in ops if o not in graph.by_name]
     if unknown:
         raise UsageError(f"parallel region '{name}' names unknown operator(s) {', '.join(unknown)}")
     if not ops:
         raise UsageError(f"parallel region '{name}' has no operators")
+    ix = region_index(graph)
     members = set(ops)
     for o in ops:
-        why = operator_problem(graph, o)
+        why = ix.problem(o)
         if why:
             problems.append(why)
-    inner = nx.Graph()
-    inner.add_nodes_from(members)
-    entries = [s for s in graph.streams if s.dst.op in members and s.src.op not in members]
-    exits = sorted({s.src for s in graph.streams if s.src.op in members and s.dst.op not in members})
-    for s in graph.streams:
-        if s.src.op in members and s.dst.op in members:
-            inner.add_edge(s.src.op, s.dst.op)
-    if not nx.is_connected(inner):
-        parts = sorted(sorted(c) for c in nx.connected_components(inner))
-        problems.append(f"the region is not connected: {' | '.join(', '.join(p) for p in parts)}")
+    entering = sorted((i, s) for o in members for i, s in ix.ins[o] if s.src.op not in members)
+    leaving = sorted((i, s) for o in members for i, s in ix.outs[o] if s.dst.op not in members)
+    entries = [s for _, s in entering]
+    exits = sorted({s.src for _, s in leaving})
+    inner = {o: (ix.succ[o] | ix.pred[o]) & members for o in members}  # undirected, inside
+    parts: list[list[str]] = []
+    left = set(members)
+    while left:
+        first = min(left)
+        part, stack = {first}, [first]
+        while stack:
+            for n in inner[stack.pop()]:
+                if n not in part:
+                    part.add(n)
+                    stack.append(n)
+        left -= part
+        parts.append(sorted(part))
+    if len(parts) > 1:
+        problems.append(f"the region is not connected: {' | '.join(', '.join(p) for p in sorted(parts))}")
     sources = [o for o in ops if graph.op(o).is_source]
     if len(sources) > 1:
         problems.append(f"the region holds {len(sources)} sources ({', '.join(sources)}); at most one "
@@ -171,21 +314,19 @@ def check_region(graph: AppGraph, name: str, ops: tuple[str, ...]) -> Shape:
                         f"left by {len(exits)}: {', '.join(map(str, exits)) or 'none'}")
     # a feedback loop: a path from the region back into it through outside operators,
     # or a cycle inside it
-    full = nx.DiGraph()
-    full.add_nodes_from(graph.by_name)
-    full.add_edges_from((s.src.op, s.dst.op) for s in graph.streams)
-    outside = full.subgraph(set(graph.by_name) - members)
-    for s in graph.streams:
-        if s.src.op in members and s.dst.op not in members:
-            back = {d.op for e in graph.streams if e.dst.op in members and e.src.op not in members
-                    for d in [e.src]}
-            reach = nx.descendants(outside, s.dst.op) | {s.dst.op}
-            if reach & back:
-                problems.append(f"the region crosses a feedback loop: '{s.src.op}' feeds '{s.dst.op}', "
-                                f"which leads back into the region")
-                break
-    if any(len(c) > 1 for c in nx.strongly_connected_components(full.subgraph(members))):
-        problems.append("the region contains a feedback loop")
+    back = {s.src.op for s in entries}
+    via = ix.reaches([s.dst.op for _, s in leaving], back, members)
+    if via is not None:
+        s = next(s for _, s in leaving if s.dst.op == via)
+        problems.append(f"the region crosses a feedback loop: '{s.src.op}' feeds '{s.dst.op}', "
+                        f"which leads back into the region")
+    looped = [o for o in members if o in ix.cyclic]
+    if len({ix.comp[o] for o in looped}) < len(looped):  # two members share a cycle of the graph
+        sub = nx.DiGraph()
+        sub.add_nodes_from(members)
+        sub.add_edges_from((o, n) for o in members for n in ix.succ[o] & members)
+        if any(len(c) > 1 for c in nx.strongly_connected_components(sub)):
+            problems.append("the region contains a feedback loop")
     if problems:
         raise UsageError(f"parallel region '{name}' cannot be replicated:\n"
                          + "\n".join(f"  - {p}" for p in problems))
@@ -209,15 +350,16 @@ def check_region(graph: AppGraph, name: str, ops: tuple[str, ...]) -> Shape:
         for k in key:
             if entry_schema is None or k not in entry_schema:
                 problems.append(f"key '{k}' is not an attribute of the stream entering the region ({entry.src})")
-        sub = full.subgraph(members)
+        feeds_part: set[str] = set()  # members with a partitioned operator after them (no cycle inside)
+        for p in {op.name for op in part}:
+            feeds_part |= _walk(p, ix.pred, members)
         for o in ops:
-            later = nx.descendants(sub, o)
-            if any(graph.op(p.name).state == PARTITIONED for p in part if p.name in later):
+            if o in feeds_part:
                 for k in key:
                     if not kind_of(graph.op(o)).forwards(graph.op(o), k):
                         problems.append(f"operator '{o}' does not forward key '{k}' unchanged to the "
                                         f"partitioned operator(s) after it")
-    watermark = _event_time(graph, ops, full.subgraph(members), entry, exit_port, problems)
+    watermark = _event_time(graph, ops, ix, members, entry, exit_port, problems)
     if problems:
         raise UsageError(f"parallel region '{name}' cannot be replicated:\n"
                          + "\n".join(f"  - {p}" for p in problems))
@@ -230,7 +372,7 @@ def check_region(graph: AppGraph, name: str, ops: tuple[str, ...]) -> Shape:
     return Shape(entry, exit_port, key, ordering, watermark=watermark)
 
 
-def _event_time(graph: AppGraph, ops: tuple[str, ...], sub: nx.DiGraph, entry: Stream | None,
+def _event_time(graph: AppGraph, ops: tuple[str, ...], ix: RegionIndex, members: set[str], entry: Stream | None,
                 exit_port: PortRef | None, problems: list[str]) -> tuple[str, str, Any] | None:
     """The region's event-time operator, its ``(name, attribute, window)``, checking the shape it
     needs (module docstring), or None when it has none."""
@@ -245,7 +387,7 @@ def _event_time(graph: AppGraph, ops: tuple[str, ...], sub: nx.DiGraph, entry: S
     op, (attr, window) = timed[0]
     if entry is None:  # a source-led region holds no partitioned operator (refused above)
         return None
-    before, after = nx.ancestors(sub, op), nx.descendants(sub, op)
+    before, after = _walk(op, ix.pred, members), _walk(op, ix.succ, members)
     beside = [o for o in ops if o != op and o not in before and o not in after]
     if beside:
         problems.append(f"operator(s) {', '.join(beside)} neither feed event-time window '{op}' nor follow it; "
@@ -255,8 +397,8 @@ def _event_time(graph: AppGraph, ops: tuple[str, ...], sub: nx.DiGraph, entry: S
             problems.append(f"operator '{o}' is before event-time window '{op}' but does not emit exactly one "
                             f"tuple per tuple with '{attr}' unchanged, so the split cannot read the window's "
                             f"event time off the entering tuple (start the region at '{op}')")
-    for s in graph.streams:
-        if s.src.op in before and s.dst.op in after:
+    for _, s in sorted((i, s) for o in before for i, s in ix.outs[o]):
+        if s.dst.op in after:
             problems.append(f"'{s.src.op}' feeds '{s.dst.op}' past event-time window '{op}'; after the window "
                             f"only its rows may flow")
     if exit_port is not None and exit_port.op in before:
