@@ -48,7 +48,12 @@ def _options(args: argparse.Namespace) -> RunOptions:
                       out=getattr(args, "out", None) if args.command == "run" else None,
                       force=getattr(args, "force", False), progress=progress,
                       insecure_links=getattr(args, "insecure_links", False),
-                      stall_timeout=getattr(args, "stall_timeout", None), duration=getattr(args, "duration", None))
+                      stall_timeout=getattr(args, "stall_timeout", None), duration=getattr(args, "duration", None),
+                      max_batch_delay=_ms(getattr(args, "max_batch_delay", None)))
+
+
+def _ms(value: float | None) -> float | None:
+    return None if value is None else value / 1000.0
 
 
 def parse_widths(pairs: list[str] | None) -> dict[str, int]:
@@ -228,6 +233,8 @@ def parser() -> argparse.ArgumentParser:
                        "for S seconds, naming them (default 300)")
         p.add_argument("--insecure-links", action="store_true", help="links between PEs WITHOUT CURVE "
                        "authentication and encryption: for measurements only, never on a shared cluster")
+        p.add_argument("--max-batch-delay", type=float, metavar="MS", help="longest a live source's partial "
+                       "batch waits for more records before it is sent on (default 5 ms; 0: at once)")
 
     def width_arg(p: argparse.ArgumentParser) -> None:
         p.add_argument("--width", action="append", metavar="REGION=K",
@@ -247,6 +254,8 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--json", type=Path, help="write the result as JSON to this file")
     r.add_argument("--build-dir", type=Path, help="where to generate the PEs (default build/<app>/<fusion>)")
     r.add_argument("--force", action="store_true", help=FORCE_HELP)
+    r.add_argument("--duration", type=float, metavar="S", help="end the sources after S seconds, then drain "
+                   "and flush (default: run until the sources end; a live source: until Ctrl-C / SIGTERM)")
     link_args(r)
     conf_arg(r)
     r.add_argument("--no-collapse", action="store_true", help=NO_COLLAPSE_HELP)

@@ -7,6 +7,7 @@ these: status lines redrawn in place, the result table, and ``guarded``, which t
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from collections.abc import Callable
@@ -36,6 +37,14 @@ def result_table(result) -> str:
             ("source tuples", f"{result.tuples:,}"), ("throughput", f"{result.throughput:,.0f} tuples/s"),
             ("wall time", f"{result.wall_s:.2f} s")]
     rows += [(f"sink {k}", f"{v:,} tuples") for k, v in result.sinks.items()]
+    for name, rep in getattr(result, "connectors", {}).items():
+        if "lag" in rep:  # a live source: where it stopped, and what was left behind it
+            lag = "?" if rep["lag"] is None else f"{rep['lag']:,}"
+            rows.append((f"source {name}", f"lag {lag} at the end; position {json.dumps(rep['position'])[:120]}"))
+    if getattr(result, "stopped_by", None):
+        rows.append(("ended by", {"request": "a stop request (Ctrl-C / SIGTERM): sources ended, tuples drained, "
+                                  "sinks flushed", "duration": "--duration: sources ended, tuples drained, "
+                                  "sinks flushed"}.get(result.stopped_by, result.stopped_by)))
     refused = {p["pe"]: sum(p.get("refused", {}).values()) for p in result.per_pe}
     if any(refused.values()):
         rows.append(("refused connections", ", ".join(f"{pe} {n}" for pe, n in refused.items() if n)

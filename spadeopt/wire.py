@@ -27,6 +27,7 @@ FINAL_TAG = b"\xc1"
 DEFAULT_MAX_FRAME = 64 * 1024 * 1024  # bytes; a larger frame is an error at the receiver
 DEFAULT_BATCH = 512  # tuples per frame between PEs (plan.deployment.RunSettings.batch_size)
 DEFAULT_HWM = 32  # frames queued per link (ZeroMQ's high-water mark)
+DEFAULT_BATCH_DELAY = 0.005  # s a live source's partial batch may wait before it is sent (RunSettings.max_batch_delay)
 SAMPLE_ALL, SAMPLE_STRIDE = 64, 16  # batches up to 64 tuples: every element checked; else every 16th
 
 # Which Python types a msgpack-decoded attribute may have, per schema type. None (nil)

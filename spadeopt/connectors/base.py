@@ -48,6 +48,13 @@ class Source:
 
     live = False  # True: read() may return [] (nothing now); False: only records or None (ended)
 
+    @property
+    def unbounded(self) -> bool:
+        """A live source with no end of its own (no ``until``, no ``count``): a run that
+        has one ends only on a stop request (Ctrl-C, SIGTERM), ``--duration`` or a failure,
+        and a stop request is then its normal end (``deploy.launcher.run_build``)."""
+        return self.live and getattr(self, "until", None) is None and getattr(self, "limit", None) is None
+
     def open(self) -> None:  # noqa: B027 - optional hook
         pass
 

@@ -36,6 +36,7 @@ from spadeopt.plan.deployment import DeployedLink, Deployment
 ERROR_TAG = "SPADEOPT-PE-FAILURE"
 STARTUP_TIMEOUT_S = 120.0
 DEFAULT_STALL_TIMEOUT_S = 300.0
+STOP_FILE = "stop"  # in a local run's progress directory: its PEs' sources end (launcher.request_stop)
 
 
 class PEFailed(RuntimeError):
@@ -118,6 +119,8 @@ def run_node(node: int, deploy: Deployment, build_dir: str, out_dir: str | None,
                    "profile": run.profile.to_json() if run.profile else None, "duration": run.duration,
                    "progress_file": str(Path(progress_dir, f"{pe.pe}.json")) if progress_dir else None,
                    "insecure_links": run.insecure_links, "max_frame": run.max_frame,
+                   "max_batch_delay": run.max_batch_delay,
+                   "stop_file": str(Path(progress_dir, STOP_FILE)) if progress_dir else None,
                    "out_links": [ln.id for ln in links if ln.src_pe == pe.pe],
                    "schemas": {ln.dst: None if ln.schema is None else [list(a) for a in ln.schema]
                                for ln in links if ln.dst_pe == pe.pe},

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from spadeopt.deploy import sparkauth
-from spadeopt.deploy.agent import ERROR_TAG, barrier_task
+from spadeopt.deploy.agent import ERROR_TAG, STOP_FILE, barrier_task
 from spadeopt.deploy.masters import is_local, local_cluster_cores
 from spadeopt.deploy.options import RunOptions
 from spadeopt.deploy.procs import running
@@ -209,6 +209,8 @@ class RunResult:
     build_dir: str = ""
     steady_throughput: float = 0.0  # aggregate source rate after the warm-up (see steady_rate)
     cpu_per_node: dict[str, float] = field(default_factory=dict)
+    stopped_by: str | None = None  # "request" (Ctrl-C, SIGTERM) or "duration": the sources were ended
+    connectors: dict[str, Any] = field(default_factory=dict)  # live source -> position, lag; sink -> report
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -287,16 +289,31 @@ def run_build(build_dir: Path, options: RunOptions | None = None, *, sampling: S
 
     worker = threading.Thread(target=collect, daemon=True)
     worker.start()
+    stopping = False
     try:
-        while not done.wait(1.0):
-            say(_progress_line(progress_dir, t0, deploy) if local else f"\r{time.time() - t0:6.1f} s  running")
-            silent = _silent_agent(progress_dir, deploy) if local else None
-            if silent is not None:
-                sc.cancelAllJobs()
-                done.wait(10.0)
-                raise RunError(f"app '{deploy.app}' failed: the node agent of node {silent} stopped "
-                               f"reporting for more than {_stall_timeout(deploy):g} s (--stall-timeout); "
-                               f"the job was cancelled")
+        with _interrupts_only():
+            while True:
+                try:
+                    if done.wait(1.0):
+                        break
+                    say(_progress_line(progress_dir, t0, deploy, stopping) if local
+                        else f"\r{time.time() - t0:6.1f} s  running")
+                    silent = _silent_agent(progress_dir, deploy) if local else None
+                    if silent is not None:
+                        sc.cancelAllJobs()
+                        done.wait(10.0)
+                        raise RunError(f"app '{deploy.app}' failed: the node agent of node {silent} stopped "
+                                       f"reporting for more than {_stall_timeout(deploy):g} s (--stall-timeout); "
+                                       f"the job was cancelled")
+                except KeyboardInterrupt:
+                    # a live app's normal end: its sources stop, the rest drains; else (or a
+                    # second time) the run is cancelled below and its sinks discarded
+                    if stopping or not local or not _live(progress_dir):
+                        raise
+                    stopping = True
+                    request_stop(progress_dir)
+                    say("stop requested: the sources end, in-flight tuples drain, windows close as at the end "
+                        "of their input, sinks flush (Ctrl-C again to cancel and discard the sinks)")
         if "error" in box:
             raise _as_run_error(box["error"], deploy, master, log_dir, sc.pythonExec) from None
         reports = sorted((json.loads(r) for r in box["raw"]), key=lambda r: r["node"])
@@ -318,6 +335,47 @@ def run_build(build_dir: Path, options: RunOptions | None = None, *, sampling: S
                     d.rmdir()
         raise
     return _result(deploy, reports, master, time.time() - t0, str(build_dir))
+
+
+def request_stop(progress_dir: Path) -> None:
+    """Ask the PEs of the local run whose progress directory is ``progress_dir`` (a
+    build's ``progress/``) to end their sources now, as ``--duration`` does when it is
+    up: each PE's stop watcher sees the file within ``runtime.pe.STOP_POLL`` seconds.
+    The run then drains and ends as its sources' end would (sinks committed)."""
+    progress_dir = Path(progress_dir)
+    progress_dir.mkdir(parents=True, exist_ok=True)
+    (progress_dir / STOP_FILE).write_text(f"{time.time()}\n")
+
+
+def _live(progress_dir: Path) -> bool:
+    """Does a PE of this run read a source without an end of its own (its progress file says so)?"""
+    for f in progress_dir.glob("*.json"):
+        try:
+            if json.loads(f.read_text()).get("unbounded"):
+                return True
+        except (OSError, json.JSONDecodeError, AttributeError):
+            continue
+    return False
+
+
+@contextlib.contextmanager
+def _interrupts_only():
+    """While a run is waited for, SIGINT only raises ``KeyboardInterrupt`` here (PySpark's
+    own handler would cancel every job first, so a live run could not drain); the
+    handler before is restored after. Off the main thread nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.getsignal(signal.SIGINT)
+
+    def interrupt(_signum, _frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
 
 
 def _wait_until_gone(progress_dir: Path, timeout: float) -> None:
@@ -361,9 +419,12 @@ so a driver that returns after this leaves no PE behind; without the wait, Spark
 and the PEs' deaths raced the driver's exit on a loaded machine."""
 
 
-def _progress_line(progress_dir: Path, t0: float, deploy: Deployment) -> str:
-    """One status line from the PEs' progress files (written every second)."""
-    tuples, sinks, pes = 0, 0, 0
+def _progress_line(progress_dir: Path, t0: float, deploy: Deployment, stopping: bool = False) -> str:
+    """One status line from the PEs' progress files (written every second): PEs up, each
+    live source's tuples read and lag (entries behind its feed's end), each sink's count."""
+    tuples, pes = 0, 0
+    sinks: dict[str, int] = {}
+    lags: dict[str, int | None] = {}
     for f in progress_dir.glob("*.json"):
         try:
             doc = json.loads(f.read_text())
@@ -371,10 +432,18 @@ def _progress_line(progress_dir: Path, t0: float, deploy: Deployment) -> str:
             continue
         pes += 1
         tuples += sum(doc["sources"].values())
-        sinks += sum(doc["sinks"].values())
+        for name, n in doc["sinks"].items():
+            sinks[name] = sinks.get(name, 0) + n
+        lags.update(doc.get("lag") or {})
     elapsed = time.time() - t0
-    line = f"\r{elapsed:6.1f} s  {pes}/{len(deploy.pes)} PEs up  {tuples:,} source tuples  {sinks:,} at sinks"
-    if (duration := deploy.settings.duration):
+    line = f"\r{elapsed:6.1f} s  {pes}/{len(deploy.pes)} PEs up  {tuples:,} source tuples"
+    if lags:
+        line += "  lag " + ", ".join(f"{n} {'?' if v is None else f'{v:,}'}" for n, v in sorted(lags.items()))
+    if sinks:
+        line += "  sinks " + ", ".join(f"{n} {v:,}" for n, v in sorted(sinks.items()))
+    if stopping:
+        line += "  (stopping: draining)"
+    elif (duration := deploy.settings.duration):
         line += f"  ({min(100, 100 * elapsed / duration):.0f}% of {duration:g} s)"
     return line
 
@@ -474,9 +543,13 @@ def _result(deploy: Deployment, reports: list[dict], master: str, wall: float, b
         cpu_node[str(p["node"])] = cpu_node.get(str(p["node"]), 0.0) + p["cpu_s"]
     for p in per_pe:
         p["sources"] = {k: v[:3] for k, v in p["sources"].items()}
+    stopped = sorted({st.get("stopped_by") for r in reports for st in r["pes"]} - {None})
+    connectors = {name: rep for r in reports for st in r["pes"] for name, rep in st.get("connectors", {}).items()}
     return RunResult(deploy.app, deploy.strategy, master, deploy.nodes, len(deploy.pes), thr,
                      wall, tuples, sorted(per_pe, key=lambda p: p["pe"]), dict(sorted(sinks.items())), used,
-                     build_dir, steady_rate(timelines) or thr, cpu_node)
+                     build_dir, steady_rate(timelines) or thr, cpu_node,
+                     stopped_by="request" if "request" in stopped else (stopped[0] if stopped else None),
+                     connectors=dict(sorted(connectors.items())))
 
 
 def steady_rate(timelines: list[list[tuple[float, int]]], warmup: float = 0.2) -> float:

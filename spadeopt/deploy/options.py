@@ -35,6 +35,14 @@ def _positive(flag: str, value: float | None) -> float | None:
     return float(value)
 
 
+def _delay(value: float | None) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value) and 0 <= value <= 60):
+        raise UsageError(f"--max-batch-delay must be 0 to 60000 ms, got {value * 1000 if isinstance(value, (int, float)) else value!r} ms")
+    return float(value)
+
+
 @dataclass(frozen=True)
 class RunOptions:
     """Where and how to run a build; nothing here changes what the build computes."""
@@ -47,10 +55,12 @@ class RunOptions:
     insecure_links: bool = False  # plain links (measurements only)
     stall_timeout: float | None = None  # seconds without progress before a node fails
     duration: float | None = None  # seconds until the sources stop
+    max_batch_delay: float | None = None  # seconds a live source's partial batch may wait; None: the build's
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "stall_timeout", _positive("--stall-timeout", self.stall_timeout))
         object.__setattr__(self, "duration", _positive("--duration", self.duration))
+        object.__setattr__(self, "max_batch_delay", _delay(self.max_batch_delay))
         object.__setattr__(self, "conf", dict(self.conf))
         if self.out is not None:
             object.__setattr__(self, "out", Path(self.out))
@@ -65,4 +75,5 @@ class RunOptions:
     def apply(self, settings: RunSettings) -> RunSettings:
         """The build's run settings with this run's options over them."""
         return settings.changed(insecure_links=True if self.insecure_links else None,
-                                stall_timeout=self.stall_timeout, duration=self.duration)
+                                stall_timeout=self.stall_timeout, duration=self.duration,
+                                max_batch_delay=self.max_batch_delay)

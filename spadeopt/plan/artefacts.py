@@ -175,7 +175,7 @@ def check_plan_json(doc: Any, path: str | Path) -> None:
     f.value(doc, "", "strategy", is_file_name, f"a strategy name ({FILE_NAME_RULE})")
     nodes = f.int_in(doc, "", "nodes", 1, MAX_NODES)
     f.int_in(doc, "", "cores", 1, MAX_CORES)
-    for key in ("instrumented", "collapse"):
+    for key in ("instrumented", "collapse", "checkpoints"):
         f.value(doc, "", key, lambda v: isinstance(v, bool), "true or false", required=False)
     _pes(f, doc, nodes, deploy=False)
     for at, r in f.objects(doc, "", "regions", required=False):
@@ -213,7 +213,7 @@ def _pes(f: _Fields, doc: dict, nodes: Any, deploy: bool) -> set[str]:
 def check_deploy(doc: Any, path: str | Path) -> dict[str, Any]:
     """Check a ``deploy.json`` document (``codegen.render.render_build``) read from
     ``path``; returns it. The per-run settings a run may override (``batch_size``,
-    ``hwm``, ``max_frame``, ``duration``, ``stall_timeout``, ``insecure_links``) are
+    ``hwm``, ``max_frame``, ``max_batch_delay``, ``duration``, ``stall_timeout``, ``insecure_links``) are
     checked when present; ``profile`` (where samples go) is never read from a file."""
     f = _Fields(path)
     doc = _top(doc, f, "deploy descriptor", DEPLOY_HINT)
@@ -225,7 +225,7 @@ def check_deploy(doc: Any, path: str | Path) -> dict[str, Any]:
     f.value(doc, "", "strategy", is_file_name, f"a strategy name ({FILE_NAME_RULE})")
     nodes = f.int_in(doc, "", "nodes", 1, MAX_NODES)
     f.int_in(doc, "", "cores", 1, MAX_CORES)
-    for key in ("instrumented", "collapse", "insecure_links"):
+    for key in ("instrumented", "collapse", "insecure_links", "checkpoints"):
         f.value(doc, "", key, lambda v: isinstance(v, bool), "true or false", required=False)
     ids = _pes(f, doc, nodes, deploy=True)
     link_ids: set[str] = set()
@@ -255,6 +255,8 @@ def check_deploy(doc: Any, path: str | Path) -> dict[str, Any]:
         f.int_in(doc, "", key, 1, hi, required=False)
     for key in ("duration", "stall_timeout"):
         f.number(doc, "", key, required=False, none_ok=True, positive=True)
+    f.value(doc, "", "max_batch_delay", lambda v: _is_number(v) and 0 <= v <= 60, "seconds, 0 to 60",
+            required=False)
     f.value(doc, "", "profile", lambda v: v is None,
             "nothing: where samples go is set by `spadeopt profile` per run, never read from a build",
             required=False)

@@ -48,6 +48,8 @@ from spadeopt.runtime.sinks import Sink
 
 DEFAULT_BATCH = 512
 IDLE_SLEEP = 0.001  # s: drive_sources' back-off when every source of the PE was idle for a round
+LAG_EVERY = 1.0  # s between two lag() calls of a live source (made in the sources thread)
+STOP_POLL = 0.1  # s between two looks for the run's stop file
 
 
 class Pending:
@@ -140,23 +142,29 @@ class PERuntime:
                  out_dir: str | None = None, batch_size: int = DEFAULT_BATCH,
                  hwm: int = transport.DEFAULT_HWM, profiler: Any = None,
                  duration: float | None = None, progress_file: str | None = None,
-                 secure: bool = True, max_frame: int = transport.DEFAULT_MAX_FRAME) -> None:
+                 secure: bool = True, max_frame: int = transport.DEFAULT_MAX_FRAME,
+                 max_batch_delay: float = wire.DEFAULT_BATCH_DELAY, stop_file: str | None = None) -> None:
         self.pe_id = pe_id
         self.operators = operators
         self.module_file = module_file
         self.out_dir = out_dir
         self.batch_size = batch_size
+        self.max_batch_delay = max_batch_delay
+        self.stop_file = stop_file  # a file whose appearance ends the sources (a stop request)
+        self.stopped_by: str | None = None  # "duration" or "request" once the sources were told to end
         self.hwm = hwm
         self.ctx = zmq.Context.instance()
         self.senders: dict[str, transport.Sender] = {}
         self.inputs: dict[str, InputPort] = {}
         self.sources: dict[str, Callable[[], Iterator[None]]] = {}  # name -> its generator function
         self.connectors: dict[str, Source] = {}  # source name -> its connector (position, lag)
+        self.lags: dict[str, int | None] = {}  # live source -> its last lag() (entries behind the feed's end)
         self._idle_turns = 0  # turns a live source found nothing to read (drive_sources backs off)
         self._turn: str | None = None  # the source whose batch the sources thread is running
         self._turn_cpu: dict[str, int] | None = None  # profiling, several sources: CPU ns of each one's turns
         self._turn_start = 0  # thread CPU ns when the running turn began
         self.sinks: dict[str, Sink] = {}
+        self.sink_connectors: dict[str, Any] = {}  # sink name -> its connector (report())
         self.source_stats: dict[str, list] = {}
         self.failure: OperatorFailure | None = None
         self.stop = False  # set on failure: every thread winds down
@@ -172,6 +180,8 @@ class PERuntime:
         self.server_key: tuple[str, str] | None = None  # (public, secret) of this PE's PULL sockets
         self.link_keys: dict[str, tuple[str, str]] = {}  # out link id -> (public, secret)
         self.received = 0  # frames taken off the input sockets (progress, for stall detection)
+        self.states: dict[str, tuple] = {}  # operator -> its state objects (checkpointing builds: rt.state)
+        self.checkpoints: Any = None  # a runtime.checkpoint.Checkpointer when the run takes checkpoints
 
     # ---- called by generated build(rt) -----------------------------------------------
     def sender(self, ref: str, locked: bool = False) -> transport.Sender:
@@ -194,6 +204,8 @@ class PERuntime:
         ``connector``: a sink connector (``spadeopt.connectors.base.Sink``) it writes to."""
         s = Sink(report_as or name, mode, names, types, self.out_dir, connector)
         self.sinks[name] = s
+        if connector is not None:
+            self.sink_connectors[name] = connector
         return s
 
     def sink_counts(self) -> dict[str, int]:
@@ -202,6 +214,11 @@ class PERuntime:
         for s in list(self.sinks.values()):
             counts[s.name] = counts.get(s.name, 0) + s.count
         return counts
+
+    def state(self, op: str, *objs: Any) -> None:
+        """A checkpointing build's operator registers the objects holding its state
+        (``spadeopt.runtime.checkpoint``: snapshot and restored in place)."""
+        self.states[op] = objs
 
     def input(self, ref: str, fn: Callable, final: Callable, links: int, point: Any = None) -> None:
         self.inputs[ref] = InputPort(ref, fn, final, links, point=point,
@@ -249,6 +266,8 @@ class PERuntime:
                     time.sleep(IDLE_SLEEP)
                 left, idle_before = len(turns), self._idle_turns
             left -= 1
+            if self.checkpoints is not None and self.checkpoints.due:  # every source is between batches
+                self.checkpoints.source_barrier()
             name, steps = turns.popleft()
             self._turn = name
             try:
@@ -276,15 +295,19 @@ class PERuntime:
         (``spadeopt.connectors.base``), counting them for throughput: a source connector
         as it is, any other iterable as an ``IterableSource`` (a list or tuple cut by
         slicing, anything else through ``islice``, ~11 ns a tuple on the development VM).
-        A live source's idle read (``[]``) is yielded as an empty batch, which the
-        generated code skips: its turn ends, and ``drive_sources`` backs off when every
-        source of the PE was idle. With ``arity``, each batch's first and last tuple are
-        checked against it (``check_shape``). The source is closed however the loop ends."""
+        A live source's records are passed on when ``batch_size`` have come or the
+        oldest has waited ``max_batch_delay`` (``_live_batches``); an idle turn is
+        yielded as an empty batch, which the generated code skips: its turn ends, and
+        ``drive_sources`` backs off when every source of the PE was idle. With
+        ``arity``, each batch's first and last tuple are checked against it
+        (``check_shape``). The source is closed however the loop ends."""
         stats = self.source_stats[name] = [0, None, None, []]  # count, first, last, timeline
         timeline = stats[3]
         next_mark = 0.0
         size = self.batch_size
         src = as_source(iterable)
+        if self.checkpoints is not None:  # positions recorded, rewound on restore
+            src = self.checkpoints.track(name, src)
         self.connectors[name] = src
         thread_point = self.point(name, "thread", "thread") if self.profiler else None
         if thread_point:
@@ -292,12 +315,8 @@ class PERuntime:
         n = 0
         try:
             src.open()
-            while not (self.stop or self.stop_sources):
-                batch = src.read(size)
-                if batch is None:
-                    break
+            for batch in (self._live_batches(name, src, size) if src.live else self._batches(src, size)):
                 if not batch:
-                    self._idle_turns += 1
                     yield batch
                     continue
                 if arity is not None:
@@ -315,11 +334,61 @@ class PERuntime:
                 if thread_point and n % 64 == 0:
                     thread_point.sample_thread(self._source_cpu_ns(name))
         finally:
+            if src.live:
+                self._sample_lag(name, src)
             src.close()
         if thread_point:
             thread_point.sample_thread(self._source_cpu_ns(name))
         if stats[2] is not None:
             timeline.append((stats[2], stats[0]))
+
+    def _batches(self, src: Source, size: int) -> Iterator[list]:
+        """A bounded source's batches as it reads them (it is never idle)."""
+        while not (self.stop or self.stop_sources):
+            batch = src.read(size)
+            if batch is None:
+                return
+            yield batch
+
+    def _live_batches(self, name: str, src: Source, size: int) -> Iterator[list]:
+        """A live source's batches: records are held until ``size`` have come or the
+        oldest has waited ``max_batch_delay`` seconds (0: passed on as read), so a fast
+        feed makes full frames and a slow one is not held; ``[]`` for a turn that passes
+        nothing on (counted idle: ``drive_sources`` sleeps a millisecond when every
+        source of the PE was). When the sources are told to end (``--duration``, a stop
+        request), what is held is passed on, then the loop ends. Every ``LAG_EVERY``
+        seconds the source's ``lag()`` is sampled here, in its own thread."""
+        delay, clock = self.max_batch_delay, time.monotonic
+        held: list = []
+        first = next_lag = 0.0
+        while not (self.stop or self.stop_sources):
+            got = src.read(size - len(held))
+            now = clock()
+            if now >= next_lag:
+                self._sample_lag(name, src)
+                next_lag = now + LAG_EVERY
+            if got is None:
+                break
+            if got:
+                if held:
+                    held += got
+                else:
+                    held, first = got, now
+            if held and (len(held) >= size or now - first >= delay):
+                out, held = held, []
+                yield out
+                continue
+            self._idle_turns += 1  # nothing (or less than asked) to read now
+            yield []
+        if held and not self.stop:
+            yield held
+
+    def _sample_lag(self, name: str, src: Source) -> None:
+        try:
+            self.lags[name] = src.lag()
+        except Exception as exc:  # noqa: BLE001 - a lag is a report, never a reason to fail
+            self.lags[name] = None
+            print(f"spadeopt: PE {self.pe_id}: lag of source '{name}' unknown: {exc}", file=sys.stderr, flush=True)
 
     # ---- wiring -----------------------------------------------------------------------
     def bind(self, ipc_dir: str | None, host: str | None,
@@ -384,9 +453,11 @@ class PERuntime:
         """Run all threads to completion; raises ``OperatorFailure`` on the first error."""
         t0, c0 = time.time(), time.process_time()
         if self.duration is not None:
-            timer = threading.Timer(self.duration, self._end_sources)
+            timer = threading.Timer(self.duration, self._end_sources, args=("duration",))
             timer.daemon = True
             timer.start()
+        if self.stop_file and self.sources:
+            threading.Thread(target=self._watch_stop, daemon=True, name="stop").start()
         if self.progress_file:
             threading.Thread(target=self._report_progress, daemon=True, name="progress").start()
         threads = [threading.Thread(target=self._guard, args=("sources", self.drive_sources),
@@ -413,6 +484,8 @@ class PERuntime:
             "t_end": t_end,
             "sources": {n: v for n, v in self.source_stats.items()},
             "sinks": self.sink_counts(),
+            "connectors": self.connector_report(),
+            "stopped_by": self.stopped_by,
             "refused": self.guard.refusals() if self.guard is not None else {},
             "secure_links": self.secure,
         }
@@ -422,14 +495,50 @@ class PERuntime:
         open with the upstream links whose final has not arrived (for stall reports)."""
         n = self.received + sum(s.batches for s in self.senders.values())
         n += sum(v[0] for v in list(self.source_stats.values()))
+        if self.unbounded():  # polling a live feed that is quiet is waiting on the world, not a stall
+            n += self._idle_turns
         waiting = {ref: sorted(set(p.upstream) - p.finaled) or [f"{p.links - p.finals} link(s)"]
                    for ref, p in self.inputs.items() if p.finals < p.links}
         return n, waiting
 
     profile_dir: str | None = None
 
-    def _end_sources(self) -> None:
+    def _end_sources(self, why: str = "request") -> None:
+        """Sources end as if their input had: what they hold is passed on, finals follow
+        the in-flight tuples, windows close by their end-of-stream rules, sinks flush."""
+        if not self.stop_sources:
+            self.stopped_by = why
         self.stop_sources = True
+
+    def _watch_stop(self) -> None:
+        """End the sources when the run's stop file appears (``deploy.launcher.request_stop``)."""
+        while not self._done.wait(STOP_POLL):
+            if os.path.exists(self.stop_file):
+                print(f"spadeopt: PE {self.pe_id}: stop requested: its sources end", file=sys.stderr, flush=True)
+                self._end_sources("request")
+                return
+
+    def unbounded(self) -> list[str]:
+        """This PE's sources that have no end of their own (``connectors.base.Source.unbounded``)."""
+        return sorted(n for n, src in list(self.connectors.items()) if src.unbounded)
+
+    def connector_report(self) -> dict[str, dict[str, Any]]:
+        """Each live source's position (where a next run would resume) and last lag, and
+        each connector sink's report (counts, last entry ID)."""
+        out: dict[str, dict[str, Any]] = {}
+        for n, src in sorted(self.connectors.items()):
+            if src.live:
+                try:
+                    pos = src.position()
+                except Exception:  # noqa: BLE001 - a report
+                    pos = None
+                out[n] = {"position": pos, "lag": self.lags.get(n), "unbounded": src.unbounded}
+        for n, conn in sorted(self.sink_connectors.items()):
+            try:
+                out[n] = conn.report()
+            except Exception:  # noqa: BLE001 - a report
+                continue
+        return out
 
     def _report_progress(self) -> None:
         """Every second, write this PE's source counts (and pid) where the driver can read them."""
@@ -439,7 +548,8 @@ class PERuntime:
         while not self._done.wait(1.0):
             doc = {"pe": self.pe_id, "pid": os.getpid(), "t": time.time(),
                    "sources": {n: v[0] for n, v in list(self.source_stats.items())},
-                   "sinks": self.sink_counts()}
+                   "sinks": self.sink_counts(), "lag": dict(self.lags), "unbounded": self.unbounded(),
+                   "stopping": self.stopped_by}
             tmp = f"{self.progress_file}.tmp"
             with open(tmp, "w") as f:
                 json.dump(doc, f)
@@ -493,7 +603,10 @@ class PERuntime:
         open_ports = len(by_socket)
         decode, tag, secure, max_frame = wire.decode_batch, wire.FINAL_TAG, self.secure, self.max_frame
         guard = self.guard
+        ck = self.checkpoints
         while open_ports and not self.stop:
+            if ck is not None and ck.release_due:  # an alignment the sources thread completed
+                ck.release()
             if guard is not None and guard.dropped:  # promptly, for the ports still open
                 self._check_dropped(p for p in by_socket.values() if p.finals < p.links)
             for sock, _ in poller.poll(100):
@@ -505,6 +618,8 @@ class PERuntime:
                         break
                     self.received += 1
                     data = frame.buffer
+                    if ck is not None and ck.intercept(port, frame, data):  # barriers, blocked links
+                        continue
                     if data[:1] == tag:
                         if self._final(port, frame, secure):
                             poller.unregister(sock)

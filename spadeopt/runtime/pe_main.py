@@ -61,7 +61,8 @@ def main() -> None:
                        cfg["batch_size"], cfg["hwm"], profiler=profiler,
                        duration=cfg.get("duration"), progress_file=cfg.get("progress_file"),
                        secure=not cfg.get("insecure_links", False),
-                       max_frame=cfg["max_frame"])
+                       max_frame=cfg["max_frame"], max_batch_delay=cfg["max_batch_delay"],
+                       stop_file=cfg.get("stop_file"))
         rt.profile_dir = prof["run_dir"] if prof else None
         module.build(rt)
         if not rt.secure:
