@@ -74,6 +74,10 @@ def _no_clock(op: Operator) -> Any:
     return None
 
 
+def _checkpointable(op: Operator) -> str | None:
+    return None
+
+
 def _no_final_rows(op: Operator) -> bool:
     return False
 
@@ -100,7 +104,9 @@ class Kind:
     the unreplicated stream's progress from the split's watermark copies), else None;
     ``final_rows(op)`` whether its channel copy may emit rows at end of stream numbered
     from its *final base* (``plan.fission.final_base``: after every number that can
-    reach it, so end-of-stream cascades through a channel keep their width-1 order).
+    reach it, so end-of-stream cascades through a channel keep their width-1 order);
+    ``number_bits`` how many bits its channel copy's numbers take beyond its inputs'
+    (a join numbers its matches by order value, side and input number: ``kinds.numbering``).
 
     Codegen: ``needs_lock`` (its code keeps state, so a PE whose threads both reach it
     locks it), ``never_blocks`` (its code never blocks or leaves its thread: profiling
@@ -123,9 +129,11 @@ class Kind:
     channel_params: Callable[[Operator, int, int, bool], Any] = _same_params
     event_time: Callable[[Operator], Any] = _no_clock  # (attr, Window) or None
     final_rows: Callable[[Operator], bool] = _no_final_rows
+    number_bits: int = 0
     needs_lock: bool = True
     never_blocks: bool = True
     passes_pulses: bool = True
+    checkpoint_problem: Callable[[Operator], str | None] = _checkpointable  # why its state cannot be checkpointed
     collapsible: bool = False
 
 

@@ -1,6 +1,10 @@
 """``join``: a windowed equi-join processed in merged event-time order. Partitioned on
 its key (stateful without one); a region may hold it when both sides' keys have the
-same names (one hash of the entering stream then partitions both)."""
+same names (one hash of the entering stream, or of each of two entering streams, then
+partitions both) and both order attributes are ints or both floats: its channel copy
+numbers a match by its width-1 processing position, ``(order value, side, number of the
+tuple that triggered it)`` packed into one int (``kinds.numbering``), so the merge puts
+matches of every channel back in the width-1 order, ties between the sides included."""
 
 from __future__ import annotations
 
@@ -19,6 +23,7 @@ from spadeopt.kinds.base import (
     stateful_problem,
 )
 from spadeopt.kinds.lowering import key_source, number, rename, row, typed
+from spadeopt.kinds.numbering import input_bits
 from spadeopt.kinds.outputs import (
     check_expr,
     function_names,
@@ -129,15 +134,29 @@ def lower(graph: AppGraph, op: Operator, imports: Imports) -> dict[str, Any]:
     q = {"left": ("l", ls), "right": ("r", rs)}
     types = [t for _, t in op.out_port("out").schema.attrs]
     out_row = row([typed(compile_expr(e, functions=names, rename=ren, qualified=q).source, typ,
-                         static_type(e, qualified=q))
-                   for (_, e), typ in zip(p.output, types, strict=True)])
+                         static_type(e, qualified=q)) if name != SEQ else "_num"
+                   for (name, e), typ in zip(p.output, types, strict=True)])
     where = compile_expr(p.where, functions=names, rename=ren, qualified=q).source if p.where else None
+    renumber = None
+    if SEQ in op.out_port("out").schema:  # a channel copy in a dynamic region (kinds.numbering)
+        renumber = {"shift": input_bits(graph, op), "float": ORDER_TYPES[ls.type_of(p.left_order)] == "float",
+                    "lseq": ls.index(SEQ), "rseq": rs.index(SEQ)}
     return {
+        "renumber": renumber,
         "lkey": key_source(p.left_key, ls, "l"), "rkey": key_source(p.right_key, rs, "r"),
         "lord": ls.index(p.left_order), "rord": rs.index(p.right_order),
         "lwin": _window(p.left_window, ls), "rwin": _window(p.right_window, rs),
         "row": out_row, "where": where,
     }
+
+
+ORDER_TYPES = {"int": "int", "bool": "int", "float": "float"}  # order attribute type -> how a channel numbers
+
+
+def _order_type(op: Operator, side: str) -> str | None:
+    schema = op.in_port(side).schema
+    attr = getattr(op.params, f"{side}_order")
+    return None if schema is None or attr not in schema else schema.type_of(attr)
 
 
 def region_problem(op: Operator) -> str | None:
@@ -146,6 +165,11 @@ def region_problem(op: Operator) -> str | None:
     if tuple(op.params.left_key) != tuple(op.params.right_key):
         return (f"operator '{op.name}' joins on differently named keys {op.params.left_key} and "
                 f"{op.params.right_key}; one hash of the entering stream cannot partition both")
+    lt, rt = _order_type(op, "left"), _order_type(op, "right")
+    if ORDER_TYPES.get(lt) is None or ORDER_TYPES.get(lt) != ORDER_TYPES.get(rt):
+        return (f"operator '{op.name}' orders its sides by '{op.params.left_order}' ({lt}) and "
+                f"'{op.params.right_order}' ({rt}); in a parallel region a join numbers its matches by "
+                f"order value, so both must be ints or both floats")
     return None
 
 
@@ -154,10 +178,10 @@ def forwards(op: Operator, attr: str) -> bool:
 
 
 def channel_params(op: Operator, channel: int, width: int, dynamic: bool) -> JoinParams:
-    if dynamic:  # a match carries the later of its two tuples' sequence numbers
-        return dataclasses.replace(op.params, output=(*op.params.output, (SEQ, f"max(left.{SEQ}, right.{SEQ})")))
+    if dynamic:  # a match carries its width-1 processing position (lower: the trigger's packed number)
+        return dataclasses.replace(op.params, output=(*op.params.output, (SEQ, SEQ)))
     return op.params
 
 
 KIND = Kind("join", declare, derive, lower, "ops/join.py.j2", region_problem=region_problem,
-            forwards=forwards, channel_params=channel_params)
+            forwards=forwards, channel_params=channel_params, number_bits=65)

@@ -37,6 +37,7 @@ from spadeopt.errors import UsageError
 from spadeopt.kinds import kind_of
 from spadeopt.kinds.fission_merge import FissionMergeParams
 from spadeopt.kinds.fission_split import FissionSplitParams
+from spadeopt.kinds.numbering import input_bits
 from spadeopt.kinds.windows import bound_type
 from spadeopt.model.graph import (
     STATEFUL,
@@ -50,7 +51,7 @@ from spadeopt.model.graph import (
 )
 from spadeopt.model.schema import Schema
 from spadeopt.plan.regions import BLOCK, DYNAMIC, Region, check_region
-from spadeopt.protocol import FINAL_BASE, SEQ  # SEQ: the hidden sequence-number attribute
+from spadeopt.protocol import SEQ  # SEQ: the hidden sequence-number attribute
 
 
 def _with_seq(schema: Schema | None, where: str) -> Schema | None:
@@ -210,29 +211,12 @@ def final_base(graph: AppGraph, op: Operator) -> int:
 
     A row flushed at end of stream is numbered ``base + n`` with ``n`` a number that
     reached the operator (its group's or key's first tuple), so ``n < base`` must hold
-    for every such number: tuples are numbered below ``FINAL_BASE``, and an operator
-    with ``d`` end-of-stream emitters on a path before it in its channel starts at
-    ``FINAL_BASE * 2**d`` (each emitter's rows stay below twice its base). At width 1
-    an operator's flush comes after everything its upstream flushed; these bases keep
-    that order at every width. Numbers from ``2**64`` up cross PEs as big ints."""
-    depth: dict[str, int] = {}
-
-    def upstream(name: str) -> int:
-        if name not in depth:
-            depth[name] = 0  # no loops inside a region; guards a malformed graph
-            here = graph.op(name)
-            d = 0
-            for p in here.inputs:
-                for src in graph.publishers(PortRef(name, p.name)):
-                    pub = graph.op(src.op)
-                    schema = pub.out_port(src.port).schema
-                    if schema is None or SEQ not in schema:
-                        continue  # the split, or outside the channel
-                    d = max(d, upstream(src.op) + (1 if kind_of(pub).final_rows(pub) else 0))
-            depth[name] = d
-        return depth[name]
-
-    return FINAL_BASE * 2 ** upstream(op.name)
+    for every such number: ``base = 2**b``, ``b`` the bits of every number that can reach
+    it (``kinds.numbering``: the split's are below ``FINAL_BASE = 2**62``, each
+    end-of-stream emitter on a path before it adds one bit, a join 65). At width 1 an
+    operator's flush comes after everything its upstream flushed; these bases keep that
+    order at every width. Numbers from ``2**64`` up cross PEs as big ints."""
+    return 1 << input_bits(graph, op)
 
 
 def channel_label(physical: str, regions: tuple[Region, ...]) -> str:

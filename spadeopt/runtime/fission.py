@@ -24,6 +24,7 @@ what fits in the slower channel's links (ZeroMQ high-water marks).
 
 from __future__ import annotations
 
+import struct
 from bisect import bisect_right
 from itertools import chain
 from operator import itemgetter
@@ -143,6 +144,35 @@ class BlockMerge(_ChannelQueues):
                 left = self.block
         self.cur, self.left = cur, left
         return out
+
+
+_HALF = 1 << 63
+_TOP = 1 << 64
+_LOW63 = _HALF - 1
+_D = struct.Struct("<d")
+_Q = struct.Struct("<q")
+
+
+def join_number(t, side: int, seq: int, shift: int, is_float: bool) -> int:
+    """A join's match number in a channel (``kinds.numbering``): its width-1 processing
+    position ``(order value t, side, number of the triggering tuple)`` packed into one int,
+    ``((key << 1 | side) << shift) | seq``, ``key`` the order value mapped monotonically
+    into ``[0, 2**64)`` (ints as they are, offset by ``2**63``; floats by their IEEE bits,
+    ``-0.0`` as ``0.0``, so equal values share a key exactly as the join's merge ties them).
+
+    >>> [join_number(t, s, 5, 8, True) < join_number(u, v, 3, 8, True)
+    ...  for (t, s), (u, v) in [((-1.5, 1), (-1.0, 0)), ((2.0, 0), (2.0, 1)), ((-0.0, 0), (0.0, 0))]]
+    [True, True, False]
+    """
+    if is_float:
+        b = _Q.unpack(_D.pack(float(t) + 0.0))[0]
+        key = (b if b >= 0 else b ^ _LOW63) + _HALF
+    else:
+        key = t + _HALF
+        if not 0 <= key < _TOP:
+            raise ValueError(f"a join in a parallel region orders by {t!r}, beyond 64 bits (from -2**63 to "
+                             f"2**63 - 1)")
+    return (((key << 1) | side) << shift) | seq
 
 
 def read_splits(source: str, splits, part: int, parts: int, size: int, stamp: bool):
