@@ -27,3 +27,21 @@ def write_atomic(path: Path, text: str) -> Path:
             os.unlink(tmp)
         raise
     return path
+
+
+def write_bytes_atomic(path: Path, data: bytes) -> Path:
+    """``write_atomic`` for bytes."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return path

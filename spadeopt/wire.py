@@ -24,6 +24,7 @@ from __future__ import annotations
 import msgpack
 
 FINAL_TAG = b"\xc1"
+BARRIER_TAG = b"\xc2"  # a checkpoint barrier (spadeopt.runtime.checkpoint); a batch never starts with 0xc2
 DEFAULT_MAX_FRAME = 64 * 1024 * 1024  # bytes; a larger frame is an error at the receiver
 DEFAULT_BATCH = 512  # tuples per frame between PEs (plan.deployment.RunSettings.batch_size)
 DEFAULT_HWM = 32  # frames queued per link (ZeroMQ's high-water mark)
@@ -87,6 +88,21 @@ def unpack(data: bytes):
 
 def final_frame(link: str) -> bytes:
     return FINAL_TAG + link.encode()
+
+
+def barrier_frame(link: str, checkpoint: int) -> bytes:
+    """Checkpoint ``checkpoint``'s barrier on ``link``: the tag, the id (8 bytes), the link."""
+    return BARRIER_TAG + checkpoint.to_bytes(8, "big") + link.encode()
+
+
+def parse_barrier(data) -> tuple[int, str]:
+    """``(checkpoint id, claimed link)`` of a barrier frame; ``WireError`` if malformed."""
+    if len(data) < 10 or len(data) > 9 + 256:
+        raise WireError(f"malformed checkpoint barrier: {_describe(data)}")
+    try:
+        return int.from_bytes(bytes(data[1:9]), "big"), bytes(data[9:]).decode()
+    except UnicodeDecodeError:
+        raise WireError(f"malformed checkpoint barrier: {_describe(data)}") from None
 
 
 def _describe(data) -> str:

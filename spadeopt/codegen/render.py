@@ -22,6 +22,7 @@ from jinja2 import ChoiceLoader, Environment, FileSystemLoader, FunctionLoader, 
 from spadeopt.codegen.lower import lower_op
 from spadeopt.codegen.spec import PESpec, links_of, pe_spec
 from spadeopt.errors import CodegenError
+from spadeopt.kinds import kind_of
 from spadeopt.model.graph import AppGraph
 from spadeopt.model.schema import gid
 from spadeopt.plan.deployment import DeployedLink, DeployedPE, Deployment, SparkSettings
@@ -96,6 +97,10 @@ def render_build(graph: AppGraph, plan: Plan, app_ref: str, build_dir: Path | No
     """
     check_plan(plan, graph)
     physical = physical_graph(graph, plan.regions)  # split, channels and merge are operators too
+    if plan.checkpoints:
+        problems = [p for op in physical.operators if (p := kind_of(op).checkpoint_problem(op))]
+        if problems:
+            raise CodegenError(f"app '{graph.name}' cannot take checkpoints: " + "; ".join(problems))
     links = links_of(plan, physical)
     files: dict[str, str] = {}
     pes = []
@@ -112,7 +117,7 @@ def render_build(graph: AppGraph, plan: Plan, app_ref: str, build_dir: Path | No
     deploy = Deployment(
         app=graph.name, app_ref=app_ref, params=dict(graph.params), fingerprint=graph.fingerprint,
         strategy=plan.strategy, nodes=plan.nodes, cores=plan.cores, instrumented=plan.instrumented,
-        collapse=plan.collapse and not plan.instrumented, pes=tuple(pes),
+        collapse=plan.collapse and not plan.instrumented, checkpoints=plan.checkpoints, pes=tuple(pes),
         links=tuple(DeployedLink(ln.link_id, ln.src_pe, str(ln.src), ln.dst_pe, str(ln.dst), ln.transport,
                                  tuple((a, t) for a, t in physical.op(ln.src.op).out_port(ln.src.port).schema.to_json()))
                     for ln in links),

@@ -47,6 +47,7 @@ class OpSpec:
     final: dict[str, list[str]] = field(default_factory=dict)  # out port -> final statements
     pending: dict[str, int] = field(default_factory=dict)  # in port -> streams to wait for
     instrumented: bool = False
+    checkpoints: bool = False  # register its state objects (rt.state) for checkpoints
     # instrumented builds: out port -> (internal subscriber ports, timed calls, sender or None)
     submits: dict[str, tuple[list[str], list[str], str | None]] = field(default_factory=dict)
     # codegen.collapse: the head of a static run gets the run's loop; the others its name
@@ -326,7 +327,7 @@ def pe_spec(graph: AppGraph, plan: Plan, pe: PE, links: list[Link], lower_op, *,
         kind = kind_of(op)
         lockable = plan.instrumented or kind.needs_lock
         spec = OpSpec(op, {}, kind.template, locked=len(threads) > 1 and lockable, threads=threads,
-                      instrumented=plan.instrumented)
+                      instrumented=plan.instrumented, checkpoints=plan.checkpoints)
         for out in op.outputs:
             ref = PortRef(op.name, out.name)
             internal = [d for d in graph.subscribers(ref) if d.op in members]

@@ -134,7 +134,8 @@ def run_node(node: int, deploy: Deployment, build_dir: str, out_dir: str | None,
             for pe_id, got in json.loads(msg).items():
                 endpoints[pe_id], keys[pe_id] = got["endpoints"], got["keys"]
         for pe in pes:
-            procs[pe.pe].send({"cmd": "connect", **_wiring(pe.pe, links, endpoints, keys)})
+            procs[pe.pe].send({"cmd": "connect", **_wiring(pe.pe, links, endpoints, keys),  # checkpoints: stdin
+                               "checkpoint": run.checkpoint.to_json() if run.checkpoint else None})
         _collect(events, procs, "ready", node)
         barrier()
         t0 = time.time()

@@ -209,6 +209,7 @@ class RunResult:
     build_dir: str = ""
     steady_throughput: float = 0.0  # aggregate source rate after the warm-up (see steady_rate)
     cpu_per_node: dict[str, float] = field(default_factory=dict)
+    checkpoints: dict[str, Any] | None = None  # a checkpointing run's report (deploy.checkpoints)
     stopped_by: str | None = None  # "request" (Ctrl-C, SIGTERM) or "duration": the sources were ended
     connectors: dict[str, Any] = field(default_factory=dict)  # live source -> position, lag; sink -> report
 

@@ -101,6 +101,24 @@ def channel_params(op: Operator, channel: int, width: int, dynamic: bool) -> Cus
     return dataclasses.replace(op.params, channel=channel) if dynamic else op.params
 
 
+def checkpoint_problem(op: Operator) -> str | None:
+    """A custom operator's state is the user's object: checkpointed only through its
+    ``snapshot()`` and ``restore(state)`` methods (checked where the class is loaded)."""
+    import sys
+
+    cls: Any = sys.modules.get(op.params.cls.module)
+    for part in op.params.cls.qualname.split("."):
+        cls = getattr(cls, part, None)
+    if cls is None:
+        return None  # not loaded here: the PE refuses it when it registers the state
+    missing = [m + "()" for m in ("snapshot", "restore") if not callable(getattr(cls, m, None))]
+    if missing:
+        return (f"custom operator '{op.name}' ({op.params.cls}) has no {' or '.join(missing)}: checkpoints "
+                f"need snapshot() -> state (None, bool, int, float, str, bytes, list, tuple, dict) and "
+                f"restore(state) on every custom operator")
+    return None
+
+
 KIND = Kind("custom", declare, derive_declared, lower, "ops/custom.py.j2", declares_outputs=True,
             region_problem=region_problem, forwards=forwards, channel_params=channel_params,
-            final_rows=final_rows, never_blocks=False)
+            final_rows=final_rows, never_blocks=False, checkpoint_problem=checkpoint_problem)

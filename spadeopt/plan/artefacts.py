@@ -175,7 +175,7 @@ def check_plan_json(doc: Any, path: str | Path) -> None:
     f.value(doc, "", "strategy", is_file_name, f"a strategy name ({FILE_NAME_RULE})")
     nodes = f.int_in(doc, "", "nodes", 1, MAX_NODES)
     f.int_in(doc, "", "cores", 1, MAX_CORES)
-    for key in ("instrumented", "collapse"):
+    for key in ("instrumented", "collapse", "checkpoints"):
         f.value(doc, "", key, lambda v: isinstance(v, bool), "true or false", required=False)
     _pes(f, doc, nodes, deploy=False)
     for at, r in f.objects(doc, "", "regions", required=False):
@@ -225,7 +225,7 @@ def check_deploy(doc: Any, path: str | Path) -> dict[str, Any]:
     f.value(doc, "", "strategy", is_file_name, f"a strategy name ({FILE_NAME_RULE})")
     nodes = f.int_in(doc, "", "nodes", 1, MAX_NODES)
     f.int_in(doc, "", "cores", 1, MAX_CORES)
-    for key in ("instrumented", "collapse", "insecure_links"):
+    for key in ("instrumented", "collapse", "insecure_links", "checkpoints"):
         f.value(doc, "", key, lambda v: isinstance(v, bool), "true or false", required=False)
     ids = _pes(f, doc, nodes, deploy=True)
     link_ids: set[str] = set()

@@ -44,6 +44,21 @@ class Sampling:
 
 
 @dataclass(frozen=True)
+class CheckpointChannel:
+    """Where a checkpointing run's PEs reach the driver's coordinator
+    (``deploy.checkpoints``): its endpoint and CURVE server key, the run's token (sent
+    to the PEs on stdin, never on a command line) and the checkpoint interval."""
+
+    endpoint: str
+    server_key: str
+    token: str
+    interval: float
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
 class RunSettings:
     """What one run of a build may change without rebuilding it; the defaults live here.
 
@@ -63,6 +78,7 @@ class RunSettings:
     stall_timeout: float | None = None
     insecure_links: bool = False
     profile: Sampling | None = None
+    checkpoint: CheckpointChannel | None = None  # set per run (deploy.checkpoints), never in a file
 
     def changed(self, **changes: Any) -> RunSettings:
         """These settings with ``changes`` applied; a change of None keeps the setting."""
@@ -70,7 +86,7 @@ class RunSettings:
 
 
 _DEFAULTS = RunSettings()
-_SETTINGS = tuple(f.name for f in dataclasses.fields(RunSettings) if f.name != "profile")
+_SETTINGS = tuple(f.name for f in dataclasses.fields(RunSettings) if f.name not in ("profile", "checkpoint"))
 
 
 @dataclass(frozen=True)
@@ -142,6 +158,7 @@ class Deployment:
     params: Mapping[str, Any] = field(default_factory=dict)
     instrumented: bool = False
     collapse: bool = True
+    checkpoints: bool = False  # the generated code registers operator state (plan.json's too)
     streams: tuple[tuple[str, str], ...] = ()  # every stream of the physical graph, in-PE ones too
     settings: RunSettings = _DEFAULTS
     schema_version: int = SCHEMA_VERSION
@@ -167,6 +184,8 @@ class Deployment:
             "links": [ln.to_json() for ln in self.links], "streams": [list(s) for s in self.streams],
             "spark": self.spark.to_json(),
         }
+        if self.checkpoints:
+            doc["checkpoints"] = True
         for name in _SETTINGS:
             value = getattr(self.settings, name)
             if value != getattr(_DEFAULTS, name):
@@ -184,7 +203,7 @@ class Deployment:
             links=tuple(DeployedLink.from_json(ln) for ln in doc["links"]),
             spark=SparkSettings(spark["master"], dict(spark.get("conf", {})), spark.get("submit", "")),
             params=dict(doc.get("params", {})), instrumented=bool(doc.get("instrumented", False)),
-            collapse=bool(doc.get("collapse", True)),
+            collapse=bool(doc.get("collapse", True)), checkpoints=bool(doc.get("checkpoints", False)),
             streams=tuple((a, b) for a, b in doc.get("streams", ())), settings=settings,
             schema_version=doc.get("schema_version", SCHEMA_VERSION),
         )

@@ -48,6 +48,7 @@ class Plan:
     instrumented: bool = False
     regions: tuple[Region, ...] = ()
     collapse: bool = True  # compile static-rate functor runs into one loop (codegen.collapse)
+    checkpoints: bool = False  # generated code registers operator state (runtime.checkpoint)
 
     @property
     def pe_of(self) -> dict[str, str]:
@@ -68,6 +69,7 @@ class Plan:
             "collapse": self.collapse,
             "pes": [{"pe": p.pe_id, "operators": list(p.operators), "node": p.node} for p in self.pes],
             "regions": [self._region_json(r) for r in self.regions],
+            **({"checkpoints": True} if self.checkpoints else {}),
         }
 
     def _region_json(self, r: Region) -> dict[str, Any]:
@@ -95,7 +97,8 @@ class Plan:
         pes = tuple(PE(p["pe"], tuple(p["operators"]), p["node"]) for p in doc["pes"])
         regions = tuple(Region.from_json(r) for r in doc.get("regions", []))
         return cls(doc["app"], doc["fingerprint"], doc["strategy"], doc["nodes"], doc["cores"], pes,
-                   doc.get("instrumented", False), regions, doc.get("collapse", True))
+                   doc.get("instrumented", False), regions, doc.get("collapse", True),
+                   doc.get("checkpoints", False))
 
     @classmethod
     def load(cls, path: Path) -> Plan:

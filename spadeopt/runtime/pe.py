@@ -180,6 +180,8 @@ class PERuntime:
         self.server_key: tuple[str, str] | None = None  # (public, secret) of this PE's PULL sockets
         self.link_keys: dict[str, tuple[str, str]] = {}  # out link id -> (public, secret)
         self.received = 0  # frames taken off the input sockets (progress, for stall detection)
+        self.states: dict[str, tuple] = {}  # operator -> its state objects (checkpointing builds: rt.state)
+        self.checkpoints: Any = None  # a runtime.checkpoint.Checkpointer when the run takes checkpoints
 
     # ---- called by generated build(rt) -----------------------------------------------
     def sender(self, ref: str, locked: bool = False) -> transport.Sender:
@@ -212,6 +214,11 @@ class PERuntime:
         for s in list(self.sinks.values()):
             counts[s.name] = counts.get(s.name, 0) + s.count
         return counts
+
+    def state(self, op: str, *objs: Any) -> None:
+        """A checkpointing build's operator registers the objects holding its state
+        (``spadeopt.runtime.checkpoint``: snapshot and restored in place)."""
+        self.states[op] = objs
 
     def input(self, ref: str, fn: Callable, final: Callable, links: int, point: Any = None) -> None:
         self.inputs[ref] = InputPort(ref, fn, final, links, point=point,
@@ -259,6 +266,8 @@ class PERuntime:
                     time.sleep(IDLE_SLEEP)
                 left, idle_before = len(turns), self._idle_turns
             left -= 1
+            if self.checkpoints is not None and self.checkpoints.due:  # every source is between batches
+                self.checkpoints.source_barrier()
             name, steps = turns.popleft()
             self._turn = name
             try:
@@ -297,6 +306,8 @@ class PERuntime:
         next_mark = 0.0
         size = self.batch_size
         src = as_source(iterable)
+        if self.checkpoints is not None:  # positions recorded, rewound on restore
+            src = self.checkpoints.track(name, src)
         self.connectors[name] = src
         thread_point = self.point(name, "thread", "thread") if self.profiler else None
         if thread_point:
@@ -592,7 +603,10 @@ class PERuntime:
         open_ports = len(by_socket)
         decode, tag, secure, max_frame = wire.decode_batch, wire.FINAL_TAG, self.secure, self.max_frame
         guard = self.guard
+        ck = self.checkpoints
         while open_ports and not self.stop:
+            if ck is not None and ck.release_due:  # an alignment the sources thread completed
+                ck.release()
             if guard is not None and guard.dropped:  # promptly, for the ports still open
                 self._check_dropped(p for p in by_socket.values() if p.finals < p.links)
             for sock, _ in poller.poll(100):
@@ -604,6 +618,8 @@ class PERuntime:
                         break
                     self.received += 1
                     data = frame.buffer
+                    if ck is not None and ck.intercept(port, frame, data):  # barriers, blocked links
+                        continue
                     if data[:1] == tag:
                         if self._final(port, frame, secure):
                             poller.unregister(sock)

@@ -77,10 +77,16 @@ def main() -> None:
         say("bound", endpoints=endpoints, keys=keys)
         cmd = next(commands)
         rt.connect(cmd["links"], cmd.get("upstream"))
+        if cmd.get("checkpoint"):  # restore, then take part in checkpoints (runtime.checkpoint)
+            from spadeopt.runtime.checkpoint import attach
+
+            attach(rt, cmd["checkpoint"])
         say("ready")
         next(commands)  # start
         _heartbeat(rt, say)
         stats = rt.run()
+        if rt.checkpoints is not None:  # every part reached the coordinator before "done"
+            rt.checkpoints.channel.finish()
         stats["where"] = _where()
         say("done", stats=stats)
         # Keep every socket open until the agent says all PEs (on all nodes) are done:

@@ -44,6 +44,13 @@ def discard(out_dir: str | os.PathLike[str]) -> None:
         p.unlink(missing_ok=True)
 
 
+class _Staged:
+    """Where a staged file sink writes: a list of lines its checkpoint takes."""
+
+    def __init__(self, lines: list[str]) -> None:
+        self.write = lines.append
+
+
 class Sink:
     """A file sink (JSON lines), a counting sink, or, with ``connector``, a sink
     connector (``spadeopt.connectors.base.Sink``: a broker stream), opened here and
@@ -56,6 +63,8 @@ class Sink:
         self.names = names
         self._hex = [i for i, t in enumerate(types) if t == "bytes"]
         self._file = None
+        self.staged = False  # checkpointing: lines wait for their checkpoint (stage, take)
+        self._stage: list[str] = []
         self.connector = connector
         if connector is not None:
             connector.open()
@@ -80,10 +89,31 @@ class Sink:
             batch = [tuple(v.hex() if i in hexes else v for i, v in enumerate(t)) for t in batch]
         self._file.write("".join(dumps(dict(zip(names, t, strict=True))) + "\n" for t in batch))
 
+    def stage(self) -> None:
+        """Checkpointing runs (``runtime.checkpoint``): a file sink's lines are kept until
+        a barrier hands them to the coordinator (``take``), which commits them with the
+        checkpoint; at the end of the run the lines after the last barrier go to the part
+        file, after the committed ones (``deploy.checkpoints``). Counting and connector
+        sinks count as before (their count is restored from the checkpoint)."""
+        if self._file is not None and not self.staged:
+            self.staged = True
+            self._real, self._file = self._file, _Staged(self._stage)
+
+    def take(self) -> bytes:
+        """The lines written since the last ``take`` (UTF-8), for the checkpoint."""
+        text = "".join(self._stage)
+        self._stage.clear()
+        return text.encode()
+
     def close(self) -> None:
         if self.connector is not None:
             connector, self.connector = self.connector, None
             connector.close()
+        if self.staged and self._file is not None:
+            self._real.write("".join(self._stage))
+            self._stage.clear()
+            self._file = self._real
         if self._file:
             self._file.close()
             self._file = None
+

@@ -24,6 +24,7 @@ import zmq
 from spadeopt.wire import (
     DEFAULT_HWM,  # noqa: F401 (runtime.pe reads transport.DEFAULT_HWM)
     DEFAULT_MAX_FRAME,
+    barrier_frame,
     final_frame,
     packer,
 )
@@ -73,6 +74,11 @@ class Sender:
     def final(self) -> None:
         for s, link in zip(self.sockets, self.links, strict=True):
             s.send(final_frame(link))
+
+    def barrier(self, checkpoint: int) -> None:
+        """Checkpoint ``checkpoint``'s barrier on every link, after every batch sent before it."""
+        for s, link in zip(self.sockets, self.links, strict=True):
+            s.send(barrier_frame(link, checkpoint))
 
 
 def push_socket(ctx: zmq.Context, hwm: int) -> zmq.Socket:

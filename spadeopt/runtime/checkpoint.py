@@ -1,0 +1,517 @@
+"""Consistent checkpoints inside a PE: barriers, alignment, snapshots, restore.
+
+The protocol is Flink's asynchronous barrier snapshots (Chandy-Lamport for FIFO
+channels), with the PE as the unit (docs/decisions.md, "Checkpoints"):
+
+* The driver's coordinator (``spadeopt.deploy.checkpoints``) triggers checkpoint ``n``
+  in every PE that has sources. The PE's sources thread takes it at a turn boundary
+  (``drive_sources``): every source of the PE is then between two batches, and
+  every batch it emitted has run through all operators fused behind it (direct calls).
+* A PE's *channels* are its input links and, when it has sources, its sources
+  thread. Barrier ``n`` is aligned when every channel delivered it (a finished source
+  thread counts as delivered); a link that delivered it is *blocked*: its later frames
+  are held, in order, until the alignment completes.
+* Aligned, the PE snapshots every operator's state (``rt.state`` registrations made by
+  the generated code of a checkpointing build), the positions of its sources (records
+  read) and its sinks (committed count; the file lines since the last barrier), sends
+  the snapshot to the coordinator, sends barrier ``n`` on every outgoing link (after
+  everything emitted before it), then releases the held frames.
+* A PE that has seen a final marker or whose source ended is *unclean*: it passes
+  barriers on at once and reports no snapshot, so no later checkpoint completes (Flink
+  before FLIP-147 stopped checkpointing the same way once a task finished). A final on
+  a blocked link ends the alignment the same way (its held frames are released).
+
+State crosses to the driver and back as msgpack (``encode_state``), never pickle:
+tuples, deques and big ints are extension types, everything else is msgpack's own;
+``decode_state`` builds only those types, and a restore checks the snapshot's shape
+against the PE before changing anything.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import queue
+import secrets
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+import msgpack
+import zmq
+
+from spadeopt import wire
+
+SOURCES = "sources"  # the alignment channel of a PE's sources thread
+_TUPLE, _DEQUE = 2, 3
+MAX_STATE = 1 << 31  # bytes: msgpack's own limits are per object; a snapshot part is one blob
+
+
+class CheckpointError(RuntimeError):
+    """A snapshot that cannot be taken, read or restored; names the PE and what was wrong."""
+
+
+# ---- the state codec -------------------------------------------------------------------
+
+def _encode_other(obj: object) -> msgpack.ExtType:
+    t = type(obj)
+    if t is tuple:
+        return msgpack.ExtType(_TUPLE, msgpack.packb(list(obj), default=_encode_other, strict_types=True))
+    if t is deque:
+        return msgpack.ExtType(_DEQUE, msgpack.packb([obj.maxlen, list(obj)], default=_encode_other,
+                                                     strict_types=True))
+    if t is int:  # only ints past 64 bits get here
+        return msgpack.ExtType(wire.BIGINT_EXT, obj.to_bytes(obj.bit_length() // 8 + 1, "big", signed=True))
+    raise CheckpointError(f"a {t.__name__} ({obj!r:.60}) cannot be checkpointed: state is made of None, bool, "
+                          f"int, float, str, bytes, list, tuple, dict and deque")
+
+
+def _decode_ext(code: int, data: bytes) -> Any:
+    if code == _TUPLE:
+        return tuple(_unpack(data))
+    if code == _DEQUE:
+        maxlen, items = _unpack(data)
+        if maxlen is not None and (type(maxlen) is not int or maxlen < 0):
+            raise ValueError(f"bad deque maxlen {maxlen!r}")
+        return deque(items, maxlen)
+    if code == wire.BIGINT_EXT:
+        return int.from_bytes(data, "big", signed=True)
+    raise ValueError(f"unknown extension type {code}")
+
+
+def _unpack(data: bytes) -> Any:
+    return msgpack.unpackb(data, ext_hook=_decode_ext, raw=False, use_list=True, strict_map_key=False)
+
+
+def encode_state(obj: Any) -> bytes:
+    """``obj`` as msgpack: tuples stay tuples, deques keep their maxlen.
+
+    >>> decode_state(encode_state({(1, "a"): [deque([(2**70,)], 3), None]}))
+    {(1, 'a'): [deque([(1180591620717411303424,)], maxlen=3), None]}
+    """
+    return msgpack.packb(obj, default=_encode_other, strict_types=True)
+
+
+def decode_state(data: bytes) -> Any:
+    """The value ``encode_state`` made; ``CheckpointError`` for anything else."""
+    try:
+        return _unpack(data)
+    except Exception as exc:  # noqa: BLE001 - msgpack raises several kinds for garbage
+        raise CheckpointError(f"not a spadeopt snapshot ({type(exc).__name__}: {exc or 'no detail'})") from None
+
+
+# ---- operator state: what the generated code registers --------------------------------
+
+def _take(obj: Any) -> Any:
+    """The state of one registered object: a dict or list as it is, an object with
+    ``snapshot()`` (a custom operator) its answer, any other object its attributes."""
+    if type(obj) in (dict, list):
+        return obj
+    snap = getattr(obj, "snapshot", None)
+    if callable(snap):
+        return snap()
+    return dict(vars(obj))
+
+
+def _put(obj: Any, value: Any, where: str) -> None:
+    """Restore ``obj`` in place (the generated code holds references to it)."""
+    if type(obj) is dict:
+        if type(value) is not dict:
+            raise CheckpointError(f"{where}: expected a dict in the snapshot, found a {type(value).__name__}")
+        obj.clear()
+        obj.update(value)
+    elif type(obj) is list:
+        if type(value) is not list or len(value) != len(obj):
+            raise CheckpointError(f"{where}: expected a list of {len(obj)} in the snapshot, found {value!r:.60}")
+        obj[:] = value
+    elif callable(getattr(obj, "snapshot", None)):
+        obj.restore(value)
+    else:
+        if type(value) is not dict or set(value) != set(vars(obj)):
+            raise CheckpointError(f"{where}: the snapshot's fields {sorted(value) if type(value) is dict else value!r:.80} "
+                                  f"are not {type(obj).__name__}'s {sorted(vars(obj))}")
+        vars(obj).update(value)
+
+
+def snapshot_ops(states: dict[str, tuple]) -> dict[str, list]:
+    return {op: [_take(o) for o in objs] for op, objs in states.items()}
+
+
+def restore_ops(pe: str, states: dict[str, tuple], snap: Any) -> None:
+    if type(snap) is not dict or set(snap) != set(states):
+        have = sorted(snap) if type(snap) is dict else type(snap).__name__
+        raise CheckpointError(f"PE {pe}: the snapshot holds operators {have}, the PE {sorted(states)}")
+    for op, objs in states.items():
+        vals = snap[op]
+        if type(vals) is not list or len(vals) != len(objs):
+            raise CheckpointError(f"PE {pe}, operator '{op}': the snapshot holds {vals!r:.60}, "
+                                  f"expected {len(objs)} state value(s)")
+        for i, (o, v) in enumerate(zip(objs, vals, strict=True)):
+            _put(o, v, f"PE {pe}, operator '{op}' (state {i})")
+
+
+# ---- source positions ----------------------------------------------------------------
+
+class Tracked:
+    """A source connector whose position (records read) the checkpointer records; on
+    restore it skips the records a checkpoint had already read (replay by count: sources
+    of a bounded run give the same records in the same order every time)."""
+
+    def __init__(self, ck: Checkpointer, name: str, src: Any) -> None:
+        self.ck, self.name, self.src = ck, name, src
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(self.src, attr)
+
+    def open(self) -> None:
+        self.src.open()
+        skip = self.ck.rewind.pop(self.name, 0)
+        while skip > 0:
+            batch = self.src.read(min(skip, 4096))
+            if batch is None:
+                raise CheckpointError(f"PE {self.ck.pe}: source '{self.name}' ended {skip} record(s) before "
+                                      f"the position its checkpoint recorded")
+            skip -= len(batch)
+            if skip < 0:
+                raise CheckpointError(f"PE {self.ck.pe}: source '{self.name}' read past its checkpointed position")
+
+    def read(self, n: int):
+        batch = self.src.read(n)
+        if batch is None:
+            self.ck.source_ended(self.name)
+        else:
+            self.ck.positions[self.name] += len(batch)
+        return batch
+
+    def close(self) -> None:
+        self.ck.source_ended(self.name)
+        self.src.close()
+
+
+# ---- the PE's checkpointer -----------------------------------------------------------
+
+class Checkpointer:
+    """Attached to a ``PERuntime`` by ``attach`` (checkpointing builds, runs with
+    ``--checkpoint-interval``); see the module doc for the protocol."""
+
+    def __init__(self, rt: Any, channel: Channel | None) -> None:
+        self.rt = rt
+        self.pe = rt.pe_id
+        self.channel = channel
+        self.lock = threading.RLock()
+        self.positions: dict[str, int] = dict.fromkeys(rt.sources, 0)  # records read (restored: from there)
+        self.rewind: dict[str, int] = {}
+        self.ended: set[str] = set()
+        self.clean = True
+        self.trigger = 0  # the latest checkpoint the coordinator asked for
+        self.due = False  # the sources thread has a trigger to take
+        self.taken = 0  # the last checkpoint this PE's sources injected
+        self.forwarded = 0  # the last barrier sent downstream
+        self.aligning: int | None = None
+        self.arrived: set[Any] = set()
+        self.held: list[tuple[Any, Any]] = []
+        self.release_due = False
+        self._aligned = threading.Condition(self.lock)
+        self.sources_done = not rt.sources
+        self.snapshots = 0  # how many parts this PE sent (stats)
+        self.snapshot_s = 0.0  # time spent taking them
+
+    def track(self, name: str, src: Any) -> Tracked:
+        return Tracked(self, name, src)
+
+    # -- channels --
+    def _expected(self) -> set[Any]:
+        want = {(ref, link) for ref, p in self.rt.inputs.items() for link in p.upstream if link not in p.finaled}
+        if not self.sources_done:
+            want.add(SOURCES)
+        return want
+
+    def source_ended(self, name: str) -> None:
+        with self.lock:
+            if name in self.ended:
+                return
+            self.ended.add(name)
+            self.clean = False
+            if self.ended >= set(self.rt.sources):
+                self.sources_done = True
+            if self.aligning is not None:
+                self._abort()
+
+    # -- the sources thread --
+    def on_trigger(self, n: int) -> None:
+        """From the channel thread: the coordinator asks for checkpoint ``n``."""
+        if n > self.trigger:
+            self.trigger = n
+            self.due = True
+
+    def source_barrier(self) -> None:
+        """At a turn boundary of the sources thread (``drive_sources``): inject the
+        triggered barrier and wait until this PE's alignment of it is over."""
+        with self.lock:
+            self.due = False
+            n = self.trigger
+            if n <= self.taken:
+                return
+            self.taken = n
+            if not self.clean:
+                self._forward(n)
+                return
+            self._arrive(n, SOURCES)
+            while self.aligning == n and not self.rt.stop:
+                self._aligned.wait(0.1)
+
+    # -- the main thread --
+    def intercept(self, port: Any, frame: Any, data: Any) -> bool:
+        """Called for every frame off an input socket before the PE handles it: True
+        when this took it (a barrier, or a frame of a blocked link, held)."""
+        tag = data[:1]
+        if tag == wire.BARRIER_TAG:
+            self._barrier(port, frame, data)
+            return True
+        if tag == wire.FINAL_TAG:
+            with self.lock:
+                self.clean = False
+                if self.aligning is not None:
+                    self._abort()
+            return False
+        if self.aligning is None:
+            return False
+        with self.lock:
+            if self.aligning is not None and (port.ref, self._link(port, frame)) in self.arrived:
+                self.held.append((port, frame))
+                return True
+        return False
+
+    def release(self) -> None:
+        """Hand the held frames to the PE, in arrival order (main thread only)."""
+        with self.lock:
+            held, self.held = self.held, []
+            self.release_due = False
+        for port, frame in held:  # a barrier among them may start (and end) another alignment
+            if not self.intercept(port, frame, frame.buffer):
+                self._dispatch(port, frame)
+
+    def _link(self, port: Any, frame: Any) -> str:
+        return frame.get("User-Id") if self.rt.secure else next(iter(port.upstream), "?")
+
+    def _barrier(self, port: Any, frame: Any, data: Any) -> None:
+        from spadeopt.runtime.pe import LinkError
+
+        link = self._link(port, frame)
+        try:
+            n, claimed = wire.parse_barrier(data)
+        except wire.WireError as exc:
+            raise LinkError(self.pe, port, link, str(exc)) from None
+        if self.rt.secure and claimed != link:
+            raise LinkError(self.pe, port, link, f"checkpoint barrier names link {claimed!r}")
+        if port.upstream and link not in port.upstream:
+            raise LinkError(self.pe, port, None, f"checkpoint barrier of {link!r}, not an upstream link of this port")
+        with self.lock:
+            if not self.clean:
+                if n > self.forwarded:
+                    self._forward(n)
+                return
+            self._arrive(n, (port.ref, link))
+        if self.release_due:
+            self.release()
+
+    def _arrive(self, n: int, channel: Any) -> None:
+        if self.aligning is not None and n > self.aligning:  # the channel skipped the one aligning
+            self._abort()
+        if n <= self.forwarded:
+            return
+        if self.aligning is None:
+            self.aligning = n
+        self.arrived.add(channel)
+        if self._expected() <= self.arrived:
+            self._complete(n)
+
+    def _complete(self, n: int) -> None:
+        t0 = time.perf_counter()
+        if self.clean and self.channel is not None:
+            self.channel.send_part(n, self.take(n))
+            self.snapshots += 1
+        self._forward(n)
+        self.snapshot_s += time.perf_counter() - t0
+        self._end_alignment()
+
+    def _abort(self) -> None:
+        n = self.aligning
+        if n is not None and n > self.forwarded:
+            self._forward(n)
+        self._end_alignment()
+
+    def _end_alignment(self) -> None:
+        self.aligning = None
+        self.arrived = set()
+        if self.held:
+            self.release_due = True
+        self._aligned.notify_all()
+
+    def _forward(self, n: int) -> None:
+        for sender in self.rt.senders.values():
+            sender.barrier(n)
+        self.forwarded = n
+
+    def _dispatch(self, port: Any, frame: Any) -> None:
+        from spadeopt.runtime.pe import LinkError
+
+        rt = self.rt
+        try:
+            batch = wire.decode_batch(frame.buffer, port.types, rt.max_frame, port.pulsed)
+        except wire.WireError as exc:
+            raise LinkError(rt.pe_id, port, self._link(port, frame), str(exc)) from None
+        if port.point is None:
+            port.fn(batch)
+        else:
+            rt._sampled_dispatch(port, batch)
+
+    # -- snapshots --
+    def take(self, n: int) -> tuple[bytes, dict[str, bytes]]:
+        """This PE's part of checkpoint ``n``: its state, and each file sink's lines since
+        the previous barrier (committed by the coordinator with the checkpoint)."""
+        sinks = self.rt.sinks
+        doc = {"pe": self.pe, "id": n, "ops": snapshot_ops(self.rt.states),
+               "sources": dict(self.positions), "sinks": {name: s.count for name, s in sinks.items()}}
+        return encode_state(doc), {name: s.take() for name, s in sorted(sinks.items()) if s.staged}
+
+    def restore(self, data: bytes) -> int:
+        """Restore operator state, sink counts and source positions from a part
+        ``take`` made; the checkpoint id."""
+        doc = decode_state(data)
+        if type(doc) is not dict or set(doc) != {"pe", "id", "ops", "sources", "sinks"}:
+            raise CheckpointError(f"PE {self.pe}: not a snapshot part (fields {sorted(doc) if type(doc) is dict else doc!r:.60})")
+        if doc["pe"] != self.pe:
+            raise CheckpointError(f"PE {self.pe}: the snapshot part is PE {doc['pe']!r}'s")
+        srcs, sinks = doc["sources"], doc["sinks"]
+        if type(srcs) is not dict or set(srcs) != set(self.rt.sources) or \
+                any(type(v) is not int or v < 0 for v in srcs.values()):
+            raise CheckpointError(f"PE {self.pe}: the snapshot's source positions {srcs!r:.80} do not fit its "
+                                  f"sources {sorted(self.rt.sources)}")
+        if type(sinks) is not dict or set(sinks) != set(self.rt.sinks) or \
+                any(type(v) is not int or v < 0 for v in sinks.values()):
+            raise CheckpointError(f"PE {self.pe}: the snapshot's sink counts {sinks!r:.80} do not fit its "
+                                  f"sinks {sorted(self.rt.sinks)}")
+        restore_ops(self.pe, self.rt.states, doc["ops"])
+        for name, count in sinks.items():
+            self.rt.sinks[name].count = count
+        self.rewind = dict(srcs)
+        self.positions = dict(srcs)
+        self.taken = self.forwarded = self.trigger = doc["id"]
+        return doc["id"]
+
+
+# ---- the channel to the driver's coordinator -------------------------------------------
+
+class Channel:
+    """A DEALER socket to the coordinator (CURVE, the coordinator's server key; every
+    message carries the run's token). ``hello`` is synchronous (the restore part comes
+    back); afterwards one thread owns the socket: it takes triggers and sends parts."""
+
+    def __init__(self, pe: str, cfg: dict[str, Any]) -> None:
+        from spadeopt.runtime.security import keypair
+
+        self.pe = pe
+        self.token = cfg["token"]
+        self.ctx = zmq.Context.instance()
+        self.sock = self.ctx.socket(zmq.DEALER)
+        self.sock.setsockopt(zmq.LINGER, 10_000)
+        pub, sec = keypair()
+        self.sock.curve_secretkey, self.sock.curve_publickey = sec.encode(), pub.encode()
+        self.sock.curve_serverkey = cfg["server_key"].encode()
+        self.sock.connect(cfg["endpoint"])
+        self.out: queue.Queue = queue.Queue()
+        self.unacked: set[int] = set()
+        self.acked = threading.Condition()
+        self.on_trigger: Callable[[int], None] = lambda n: None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _send(self, doc: dict) -> None:
+        self.sock.send(msgpack.packb({**doc, "pe": self.pe, "token": self.token}))
+
+    def _recv(self, timeout: float) -> dict | None:
+        if not self.sock.poll(int(timeout * 1000)):
+            return None
+        doc = msgpack.unpackb(self.sock.recv(), raw=False)
+        if type(doc) is not dict:
+            raise CheckpointError(f"PE {self.pe}: the coordinator sent {doc!r:.60}")
+        return doc
+
+    def hello(self, has_sources: bool, timeout: float = 60.0) -> bytes | None:
+        self._send({"t": "hello", "sources": has_sources})
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            doc = self._recv(1.0)
+            if doc is not None and doc.get("t") == "restore":
+                part = doc.get("part")
+                if part is not None and type(part) is not bytes:
+                    raise CheckpointError(f"PE {self.pe}: the coordinator's restore part is not bytes")
+                return part
+        raise CheckpointError(f"PE {self.pe}: the checkpoint coordinator did not answer within {timeout:.0f} s")
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, daemon=True, name="checkpoints")
+        self._thread.start()
+
+    def send_part(self, n: int, part: tuple[bytes, dict[str, bytes]]) -> None:
+        with self.acked:
+            self.unacked.add(n)
+        self.out.put({"t": "part", "id": n, "state": part[0], "sinks": part[1],
+                      "sha256": hashlib.sha256(part[0]).hexdigest()})
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                while True:
+                    self._send(self.out.get_nowait())
+            except queue.Empty:
+                pass
+            doc = self._recv(0.02)
+            while doc is not None:
+                kind = doc.get("t")
+                if kind == "trigger" and type(doc.get("id")) is int:
+                    self.on_trigger(doc["id"])
+                elif kind == "ack" and type(doc.get("id")) is int:
+                    with self.acked:
+                        self.unacked.discard(doc["id"])
+                        self.acked.notify_all()
+                doc = self._recv(0)
+
+    def finish(self, timeout: float = 60.0) -> None:
+        """Wait until the coordinator has every part this PE sent (end of the run)."""
+        deadline = time.time() + timeout
+        with self.acked:
+            while (self.unacked or not self.out.empty()) and time.time() < deadline:
+                self.acked.wait(0.05)
+        if self.unacked:
+            print(f"spadeopt: PE {self.pe}: checkpoint part(s) {sorted(self.unacked)} not acknowledged by "
+                  f"the coordinator", file=sys.stderr, flush=True)
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(2.0)
+        self.sock.close(linger=0)
+
+
+def attach(rt: Any, cfg: dict[str, Any]) -> Checkpointer:
+    """Make ``rt`` take part in checkpoints (``cfg``: the coordinator's endpoint,
+    server key and token): restore its state if the coordinator has a checkpoint,
+    stage its file sinks, and start taking triggers."""
+    channel = Channel(rt.pe_id, cfg)
+    ck = Checkpointer(rt, channel)
+    rt.checkpoints = ck
+    part = channel.hello(bool(rt.sources))
+    if part is not None:
+        n = ck.restore(part)
+        print(f"spadeopt: PE {rt.pe_id} restored checkpoint {n}", file=sys.stderr, flush=True)
+    for s in rt.sinks.values():
+        s.stage()
+    channel.on_trigger = ck.on_trigger
+    channel.start()
+    return ck
+
+
+def new_token() -> str:
+    return secrets.token_hex(16)

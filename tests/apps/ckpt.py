@@ -1,0 +1,79 @@
+"""A keyed-window app for checkpoints (issue 29): two sources merged by time, a keyed
+tumbling event-time window, a keyed count window, a stateful custom operator with
+``snapshot``/``restore``, file sinks.
+
+``spin_us`` burns that many microseconds of CPU every 64 records a source makes, so a
+run lasts long enough to be killed mid-way; ``width`` > 1 makes the windows a parallel
+region (keyed on ``k``). ``nosnap=1`` uses a custom operator without ``snapshot``:
+the app cannot take checkpoints (refused at build time when they are asked for).
+"""
+
+from __future__ import annotations
+
+from time import perf_counter
+
+from spadeopt import App, app, count_window, time_window
+
+
+def readings(n: int, keys: int, seed: int, spin_us: int = 0):
+    x = seed
+    for i in range(n):
+        x = (x * 1103515245 + 12345) % (1 << 31)
+        if spin_us and i % 64 == 0:
+            end = perf_counter() + spin_us * 1e-6
+            while perf_counter() < end:
+                pass
+        yield (f"k{x % keys}", i * 0.01, x % 1000)
+
+
+class Running:
+    """Running total per key; emits every 50th tuple of a key."""
+
+    def __init__(self) -> None:
+        self.tot: dict[str, list[int]] = {}
+
+    def process(self, port, t, submit) -> None:
+        k, _ts, v = t
+        s = self.tot.setdefault(k, [0, 0])
+        s[0] += v
+        s[1] += 1
+        if s[1] % 50 == 0:
+            submit("out", (k, s[0], s[1]))
+
+    def snapshot(self):
+        return {k: list(v) for k, v in self.tot.items()}
+
+    def restore(self, state) -> None:
+        self.tot = {k: list(v) for k, v in state.items()}
+
+
+class NoSnap:
+    def process(self, port, t, submit) -> None:
+        submit("out", (t[0], t[2], 1))
+
+
+@app
+def ckpt(n: int = 60_000, keys: int = 7, spin_us: int = 0, width: int = 1, nosnap: int = 0) -> App:
+    a = App("ckpt")
+    r = a.source("ra", "k:str, ts:float, v:int", generator=readings, args={"n": n, "keys": keys, "seed": 1,
+                                                                            "spin_us": spin_us})
+    s = a.source("rb", "k:str, ts:float, v:int", generator=readings, args={"n": n // 2, "keys": keys, "seed": 2,
+                                                                            "spin_us": spin_us})
+    m = a.merge("both", [r, s], order_by="ts")
+    w = a.aggregate("win", m, window=time_window("ts", 5.0), by=["k"],
+                    output={"k": "k", "n": "count()", "tot:int": "sum(v)", "end": "wend()"})
+    f = a.functor("avg", w, output={"k": "k", "end": "end", "mean:float": "tot / n"})
+    a.sink("means", f)
+    c = a.aggregate("cnt", m, window=count_window(40), by=["k"], output={"k": "k", "hi": "max(v)", "lo": "min(v)"})
+    a.sink("counts", c)
+    run = a.custom("run", NoSnap if nosnap else Running, inputs={"in": m},
+                   outputs={"out": "k:str, tot:int, n:int"})["out"]
+    a.sink("runs", run)
+    if width > 1:
+        a.parallel("win", "avg", width=width, name="wins")
+    a.fuse("ra", "rb", "both")
+    a.fuse("win", "avg", "means")
+    return a
+
+
+app = ckpt
