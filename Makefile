@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 APP    ?= bargain
 
-.PHONY: help install demo test test-fast lint check-java broker broker-stop bench profile optimize compare clean
+.PHONY: help install demo demo-live test test-fast lint check-java broker broker-stop bench profile optimize compare clean
 NOW    := $(shell date +%Y%m%d-%H%M%S)
 RUN    ?= profiles/$(APP)/run-$(NOW)
 # compare: NODES=1 runs local[2]; NODES=2 a local-cluster of 2 one-core executors
@@ -50,6 +50,9 @@ demo: $(STAMP) check-java ## the whole story on bargain (~6 min): profile, refin
 	@echo "   counting sink); FATM-w1 is --no-fission"
 	$(BIN)/spadeopt compare apps/peer.py -p tuples=1000000 --strategies all,auto --no-fission --repeat 3 --out out/demo/peer
 	$(BIN)/spadeopt explain out/demo/peer/build-auto --png out/demo/peer-plan.png
+
+demo-live: $(STAMP) check-java ## live data (~4 min): broker, a paced feed, profile --duration, FATM, a live run showing lag, SIGTERM, latency; stops what it started
+	BIN=$(BIN) bash scripts/demo_live.sh
 
 broker: $(STAMP) ## start the project's Redis broker (127.0.0.1:16379, password in .spadeopt-broker/password); installs redis-server if missing
 	@command -v redis-server >/dev/null 2>&1 || [ -x /usr/bin/redis-server ] || { \

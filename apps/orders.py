@@ -74,6 +74,25 @@ def feed(client, records: list[dict], keys: int = 4, prefix: str = "orders") -> 
     pipe.execute()
 
 
+def feed_paced(client, rate: float, seconds: float | None, keys: int = 4, prefix: str = "orders") -> int:
+    """Feed orders at ``rate`` per second (order IDs counting up) for ``seconds`` (None: until
+    interrupted); the number fed."""
+    import time
+
+    sent, t0 = 0, time.monotonic()
+    try:
+        while seconds is None or time.monotonic() - t0 < seconds:
+            due = int(rate * (time.monotonic() - t0)) - sent
+            if due > 0:
+                batch = make_orders(due, seed=sent)
+                feed(client, [dict(r, order_id=sent + i) for i, r in enumerate(batch)], keys, prefix)
+                sent += due
+            time.sleep(0.01)
+    except KeyboardInterrupt:
+        pass
+    return sent
+
+
 def _client():
     from spadeopt.connectors.redis_conn import connect, project_broker
 
@@ -88,9 +107,18 @@ if __name__ == "__main__":
     ap.add_argument("--orders", type=int, default=5000)
     ap.add_argument("--keys", type=int, default=4)
     ap.add_argument("--prefix", default="orders")
+    ap.add_argument("--rate", type=float, help="feed: orders per second, until --seconds are up or "
+                    "Ctrl-C / SIGTERM (default: --orders at once)")
+    ap.add_argument("--seconds", type=float, help="feed --rate: for this long (default: until stopped)")
     ns = ap.parse_args()
     c = _client()
-    if ns.action == "feed":
+    if ns.action == "feed" and ns.rate:
+        import signal
+
+        signal.signal(signal.SIGTERM, signal.default_int_handler)  # SIGTERM ends the feed as Ctrl-C does
+        n = feed_paced(c, ns.rate, ns.seconds, ns.keys, ns.prefix)
+        print(f"fed {n} orders to {ns.prefix}:0..{ns.keys - 1} at {ns.rate:g}/s")
+    elif ns.action == "feed":
         feed(c, make_orders(ns.orders), ns.keys, ns.prefix)
         print(f"wrote {ns.orders} orders to {ns.prefix}:0..{ns.keys - 1}")
     elif ns.action == "show":
