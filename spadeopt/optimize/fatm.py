@@ -88,9 +88,10 @@ from spadeopt.optimize.fatm_search import (
 from spadeopt.optimize.greedy_fuse import why_not_merged
 from spadeopt.optimize.predict import DEFAULT_MODEL, PerfModel, Prediction
 from spadeopt.optimize.problem import CommModel, FusionProblem
+from spadeopt.optimize.ranking import TIE, tie_break
 from spadeopt.optimize.rate import parse_rate
 from spadeopt.optimize.result import FusionResult
-from spadeopt.optimize.widths import TIE, choose_widths, free_regions
+from spadeopt.optimize.widths import choose_widths, free_regions
 from spadeopt.plan.discover import Discovery, discover_regions
 from spadeopt.plan.plan import Plan, make_plan
 from spadeopt.plan.regions import MAX_REGION_WIDTH, resolve_regions
@@ -193,7 +194,7 @@ def _fuse_auto(graph: AppGraph, prof: OperatorProfile, comm: CommModel, nodes: i
         if found & set(free):  # heaviest first, so an early-stopping ascent widens what matters most
             weight = {r.name: math.fsum(prof.load.get(o, 0.0) for o in r.operators) for r in regions}
             free = tuple(sorted(free, key=lambda n: (-weight[n], n)))
-        regions, fission_doc["search"] = choose_widths(regions, free, nodes * cores, evaluate,
+        regions, fission_doc["search"] = choose_widths(regions, free, nodes * cores, evaluate.rated,
                                                        stop_early=bool(found & set(free)))
         searched = evaluate.plans
     ctx = SearchContext(graph, prof, comm, nodes, cores, min_util, capacity_frac, absorb, model, frac, cache)
@@ -203,7 +204,8 @@ def _fuse_auto(graph: AppGraph, prof: OperatorProfile, comm: CommModel, nodes: i
         # vector may still plan faster, and then fission does not pay
         narrow = best_over_max_frac(ctx, unsearched, max_frac, rate, searched)
         s_wide, s_narrow = choice.scored.score, narrow.scored.score
-        if s_narrow is not None and (s_wide is None or s_wide <= s_narrow * (1 + TIE)):
+        leader = narrow if s_narrow is not None and (s_wide is None or s_wide <= s_narrow * (1 + TIE)) else choice
+        if tie_break(leader, (narrow, choice), lambda c: c.scored.rated) is narrow:
             choice, regions = narrow, unsearched
             fission_doc["kept_unwidened"] = {"widened": s_wide, "unwidened": s_narrow}
     fused, max_frac = choice.scored.fused, choice.max_frac

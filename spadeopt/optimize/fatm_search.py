@@ -10,11 +10,13 @@ For one width vector (the declared parallel regions with their widths)::
     -> FusedPlacement -> a trial Plan named as every strategy's -> predicted source rate
 
 :func:`width_scorer` scores a vector by that predicted rate (``None`` when nothing fits)
-for :func:`spadeopt.optimize.widths.choose_widths`, keeping each vector's
-:class:`Scored` plan. :func:`best_over_max_frac` then plans the chosen vector at the
-user's MaxFrac and the larger ones of :data:`MAX_FRAC_LADDER` (under ``--rate max``)
-and keeps the best predicted plan; a larger MaxFrac must beat the best so far by more
-than ``TIE`` (relative) to replace it.
+and the tuples crossing its PE links (``WidthScorer.rated``) for
+:func:`spadeopt.optimize.widths.choose_widths`, keeping each vector's :class:`Scored`
+plan. :func:`best_over_max_frac` then plans the chosen vector at the user's MaxFrac and
+the larger ones of :data:`MAX_FRAC_LADDER` (under ``--rate max``) and keeps the plan that
+ranks best: the rate leader (a larger MaxFrac must beat the best so far by more than
+``TIE``), then :func:`spadeopt.optimize.ranking.tie_break` (a rung predicted within the
+model's error of it that sends fewer tuples across PE links).
 
 Invariants: every step is a pure function of the logical graph, the profile, ``comm``,
 the fitted model and the settings in :class:`SearchContext`, so the caches change no
@@ -46,9 +48,10 @@ from spadeopt.optimize.greedy_fuse import greedy_fuse, greedy_then_absorb
 from spadeopt.optimize.placement import Placement, pe_graph, place
 from spadeopt.optimize.predict import DEFAULT_MODEL, PerfModel, Prediction, predict
 from spadeopt.optimize.problem import CommModel, FusionProblem, Link
+from spadeopt.optimize.ranking import TIE, Rated, crossing_rate, tie_break
 from spadeopt.optimize.rate import RateSearch, max_rate, scale
 from spadeopt.optimize.result import FusionResult
-from spadeopt.optimize.widths import TIE, physical_profile
+from spadeopt.optimize.widths import physical_profile
 from spadeopt.plan.fission import physical_graph
 from spadeopt.plan.plan import Plan, make_plan
 from spadeopt.plan.regions import Region
@@ -154,12 +157,19 @@ class FusedPlacement:
 
 @dataclass(frozen=True)
 class Scored:
-    """A width vector's :class:`FusedPlacement`, its trial plan and the plan's predicted
-    source rate (``None`` when nothing can be predicted)."""
+    """A width vector's :class:`FusedPlacement`, its trial plan, the plan's predicted
+    source rate (``None`` when nothing can be predicted) and the tuples per second crossing
+    its PE links at the profiled source rate (what :mod:`spadeopt.optimize.ranking`
+    breaks ties on)."""
 
     fused: FusedPlacement
     plan: Plan
     score: float | None
+    crossing: float | None = None
+
+    @property
+    def rated(self) -> Rated:
+        return Rated(self.score, self.crossing)
 
 
 @dataclass(frozen=True)
@@ -238,7 +248,9 @@ def score_plan(ctx: SearchContext, regions: Regions, max_frac: float, rate: str 
     """:func:`plan_physical`, its trial plan and the plan's predicted rate."""
     fused = plan_physical(ctx, regions, max_frac, rate)
     plan = trial_plan(ctx.graph, fused, ctx.nodes, ctx.cores, regions)
-    return Scored(fused, plan, predicted_rate(ctx, plan))
+    pe_of = plan.pe_of
+    crossing = crossing_rate(((a, b, r) for a, b, r, _ in ctx.cache.get(regions).prof.links), pe_of)
+    return Scored(fused, plan, predicted_rate(ctx, plan), crossing)
 
 
 def predict_physical(graph: AppGraph, prof: OperatorProfile, plan: Plan, comm: CommModel, model: PerfModel,
@@ -277,12 +289,17 @@ class WidthScorer:
         self.plans: dict[Regions, Scored] = {}
 
     def __call__(self, regions: Regions) -> float | None:
+        """The vector's predicted rate (``None`` when nothing fits)."""
+        return self.rated(regions).rate
+
+    def rated(self, regions: Regions) -> Rated:
+        """The vector's predicted rate and crossing tuples, as :mod:`spadeopt.optimize.ranking` ranks it."""
         try:
             scored = score_plan(self.ctx, regions, self.max_frac, "max")
         except OptimizeError:
-            return None
+            return Rated(None)
         self.plans[regions] = scored
-        return scored.score
+        return scored.rated
 
 
 def width_scorer(graph: AppGraph, prof: OperatorProfile, comm: CommModel, nodes: int, cores: int,
@@ -322,9 +339,11 @@ def best_over_max_frac(ctx: SearchContext, regions: Regions, max_frac: float, ra
                        searched: dict[Regions, Scored]) -> LadderChoice:
     """The best predicted plan of ``regions`` over :func:`max_frac_candidates`; the width
     search's plan of ``regions`` (``searched``) stands for the user's MaxFrac under
-    ``--rate max``. A later rung replaces the best only when its score beats it by more
-    than ``TIE``, or the best has none. Errors of :func:`plan_physical` propagate."""
+    ``--rate max``. A later rung leads only when its score beats the best by more than
+    ``TIE``, or the best has none; then :func:`spadeopt.optimize.ranking.tie_break` picks
+    among the rungs. Errors of :func:`plan_physical` propagate."""
     tried: list[dict[str, Any]] = []
+    rungs: list[tuple[Scored, float]] = []
     best: Scored | None = None
     best_frac = max_frac
     for mf in max_frac_candidates(max_frac, rate):
@@ -334,7 +353,9 @@ def best_over_max_frac(ctx: SearchContext, regions: Regions, max_frac: float, ra
             scored = score_plan(ctx, regions, mf, rate)
         score = scored.score
         tried.append({"max_frac": mf, "pes": len(scored.plan.pes), "predicted": score})
+        rungs.append((scored, mf))
         if best is None or (score is not None and (best.score is None or score > best.score * (1 + TIE))):
             best, best_frac = scored, mf
     assert best is not None  # max_frac_candidates is never empty
+    best, best_frac = tie_break((best, best_frac), rungs, lambda rung: rung[0].rated)
     return LadderChoice(best, best_frac, tried)

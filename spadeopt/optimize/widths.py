@@ -37,10 +37,14 @@ merge costs dominate any workload we profile). With
 few regions (at most ``EXHAUSTIVE_MAX`` vectors) every vector is tried; otherwise
 coordinate ascent: starting from all 1, each region in turn tries every width with the
 others fixed and keeps the best, until a full pass changes nothing (at most
-``ASCENT_PASSES`` passes). The best vector has the highest planned rate; a vector whose
-rate is within ``TIE`` (relative) of a smaller one does not replace it (ties go to the
-smaller total width, then the lexicographically smaller vector), so a width > 1 is
-chosen only when it buys more than the bisection's resolution. Widths pinned with
+``ASCENT_PASSES`` passes). The search follows the planned rate: the rate leader has the
+highest planned rate, and a vector whose rate is within ``TIE`` (relative) of a smaller
+one does not replace it (ties go to the smaller total width, then the lexicographically
+smaller vector), so a width > 1 leads only when it buys more than the bisection's
+resolution. Then the ranking's tie-break (:func:`spadeopt.optimize.ranking.tie_break`)
+picks, among every vector tried whose rate is within the model's error of the leader's,
+the one whose plan sends the fewest tuples across PE links (when ``evaluate`` gives them,
+as FATM's scorer does with a ``ranking.Rated``). resolution. Widths pinned with
 ``--width`` are not searched. Every evaluation is deterministic (the profile,
 calibration and constants decide it), so the choice is too.
 """
@@ -55,6 +59,7 @@ from typing import Any
 from spadeopt.errors import OptimizeError
 from spadeopt.model.graph import AppGraph
 from spadeopt.optimize.predict import DEFAULT_MODEL, PerfModel
+from spadeopt.optimize.ranking import MODEL_ERROR, TIE, Rated, tie_break
 from spadeopt.plan.fission import rewrite_region
 from spadeopt.plan.regions import DYNAMIC, Region, check_region
 
@@ -63,7 +68,6 @@ EXHAUSTIVE_MAX = 64  # width vectors tried exhaustively; above this, coordinate 
 ASCENT_PASSES = 4
 DENSE = 8  # every width up to this one is a candidate
 MAX_WIDTH = 64  # widest region FATM plans (a pinned --width may be wider)
-TIE = 0.01  # a wider vector must plan > 1 % more to win (bisection resolution is 0.02 %)
 
 Link = tuple[str, str, float, float]
 
@@ -136,11 +140,13 @@ def _map_region(graph: AppGraph, r: Region, load: Mapping[str, float],
 class WidthTry:
     widths: tuple[int, ...]
     rate: float | None  # planned source rate; None when nothing fits
+    crossing: float | None = None  # tuples/s crossing PE links (ranking.Rated); None: not scored
 
 
 def _better(a: WidthTry, b: WidthTry | None) -> bool:
-    """Is ``a`` a better choice than ``b``? Highest planned rate; a wider vector must beat
-    a narrower one by more than ``TIE``; then smaller total width, then smaller vector."""
+    """Is ``a`` a better choice than ``b`` on its rate (the search's rule, which finds the
+    rate leader)? Highest planned rate; a wider vector must beat a narrower one by more
+    than ``TIE``; then smaller total width, then smaller vector."""
     if a.rate is None:
         return False
     if b is None or b.rate is None:
@@ -165,11 +171,12 @@ def candidate_widths(max_width: int) -> tuple[int, ...]:
 
 
 def choose_widths(regions: tuple[Region, ...], free: tuple[str, ...], max_width: int,
-                  evaluate: Callable[[tuple[Region, ...]], float | None],
+                  evaluate: Callable[[tuple[Region, ...]], float | Rated | None],
                   exhaustive_max: int = EXHAUSTIVE_MAX,
                   stop_early: bool = False) -> tuple[tuple[Region, ...], dict[str, Any]]:
-    """The width vector (over the ``free`` regions; the others keep theirs) with the
-    best planned rate, and a record of the search for ``explain.json``. Up to
+    """The width vector (over the ``free`` regions; the others keep theirs) that ranks
+    best (``evaluate`` gives its planned rate, or a ``ranking.Rated`` with the crossing
+    tuples too; module docstring: the rate leader, then the tie-break), and a record of the search for ``explain.json``. Up to
     ``exhaustive_max`` vectors are searched exhaustively (the benchmark forces either).
 
     ``stop_early`` (FATM sets it when it discovered regions, which are many and large):
@@ -191,7 +198,9 @@ def choose_widths(regions: tuple[Region, ...], free: tuple[str, ...], max_width:
 
     def score(widths: tuple[int, ...]) -> WidthTry:
         if widths not in cache:
-            cache[widths] = WidthTry(widths, evaluate(at(widths)))
+            got = evaluate(at(widths))
+            rated = got if isinstance(got, Rated) else Rated(got)
+            cache[widths] = WidthTry(widths, rated.rate, rated.crossing)
         return cache[widths]
 
     choices = candidate_widths(max_width)
@@ -234,15 +243,20 @@ def choose_widths(regions: tuple[Region, ...], free: tuple[str, ...], max_width:
                         best, cur, changed = t, t.widths, True
             if not changed:
                 break
-    chosen = best.widths if best is not None and best.rate is not None else tuple(1 for _ in idx)
+    leader = best.widths if best is not None and best.rate is not None else tuple(1 for _ in idx)
+    if best is not None and best.rate is not None:  # ranking's tie-break among every vector tried
+        tried = sorted(cache.values(), key=lambda t: (sum(t.widths), t.widths))
+        best = tie_break(best, tried, lambda t: Rated(t.rate, t.crossing))
+    chosen = best.widths if best is not None and best.rate is not None else leader
     record = {
         "search": search, "max_width": max_width, "vectors_tried": len(cache), "tie": TIE,
+        "model_error": MODEL_ERROR, "rate_leader": dict(zip(free, leader, strict=True)),
         "regions": {
             n: {"chosen": chosen[j],
                 "tried": _per_region(cache, j, chosen)}
             for j, n in enumerate(free)
         },
-        "vectors": [{"widths": dict(zip(free, t.widths, strict=True)), "planned_rate": t.rate}
+        "vectors": [{"widths": dict(zip(free, t.widths, strict=True)), "planned_rate": t.rate, "crossing": t.crossing}
                     for t in sorted(cache.values(), key=lambda t: t.widths)],
     }
     return at(chosen), record
