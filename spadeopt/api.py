@@ -112,21 +112,32 @@ def run(target: str, fusion: str = "none", params: Mapping[str, str] | None = No
         claim_dir(out, "sinks", "--out", force)
     if built:
         preflight(None, master or deploy.spark.master, deploy.nodes, deploy.cores, progress)
-        result = run_build(Path(target), options)
+        result = _launch(Path(target), options)
     else:
         if build_dir is not None:
             claim_dir(build_dir, "build", "--build-dir", force)
         graph, ref = load_graph(target, params)
         plan = make_plan(graph, fusion, nodes, cores, widths, collapse)
+        if options.checkpoints is not None:  # the generated code registers operator state
+            plan = dataclasses.replace(plan, checkpoints=True)
         preflight(graph, master, plan.nodes, plan.cores, progress)
         if build_dir is None:
             build_dir = Path("build") / graph.name / plan.strategy
             claim_dir(build_dir, "build", "--build-dir (default)", force)
         b = generate(graph, plan, Path(build_dir), ref)
-        result = run_build(b.directory, options)
+        result = _launch(b.directory, options)
     if out is not None:
         _mark_sinks(out, result)
     return result
+
+
+def _launch(build_dir: Path, options: RunOptions) -> RunResult:
+    """``run_build``, or with checkpoints ``deploy.checkpoints.run`` (restarts, resume)."""
+    if options.checkpoints is None:
+        return run_build(build_dir, options)
+    from spadeopt.deploy import checkpoints
+
+    return checkpoints.run(build_dir, options, options.checkpoints)
 
 
 def run_submitted(build_dir: Path, options: RunOptions) -> RunResult:

@@ -49,7 +49,36 @@ def _options(args: argparse.Namespace) -> RunOptions:
                       force=getattr(args, "force", False), progress=progress,
                       insecure_links=getattr(args, "insecure_links", False),
                       stall_timeout=getattr(args, "stall_timeout", None), duration=getattr(args, "duration", None),
-                      max_batch_delay=_ms(getattr(args, "max_batch_delay", None)))
+                      max_batch_delay=_ms(getattr(args, "max_batch_delay", None)),
+                      checkpoints=_checkpoints(args) if args.command == "run" else None)
+
+
+def checkpoint_args(p: argparse.ArgumentParser) -> None:
+    """Issue 29: consistent checkpoints, automatic restarts, exactly-once file sinks."""
+    p.add_argument("--checkpoint-interval", type=float, metavar="S",
+                   help="take a consistent checkpoint every S seconds (builds the PEs with state hooks)")
+    p.add_argument("--checkpoint-dir", type=Path, metavar="DIR", help="where checkpoints and committed sink "
+                   "lines are kept (needed with --checkpoint-interval; must be new or empty)")
+    p.add_argument("--checkpoints-kept", type=int, default=3, metavar="K", help="complete checkpoints kept (3)")
+    p.add_argument("--restart-attempts", type=int, default=3, metavar="N",
+                   help="with checkpoints: restart from the last complete one up to N times (3)")
+    p.add_argument("--resume", type=Path, metavar="DIR", help="resume from the last complete checkpoint in DIR")
+
+
+def _checkpoints(args: argparse.Namespace):
+    from spadeopt.deploy.checkpoints import CheckpointOptions
+    from spadeopt.errors import UsageError
+
+    interval, resume = getattr(args, "checkpoint_interval", None), getattr(args, "resume", None)
+    if interval is None and resume is None:
+        return None
+    directory = resume or getattr(args, "checkpoint_dir", None)
+    if directory is None:
+        raise UsageError("--checkpoint-interval needs --checkpoint-dir DIR (where checkpoints are kept)")
+    if resume is not None and args.checkpoint_dir is not None and args.checkpoint_dir != resume:
+        raise UsageError("--resume DIR is the checkpoint directory: drop --checkpoint-dir or give the same one")
+    return CheckpointOptions(interval if interval is not None else 1.0, Path(directory), args.checkpoints_kept,
+                             args.restart_attempts, resume is not None)
 
 
 def _ms(value: float | None) -> float | None:
@@ -259,6 +288,7 @@ def parser() -> argparse.ArgumentParser:
     link_args(r)
     conf_arg(r)
     r.add_argument("--no-collapse", action="store_true", help=NO_COLLAPSE_HELP)
+    checkpoint_args(r)
     r.set_defaults(func=cmd_run)
 
     pr = sub.add_parser("profile", help="stage 1: run an instrumented build and collect port metrics")

@@ -1,0 +1,167 @@
+"""Issue 29: checkpoints, recovery after kill -9, exactly-once file sinks, bad input.
+
+The recovery tests run real PE processes and ZeroMQ links through the real node agent
+(``deploy.agent.run_node``) and the driver's real coordinator and store, with the
+restart loop of ``deploy.checkpoints.run`` done by hand (no JVM): a PE is killed with
+SIGKILL three times, each time after a new checkpoint completed, and the sinks must be
+byte-identical to a run without failures.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import signal
+import threading
+from collections import deque
+from pathlib import Path
+
+import pytest
+
+from spadeopt.codegen.render import generate
+from spadeopt.deploy.agent import PEFailed, run_node
+from spadeopt.deploy.checkpoints import (
+    CheckpointMismatch,
+    CheckpointStore,
+    Coordinator,
+    finish_sinks,
+)
+from spadeopt.deploy.local import run_local
+from spadeopt.errors import CodegenError
+from spadeopt.optimize.strategies import plan_for
+from spadeopt.runtime.checkpoint import CheckpointError, decode_state, encode_state
+from spadeopt.runtime.sinks import commit, discard
+from tests.apps.ckpt import ckpt
+
+REF = "tests/apps/ckpt.py"
+SINKS = ("means", "counts", "runs")
+
+
+def test_state_codec_keeps_types():
+    state = {("k1", 2): [deque([(1, 2.5, "x", b"\x00", None, True)], maxlen=4), 2**80, -(2**70)],
+             "plain": {"a": [1, (2, (3,))]}}
+    back = decode_state(encode_state(state))
+    assert back == state
+    assert type(back[("k1", 2)][0]) is deque and back[("k1", 2)][0].maxlen == 4
+    assert type(back["plain"]["a"][1]) is tuple and type(back["plain"]["a"][1][1]) is tuple
+
+
+def test_state_codec_refuses_objects_and_garbage():
+    with pytest.raises(CheckpointError, match="cannot be checkpointed"):
+        encode_state({"x": object()})
+    with pytest.raises(CheckpointError, match="not a spadeopt snapshot"):
+        decode_state(b"\xc1\xc1garbage")
+    import msgpack
+    with pytest.raises(CheckpointError):  # an unknown extension type is refused, never built
+        decode_state(msgpack.packb(msgpack.ExtType(42, b"os.system")))
+
+
+def test_custom_operator_without_snapshot_is_refused_at_build_time(tmp_path):
+    g = ckpt.build({"nosnap": 1})
+    p = dataclasses.replace(plan_for(g, "all"), checkpoints=True)
+    with pytest.raises(CodegenError, match=r"custom operator 'run' .* has no snapshot\(\) or restore\(\)"):
+        generate(g, p, tmp_path / "b", REF)
+    generate(g, plan_for(g, "all"), tmp_path / "b2", REF)  # without checkpoints it builds
+
+
+def _attempts(tmp_path: Path, fusion: str, kills: int, n: int, spin_us: int, width: int = 1) -> tuple[Path, list]:
+    """Run with checkpoints every 0.5 s; after each new checkpoint kill -9 one PE (in
+    turn) and restart from the last complete checkpoint; returns (out dir, restarts)."""
+    g = ckpt.build({"n": n, "spin_us": spin_us, "width": width})
+    b = generate(g, dataclasses.replace(plan_for(g, fusion), checkpoints=True), tmp_path / "build", REF)
+    store = CheckpointStore(tmp_path / "chk", keep=2)
+    out, progress = tmp_path / "out", tmp_path / "progress"
+    restarts, restore, killed = [], None, 0
+    pes = sorted(p.pe for p in b.deploy.pes)
+    while True:
+        coord = Coordinator(store, b.deploy, 0.5, restore)
+        deploy = b.deploy.with_settings(checkpoint=coord.channel())
+        discard(out)
+        shutil.rmtree(progress, ignore_errors=True)  # the killed attempt's pids
+        stop = threading.Event()
+
+        seen = max(store.ids(), default=0)
+        victim = pes[killed % len(pes)] if killed < kills else None
+
+        def killer(seen=seen, victim=victim, stop=stop, progress=progress):
+            while victim and not stop.wait(0.05):
+                done = [i for i in store.ids() if i > seen and (store.root / f"chk-{i:08d}" / "MANIFEST.json").exists()]
+                f = progress / f"{victim}.json"
+                if done and f.exists():
+                    try:
+                        os.kill(json.loads(f.read_text())["pid"], signal.SIGKILL)
+                    except (ProcessLookupError, ValueError):
+                        continue
+                    return
+
+        k = threading.Thread(target=killer, daemon=True)
+        k.start()
+        try:
+            run_node(0, deploy, str(b.directory), str(out), str(tmp_path / "logs"), progress_dir=str(progress))
+        except PEFailed as exc:
+            stop.set()
+            coord.close()
+            killed += 1
+            assert killed <= kills, f"failed without a kill: {exc}"
+            restore = store.latest(b.deploy)
+            store.rewind_sinks(restore)
+            restarts.append(restore.id if restore else None)
+            continue
+        stop.set()
+        commit(out)
+        finish_sinks(store, out, coord.finish())
+        return out, restarts
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fusion,width", [("all", 1), ("none", 1), ("manual", 1), ("all", 2), ("manual", 2)])
+def test_kill_three_times_gives_the_failure_free_answer(tmp_path, fusion, width):
+    n, spin = (60_000, 600) if fusion == "all" else (60_000, 3000)
+    g = ckpt.build({"n": n, "width": width})
+    ref = run_local(g, plan_for(g, "all"), workdir=tmp_path / "ref", app_ref=REF)["dir"] / "out"
+    out, restarts = _attempts(tmp_path / "ck", fusion, 3, n, spin, width)
+    assert len(restarts) == 3 and all(r is not None for r in restarts), restarts
+    assert restarts == sorted(restarts)
+    for name in SINKS:
+        assert (out / f"{name}.jsonl").read_bytes() == (ref / f"{name}.jsonl").read_bytes(), name
+
+
+def _store_with_one(tmp_path: Path):
+    g = ckpt.build({"n": 20_000, "spin_us": 2000})
+    b = generate(g, dataclasses.replace(plan_for(g, "all"), checkpoints=True), tmp_path / "build", REF)
+    store = CheckpointStore(tmp_path / "chk", keep=3)
+    coord = Coordinator(store, b.deploy, 0.2, None)
+    run_node(0, b.deploy.with_settings(checkpoint=coord.channel()), str(b.directory), str(tmp_path / "out"),
+             str(tmp_path / "logs"))
+    coord.finish()
+    assert len(coord.completed) >= 2, coord.completed
+    return store, b
+
+
+@pytest.mark.slow
+def test_corrupt_or_partial_checkpoints_are_skipped_loudly_and_foreign_ones_refused(tmp_path, capsys):
+    store, b = _store_with_one(tmp_path)
+    ids = store.ids()
+    newest, older = ids[-1], ids[-2]
+    part = next((store.root / f"chk-{newest:08d}").glob("*.part"))
+    part.write_bytes(part.read_bytes()[:-3] + b"xyz")  # corrupt the newest
+    (store.root / f"chk-{newest + 1:08d}").mkdir()  # and a partial one after it
+    assert store.latest(b.deploy).id == older
+    err = capsys.readouterr().err
+    assert f"checkpoint {newest + 1}" in err and "partial" in err
+    assert f"checkpoint {newest}" in err and "SHA-256" in err
+    # another plan of the same app: refused, naming the difference
+    g = ckpt.build({"n": 20_000, "spin_us": 2000})
+    other = generate(g, dataclasses.replace(plan_for(g, "none"), checkpoints=True), tmp_path / "b2", REF)
+    with pytest.raises(CheckpointMismatch, match="the plan differs .*'fused-all'.*'none'|the plan differs"):
+        store.latest(other.deploy)
+    # another app's parameters (graph fingerprint)
+    g3 = ckpt.build({"n": 20_000, "spin_us": 2000, "keys": 3})
+    third = generate(g3, dataclasses.replace(plan_for(g3, "all"), checkpoints=True), tmp_path / "b3", REF)
+    with pytest.raises(CheckpointMismatch, match="graph differs"):
+        store.latest(third.deploy)
+    renamed = dataclasses.replace(b.deploy, app="other")
+    with pytest.raises(CheckpointMismatch, match="app 'ckpt'"):
+        store.latest(renamed)
