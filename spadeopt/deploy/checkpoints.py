@@ -409,8 +409,8 @@ def run(build_dir: Path, options: Any, ck: CheckpointOptions) -> Any:
     """Run a checkpointing build (``deploy.launcher.run_build``) with recovery; returns
     its ``RunResult`` with ``checkpoints`` (a ``CheckpointReport``) set."""
     from spadeopt.deploy.launcher import run_build
-    from spadeopt.errors import RunError
     from spadeopt.deploy.masters import is_local
+    from spadeopt.errors import RunError
     from spadeopt.plan.artefacts import load_deploy
 
     build_dir = Path(build_dir)
