@@ -5,7 +5,10 @@ A chain app of ``n`` operators (a source, ``n - 2`` functors, every seventh with
 filter, a sink) declares one parallel region of 10 functors in its middle; a synthetic
 profile gives every stream 10,000 tuples/s and the operators loads of 0.002-0.014 cores.
 ``fuse_auto`` runs at ``--rate max`` on 1 x 2 and 1 x 8 cores (width candidates 1..2 and
-1..8, then the MaxFrac ladder on the chosen widths). Wall-clock and CPU seconds
+1..8, then the MaxFrac ladder on the chosen widths), with automatic region discovery off
+and on (issue 27: the rest of the chain becomes two discovered regions, whose widths are
+searched too). Discovery alone is timed on apps/bargain.py (204 operators, 88 regions).
+Wall-clock and CPU seconds
 (``time.process_time``) of each call, written to ``optimizer_fatm_speed.json``; small
 cases run ``REPEATS`` times and report the fastest call (the least disturbed one; all
 calls are listed), the 2,000-operator ones once. The load average before each case is
@@ -13,21 +16,30 @@ recorded: on a shared machine the wall clock also counts other processes' time.
 Synthetic.
 
     python -m spadeopt.bench.fatm_speed docs/results
+    python -m spadeopt.bench.fatm_speed docs/results --against /tmp/old   # before/after, side by side
+
+``--against TREE`` (a checkout of an older commit, e.g. ``git archive REV | tar -x -C TREE``)
+times the same cases (discovery on, as ``fuse_auto`` defaults) under that tree's code and
+this one's in turn, each call a fresh process (CPU seconds of the call alone), and writes
+``optimizer_fatm_speed_against.json`` with the ratios.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import platform
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from spadeopt.frontend.dsl import App
 from spadeopt.model.graph import AppGraph
 from spadeopt.optimize.fatm import OperatorProfile, fuse_auto
 from spadeopt.optimize.problem import LinearCommModel
+from spadeopt.plan.discover import discover_regions
 from spadeopt.toolkit.sources import counter
 
 TARGETS_S = {200: 1.0, 2000: 60.0}
@@ -47,30 +59,51 @@ def chain_app(n: int, region: int = 10) -> AppGraph:
     return a.build()
 
 
-def run(out_dir: Path, sizes=(200, 2000), cores_list=(2, 8), log=print) -> dict:
+def discovery_row(app: str = "apps/bargain.py", repeats: int = 3) -> dict:
+    """CPU seconds of ``discover_regions`` alone on ``app`` (the fastest of ``repeats``)."""
+    from spadeopt.api import load_graph
+
+    graph, _ = load_graph(app)
+    cpus = []
+    for _ in range(repeats):
+        g = replace(graph)  # a fresh memo: nothing cached from the previous call
+        c0 = time.process_time()
+        found = discover_regions(g)
+        cpus.append(time.process_time() - c0)
+    return {"app": app, "operators": len(graph.operators), "regions": len(found.candidates),
+            "checks": found.checks, "cpu_seconds": min(cpus), "calls_cpu_seconds": cpus}
+
+
+def run(out_dir: Path, sizes=(200, 2000), cores_list=(2, 8), log=print, discover_list=(False, True),
+        discovery_app: str | None = "apps/bargain.py") -> dict:
     rows = []
     for n in sizes:
         g = chain_app(n)
         load = {op.name: 0.002 + (i % 5) * 0.003 for i, op in enumerate(g.operators)}
         prof = OperatorProfile(g.name, g.fingerprint, load,
                                tuple((s.src.op, s.dst.op, RATE, 60.0) for s in g.streams), RATE)
-        for cores in cores_list:
+        for cores, discover in itertools.product(cores_list, discover_list):
             load_avg = os.getloadavg()[0]
             walls, cpus = [], []
             for _ in range(REPEATS.get(n, 1)):
                 t0, c0 = time.perf_counter(), time.process_time()
-                auto = fuse_auto(g, prof, LinearCommModel(2e-6, 1e-9), nodes=1, cores=cores, rate="max")
+                auto = fuse_auto(replace(g), prof, LinearCommModel(2e-6, 1e-9), nodes=1, cores=cores, rate="max",
+                                 discover=discover)
                 walls.append(time.perf_counter() - t0)
                 cpus.append(time.process_time() - c0)
             secs = min(walls)
-            rows.append({"operators": n, "cores": cores, "seconds": secs, "cpu_seconds": min(cpus),
+            rows.append({"operators": n, "cores": cores, "discover": discover, "seconds": secs,
+                         "cpu_seconds": min(cpus),
                          "calls_seconds": walls, "load_average_1min": load_avg, "pes": len(auto.plan.pes),
                          "widths": auto.explain["fission"]["widths"], "max_frac": auto.explain["max_frac"],
                          "target_seconds": TARGETS_S.get(n), "meets_target": secs <= TARGETS_S.get(n, float("inf"))})
-            log(f"  {n} operators, 1 x {cores} cores: {secs:.2f} s wall, {min(cpus):.2f} s CPU "
-                f"({len(auto.plan.pes)} PEs; load average {load_avg:.1f})")
+            log(f"  {n} operators, 1 x {cores} cores, discovery {'on' if discover else 'off'}: {secs:.2f} s wall, "
+                f"{min(cpus):.2f} s CPU ({len(auto.plan.pes)} PEs; load average {load_avg:.1f})")
+    discovery = discovery_row(discovery_app) if discovery_app else None
+    if discovery:
+        log(f"  discovery on {discovery['app']}: {discovery['cpu_seconds']:.3f} s CPU, {discovery['checks']} checks")
     doc = {"benchmark": "fatm-speed", "when": time.strftime("%Y-%m-%dT%H:%M:%S"), "python": platform.python_version(),
-           "runs": rows, "command": "python -m spadeopt.bench.fatm_speed DIR",
+           "runs": rows, "discovery": discovery, "command": "python -m spadeopt.bench.fatm_speed DIR",
            "note": "shared 2-core VM, noisy: seconds is the fastest wall-clock call of the case (calls_seconds "
                    "lists them), cpu_seconds the least process CPU time of its calls"}
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -78,8 +111,69 @@ def run(out_dir: Path, sizes=(200, 2000), cores_list=(2, 8), log=print) -> dict:
     return doc
 
 
+_CASE = """
+import sys, time
+from dataclasses import replace
+n, cores = int(sys.argv[1]), int(sys.argv[2])
+if n == 0:
+    from spadeopt.api import load_graph
+    from spadeopt.plan.discover import discover_regions
+    g, _ = load_graph("apps/bargain.py")
+    c0 = time.process_time(); discover_regions(g); print(time.process_time() - c0)
+    raise SystemExit(0)
+from spadeopt.bench.fatm_speed import chain_app, RATE
+from spadeopt.optimize.fatm import OperatorProfile, fuse_auto
+from spadeopt.optimize.problem import LinearCommModel
+g = chain_app(n)
+load = {op.name: 0.002 + (i % 5) * 0.003 for i, op in enumerate(g.operators)}
+prof = OperatorProfile(g.name, g.fingerprint, load, tuple((s.src.op, s.dst.op, RATE, 60.0) for s in g.streams), RATE)
+c0 = time.process_time()
+fuse_auto(g, prof, LinearCommModel(2e-6, 1e-9), nodes=1, cores=cores, rate="max")
+print(time.process_time() - c0)
+"""
+
+
+def against(out_dir: Path, base: Path, cases=((0, 0), (200, 2), (200, 8), (2000, 2), (2000, 8)), rounds: int = 2,
+            log=print) -> dict:
+    """CPU seconds of each case under ``base``'s code and this tree's, alternating, ``rounds``
+    times (case ``(0, 0)``: discovery alone on apps/bargain.py); the least of each, and
+    before / after."""
+    import subprocess
+
+    here = Path(__file__).resolve().parents[2]
+    got: dict[tuple[str, int, int], list[float]] = {}
+    for _ in range(rounds):
+        for n, cores in cases:
+            for tag, tree in (("before", Path(base).resolve()), ("after", here)):
+                env = {**os.environ, "PYTHONPATH": str(tree)}
+                out = subprocess.run([sys.executable, "-c", _CASE, str(n), str(cores)], env=env, cwd=here,
+                                     capture_output=True, text=True, check=True).stdout
+                got.setdefault((tag, n, cores), []).append(float(out.split()[-1]))
+    rows = []
+    for n, cores in cases:
+        b, a = min(got[("before", n, cores)]), min(got[("after", n, cores)])
+        rows.append({"case": "discovery, apps/bargain.py" if n == 0 else f"{n} operators, 1 x {cores} cores",
+                     "before_cpu_seconds": b, "after_cpu_seconds": a, "before_over_after": b / a if a else None,
+                     "before_calls": got[("before", n, cores)], "after_calls": got[("after", n, cores)]})
+        log(f"  {rows[-1]['case']}: {b:.2f} -> {a:.2f} s CPU ({b / a:.1f}x)")
+    doc = {"benchmark": "fatm-speed-against", "when": time.strftime("%Y-%m-%dT%H:%M:%S"), "base": str(base),
+           "rows": rows, "load_average_1min_end": os.getloadavg()[0],
+           "command": "python -m spadeopt.bench.fatm_speed DIR --against TREE",
+           "note": "discovery on (fuse_auto's default), --rate max; each call a fresh process, least CPU of the "
+                   "rounds; before and after alternate, so both see the same machine"}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "optimizer_fatm_speed_against.json").write_text(json.dumps(doc, indent=2) + "\n")
+    return doc
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
+    if "--against" in args:
+        i = args.index("--against")
+        base = Path(args[i + 1])
+        rest = args[:i] + args[i + 2:]
+        against(Path(rest[0] if rest else "docs/results"), base)
+        return 0
     run(Path(args[0] if args else "docs/results"))
     return 0
 
