@@ -146,7 +146,7 @@ def against(out_dir: Path, base: Path, cases=((0, 0), (200, 2), (200, 8), (2000,
         for n, cores in cases:
             for tag, tree in (("before", Path(base).resolve()), ("after", here)):
                 env = {**os.environ, "PYTHONPATH": str(tree)}
-                out = subprocess.run([sys.executable, "-c", _CASE, str(n), str(cores)], env=env, cwd=here,
+                out = subprocess.run([sys.executable, "-c", _CASE, str(n), str(cores)], env=env, cwd=tree,
                                      capture_output=True, text=True, check=True).stdout
                 got.setdefault((tag, n, cores), []).append(float(out.split()[-1]))
     rows = []
