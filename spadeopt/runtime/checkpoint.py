@@ -155,9 +155,17 @@ def restore_ops(pe: str, states: dict[str, tuple], snap: Any) -> None:
 # ---- source positions ----------------------------------------------------------------
 
 class Tracked:
-    """A source connector whose position (records read) the checkpointer records; on
-    restore it skips the records a checkpoint had already read (replay by count: sources
-    of a bounded run give the same records in the same order every time)."""
+    """A source connector whose position the checkpointer records; on restore it skips
+    the records a checkpoint had already passed on (replay by count: sources of a bounded
+    run give the same records in the same order every time).
+
+    The position is the records *passed on* (``Checkpointer.emitted``, called by
+    ``PERuntime.source_batches`` as it hands a batch to the operators), not the records
+    read: a live source holds a partial batch for up to ``--max-batch-delay``
+    (``PERuntime._live_batches``), and a barrier injected while it holds one must not
+    count those records, which no operator has seen yet (they would be skipped after a
+    restore: lost). Held records belong to the next checkpoint: read again after a
+    restore, passed on once."""
 
     def __init__(self, ck: Checkpointer, name: str, src: Any) -> None:
         self.ck, self.name, self.src = ck, name, src
@@ -181,8 +189,6 @@ class Tracked:
         batch = self.src.read(n)
         if batch is None:
             self.ck.source_ended(self.name)
-        else:
-            self.ck.positions[self.name] += len(batch)
         return batch
 
     def close(self) -> None:
@@ -220,6 +226,11 @@ class Checkpointer:
 
     def track(self, name: str, src: Any) -> Tracked:
         return Tracked(self, name, src)
+
+    def emitted(self, name: str, n: int) -> None:
+        """Source ``name`` passes ``n`` records on to its operators (sources thread, in
+        the turn that runs them: no barrier comes between; see ``Tracked``)."""
+        self.positions[name] += n
 
     # -- channels --
     def _expected(self) -> set[Any]:
@@ -352,6 +363,9 @@ class Checkpointer:
 
     def _forward(self, n: int) -> None:
         for sender in self.rt.senders.values():
+            flush = getattr(sender, "flush", None)
+            if flush is not None:  # a sender holding a partial batch sends it first, as before a final:
+                flush()  # its tuples are in this snapshot's state, so they belong before the barrier
             sender.barrier(n)
         self.forwarded = n
 

@@ -324,6 +324,8 @@ class PERuntime:
                 if stats[1] is None:
                     stats[1] = time.time()
                 n_batch = len(batch)  # counted as given: the consumer may append a fission pulse
+                if self.checkpoints is not None:  # the position is what the operators were given
+                    self.checkpoints.emitted(name, n_batch)
                 yield batch
                 stats[0] += n_batch
                 now = stats[2] = time.time()
