@@ -2,8 +2,10 @@
 
 A region of width k > 1 becomes, in the physical graph:
 
-- a ``fission_split`` operator ``<region>__split`` on the one stream entering the region
-  (none when the region starts at a splittable source: channel c's copy of the source
+- a ``fission_split`` operator ``<region>__split`` on the stream entering the region, and
+  ``<region>__split<i>`` on its i-th entering stream when several enter it (keyed alike:
+  every split hashes the same key, so a key's tuples of every entry meet in one channel;
+  none when the region starts at a splittable source: channel c's copy of the source
   reads splits c, c + k, c + 2k, ... itself, and a static region's merge takes back
   whole splits in turn);
 - k copies of every region operator, ``<op>__<c>`` for channel c (shown as ``op@c``),
@@ -16,7 +18,7 @@ last attribute (``_fission_seq``): every copy's input and output schemas gain it
 its parameters are rewritten to forward it (each kind's ``channel_params``: a functor
 copies it, a count-window aggregate emits the sequence number of the tuple that
 triggered the row, an event-time window the number of its group's first tuple, a join
-the later of its two matched tuples'; a custom operator's generated code numbers what
+its width-1 processing position (``kinds.numbering``); a custom operator's generated code numbers what
 the user submits with the input tuple's number). The merge strips it, so everything
 after the region sees the width-1 schema. Regions of width 1 are not rewritten at all.
 A region holding an event-time window gives its split the window's clock (attribute,
@@ -84,22 +86,24 @@ def _rewrite_one(graph: AppGraph, region: Region) -> AppGraph:
     dynamic = region.ordering == DYNAMIC
     fed = shape.entry is not None  # else the region starts at a splittable source: no split
     merged = shape.exit is not None  # else the region ends in counting sinks: no merge
-    new_names = ([region.split] if fed else []) + ([region.merge] if merged else []) + [
+    entries = shape.entries or ((shape.entry,) if fed else ())  # one split per entering stream
+    splits = {e: region.split_of(i) for i, e in enumerate(entries)}
+    new_names = list(splits.values()) + ([region.merge] if merged else []) + [
         Region.channel_op(o, c) for o in region.operators for c in range(k)]
     clash = sorted(n for n in new_names if n in graph.by_name)
     if clash:
         raise UsageError(f"parallel region '{region.name}': the physical operator name(s) {', '.join(clash)} "
                          f"are already taken by operators of the app; rename them")
     head: list[Operator] = []
-    if fed:
-        entry_schema = graph.op(shape.entry.dst.op).in_port(shape.entry.dst.port).schema
+    for entry, split in splits.items():
+        entry_schema = graph.op(entry.dst.op).in_port(entry.dst.port).schema
         chan_schema = _with_seq(entry_schema, f"region '{region.name}'") if dynamic else entry_schema
         clock = None
         if shape.watermark is not None:  # the event-time window's clock, with its bounds' type
             timed, attr, window = shape.watermark
             exact = bound_type(window, graph.op(timed).inputs[0].schema) == "int"
             clock = (attr, window, exact)
-        head.append(Operator(region.split, "fission_split", (InPort("in", entry_schema),),
+        head.append(Operator(split, "fission_split", (InPort("in", entry_schema),),
                              tuple(OutPort(f"out{c}", chan_schema) for c in range(k)),
                              FissionSplitParams(k, region.key, region.ordering, BLOCK, clock), STATEFUL, (),
                              f"parallel region '{region.name}'"))
@@ -125,9 +129,9 @@ def _rewrite_one(graph: AppGraph, region: Region) -> AppGraph:
         src_in, dst_in = s.src.op in members, s.dst.op in members
         if not src_in and not dst_in:
             streams.append(s)
-        elif s == shape.entry:
-            streams.append(Stream(s.src, PortRef(region.split, "in")))
-            streams.extend(Stream(PortRef(region.split, f"out{c}"), PortRef(Region.channel_op(s.dst.op, c), s.dst.port))
+        elif s in splits:
+            streams.append(Stream(s.src, PortRef(splits[s], "in")))
+            streams.extend(Stream(PortRef(splits[s], f"out{c}"), PortRef(Region.channel_op(s.dst.op, c), s.dst.port))
                            for c in range(k))
         elif src_in and dst_in:
             streams.extend(Stream(PortRef(Region.channel_op(s.src.op, c), s.src.port),
@@ -140,12 +144,12 @@ def _rewrite_one(graph: AppGraph, region: Region) -> AppGraph:
             streams.append(Stream(PortRef(region.merge, "out"), s.dst))
     order = {op.name: i for i, op in enumerate(graph.operators)}
     consumers = sorted({s.dst.op for s in graph.streams if s.src == shape.exit}, key=order.__getitem__)
-    ann = _annotations(graph.annotations, region, members, shape.entry.src.op if fed else None,
+    ann = _annotations(graph.annotations, region, members, [(e.src.op, split) for e, split in splits.items()],
                        consumers[0] if merged else None)
     return AppGraph(graph.name, tuple(ops), tuple(streams), ann, graph.params, graph.module)
 
 
-def _annotations(ann: Annotations, region: Region, members: set[str], producer: str | None,
+def _annotations(ann: Annotations, region: Region, members: set[str], producers: list[tuple[str, str]],
                  consumer: str | None) -> Annotations:
     k = region.width
 
@@ -171,8 +175,7 @@ def _annotations(ann: Annotations, region: Region, members: set[str], producer: 
         chan = tuple(Region.channel_op(o, c) for o in region.operators)
         if len(chan) > 1:
             fuse.append(chan)
-    if producer is not None:
-        fuse.append((producer, region.split))
+    fuse.extend(producers)  # each split with its producer
     if consumer is not None:
         fuse.append((region.merge, consumer))
     return Annotations(

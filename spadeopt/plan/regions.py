@@ -36,8 +36,14 @@ operator kind allows is its ``Kind.region_problem`` and ``Kind.forwards``
 - custom operators replicate when they declare ``state="stateless"`` or
   ``state="partitioned", key=[...]``: the generated code numbers what the user's
   ``submit`` emits with the input tuple's number (``docs/operators.md``);
-- the region is connected, is entered by exactly one stream and left by exactly one
-  output port, and no path leaves it and comes back (a feedback loop).
+- the region is connected, is left by exactly one output port, and no path leaves it
+  and comes back (a feedback loop);
+- it is entered by one stream, or by several keyed alike: then every entry gets its own
+  split (the same hash of the region's key, of the same type on every entry), and since
+  each split numbers its own stream, streams of different entries (or a join's output
+  and anything else) may meet only in a join, one on each side: a join numbers its
+  matches by its width-1 processing position, (order value, side, trigger's number)
+  (``kinds.numbering``); no event-time window in such a region.
 
 Ordering. A region made only of functors without a filter is *static-rate* (every
 operator emits exactly one tuple per input, 004's case): the split deals fixed blocks
@@ -83,6 +89,10 @@ class Region:
     def split(self) -> str:
         return f"{self.name}__split"
 
+    def split_of(self, entry: int) -> str:
+        """The split of the region's ``entry``-th entering stream (``split`` for the first)."""
+        return self.split if entry == 0 else f"{self.name}__split{entry}"
+
     @property
     def merge(self) -> str:
         return f"{self.name}__merge"
@@ -112,13 +122,14 @@ class Region:
 class Shape:
     """Where a legal region meets the rest of the graph."""
 
-    entry: Stream | None  # the one stream entering it; None when it starts at a splittable source
+    entry: Stream | None  # the (first) stream entering it; None when it starts at a splittable source
     exit: PortRef | None  # the one output port leaving it; None when it ends in counting sinks
     key: tuple[str, ...]
     ordering: str
     source: str | None = None  # the splittable source leading it
     split_size: int = 0  # that source's records per split
     watermark: tuple[str, str, Any] | None = None  # (operator, time attribute, window): watermark copies
+    entries: tuple[Stream, ...] = ()  # every stream entering it (entry is the first); one split each
 
     @property
     def fed(self) -> str:
@@ -305,9 +316,9 @@ def check_region(graph: AppGraph, name: str, ops: tuple[str, ...]) -> Shape:
     elif sources and entries:
         problems.append(f"the region starts at source '{sources[0]}' and must not be entered by any other "
                         f"stream; it is entered by {', '.join(f'{s.src} -> {s.dst}' for s in entries)}")
-    elif not sources and len(entries) != 1:
-        problems.append(f"the region must be entered by exactly one stream; it is entered by "
-                        f"{len(entries)}: {', '.join(f'{s.src} -> {s.dst}' for s in entries) or 'none'}")
+    elif not sources and not entries:
+        problems.append("the region must be entered by a stream or led by a splittable source; it is entered "
+                        "by none")
     sinks = [o for o in ops if not graph.op(o).outputs]
     if len(exits) > 1 or (not exits and not sinks):
         problems.append(f"the region must be left by exactly one output port (or end in counting sinks); it is "
@@ -345,11 +356,19 @@ def check_region(graph: AppGraph, name: str, ops: tuple[str, ...]) -> Shape:
         if not common:
             problems.append("the partition keys do not intersect: "
                             + ", ".join(f"'{op.name}' on {list(op.key)}" for op in part))
-        entry_schema = graph.op(entry.dst.op).in_port(entry.dst.port).schema
         key = tuple(k for k in part[0].key if k in common)
-        for k in key:
-            if entry_schema is None or k not in entry_schema:
-                problems.append(f"key '{k}' is not an attribute of the stream entering the region ({entry.src})")
+        types: dict[str, set[str]] = {}
+        for e in entries:
+            entry_schema = graph.op(e.dst.op).in_port(e.dst.port).schema
+            for k in key:
+                if entry_schema is None or k not in entry_schema:
+                    problems.append(f"key '{k}' is not an attribute of the stream entering the region ({e.src})")
+                else:
+                    types.setdefault(k, set()).add(entry_schema.type_of(k))
+        for k, ts in types.items():
+            if len(ts) > 1:
+                problems.append(f"key '{k}' has types {', '.join(sorted(ts))} on the streams entering the region; "
+                                f"each entry is split by the same hash of the key, so its type must be the same")
         feeds_part: set[str] = set()  # members with a partitioned operator after them (no cycle inside)
         for p in {op.name for op in part}:
             feeds_part |= _walk(p, ix.pred, members)
@@ -359,6 +378,8 @@ def check_region(graph: AppGraph, name: str, ops: tuple[str, ...]) -> Shape:
                     if not kind_of(graph.op(o)).forwards(graph.op(o), k):
                         problems.append(f"operator '{o}' does not forward key '{k}' unchanged to the "
                                         f"partitioned operator(s) after it")
+    if entries:
+        _entries_meet_in_joins(graph, ops, ix, members, entries, key, problems)
     watermark = _event_time(graph, ops, ix, members, entry, exit_port, problems)
     if problems:
         raise UsageError(f"parallel region '{name}' cannot be replicated:\n"
@@ -369,7 +390,54 @@ def check_region(graph: AppGraph, name: str, ops: tuple[str, ...]) -> Shape:
     if entry is None:
         src = graph.op(sources[0])
         return Shape(None, exit_port, key, ordering, src.name, src.params.split)
-    return Shape(entry, exit_port, key, ordering, watermark=watermark)
+    return Shape(entry, exit_port, key, ordering, watermark=watermark, entries=tuple(entries))
+
+
+def _entries_meet_in_joins(graph: AppGraph, ops: tuple[str, ...], ix: RegionIndex, members: set[str],
+                           entries: list[Stream], key: tuple[str, ...], problems: list[str]) -> None:
+    """The rules of a region entered by several streams (module docstring): each entry gets
+    its own split, numbering its stream on its own, so streams of different entries may
+    meet only in a join (which renumbers its matches by order value, side and input
+    number, ``kinds.numbering``), and every entry is split by the same hash of the key."""
+    if len(entries) > 1 and not key:
+        problems.append(f"the region is entered by {len(entries)} streams "
+                        f"({', '.join(f'{s.src} -> {s.dst}' for s in entries)}) but holds no partitioned "
+                        f"operator; several entries are split by the same hash of a key, so a region without "
+                        f"one must be entered by exactly one stream")
+        return
+    space: dict[str, str] = {}  # operator -> where the numbers of what it emits come from
+
+    def numbers_of(o: str) -> str:
+        if o not in space:
+            space[o] = "?"  # no loops inside a region (refused above); guards the walk
+            here = graph.op(o)
+            by_port: dict[str, set[str]] = {}
+            for _, s in ix.ins[o]:
+                by_port.setdefault(s.dst.port, set()).add(
+                    f"entry {s.src} -> {s.dst}" if s.src.op not in members else numbers_of(s.src.op))
+            feeds = sorted(set().union(*by_port.values())) if by_port else []
+            if kind_of(here).number_bits:  # it renumbers what it emits; each input keeps its own numbers
+                for port, f in sorted(by_port.items()):
+                    if len(f) > 1:
+                        problems.append(f"input '{port}' of '{o}' receives streams numbered apart "
+                                        f"({', '.join(sorted(f))}); streams of different entries or joins may "
+                                        f"meet only in a join, one on each side")
+                space[o] = f"'{o}'"
+            elif len(feeds) > 1:
+                problems.append(f"operator '{o}' receives streams numbered apart ({', '.join(feeds)}); streams "
+                                f"of different entries or joins may meet only in a join, one on each side")
+                space[o] = feeds[0]
+            else:
+                space[o] = feeds[0] if feeds else "?"
+        return space[o]
+
+    for o in ops:
+        numbers_of(o)
+    for o in ops if len(entries) > 1 else ():
+        if kind_of(graph.op(o)).event_time(graph.op(o)) is not None:
+            problems.append(f"the region is entered by {len(entries)} streams and holds event-time window '{o}', "
+                            f"whose watermark copies follow one entering stream; put the window in a region "
+                            f"of its own")
 
 
 def _event_time(graph: AppGraph, ops: tuple[str, ...], ix: RegionIndex, members: set[str], entry: Stream | None,

@@ -129,9 +129,8 @@ def test_time_window_and_custom_operators_match_width_1(tmp_path_factory):
 
 def test_a_time_windowed_join_in_a_region_matches_width_1(tmp_path_factory):
     """A join's time windows are trimmed by the probing tuple of the same key: replicable
-    as they are (both sides in the region, split by the join key). Event times are
-    distinct: on a tie the join takes the left tuple first whatever the sequence numbers
-    say, which its channel numbering does not follow yet (docs/decisions.md, issue 27)."""
+    as they are (both sides in the region, split by the join key). Ties between the
+    sides: tests/toolkit/test_fission_joins.py."""
     data = [(k, i * 3 + ts % 3, v) for i, (k, ts, v) in enumerate(rows(300, 4, 3, late=0))]
     a = App("tjoin")
     s = a.source("src", SCHEMA, generator=replay, args={"rows": data})
