@@ -198,10 +198,24 @@ def test_duration_ends_a_live_run(redis_client, keyspace, tmp_path):
 
 
 @pytest.mark.spark
+def test_profile_duration_samples_a_live_source(redis_client, keyspace, tmp_path):
+    orders = _orders_module()
+    prefix = f"{keyspace}:orders"
+    orders.feed(redis_client, _paid_orders(3000, seed=6), keys=4, prefix=prefix)
+    res = cli("profile", ORDERS, "-p", "until=", "-p", f"prefix={prefix}", "--fusion", "all", "--duration", "3",
+              "--sample-rate", "0.05", "--no-production-probe", "-o", tmp_path / "run")
+    assert res.returncode == 0, res.stderr
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert manifest["params"]["until"] == ""
+    assert all((tmp_path / "run" / f).is_file() for f in manifest["pe_files"])  # every PE's samples
+    assert "3,000" in res.stdout and "--duration" in res.stdout  # all read, then ended by the duration
+
+
+@pytest.mark.spark
 @pytest.mark.slow
 def test_a_slow_feeds_tuples_reach_the_output_stream_before_the_next_is_sent(redis_client, keyspace, tmp_path):
     """One event every 200 ms through three PEs (source, functor, sink): each must come out
-    before the next goes in. A source that held its batch until full (512) would pass
+    before the next goes in; then Ctrl-C ends the run, exit 0. A source that held its batch until full (512) would pass
     nothing on for 100 s; one that held two events, 200 ms."""
     in_key, out_key = f"{keyspace}:in", f"{keyspace}:out"
     build = tmp_path / "b"
@@ -220,7 +234,7 @@ def test_a_slow_feeds_tuples_reach_the_output_stream_before_the_next_is_sent(red
             time.sleep(0.2)
         _wait(lambda: sum(1 for _, f in redis_client.xrange(out_key) if json.loads(f[b"value"])["seq"] >= 0) == 10,
               30, "10 events coming out")
-        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(signal.SIGINT)  # Ctrl-C: the same normal end as SIGTERM (Spark's own handler is off)
         proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
