@@ -23,7 +23,6 @@ from spadeopt.kinds.base import (
     stateful_problem,
 )
 from spadeopt.kinds.lowering import key_source, number, rename, row, typed
-from spadeopt.kinds.numbering import input_bits
 from spadeopt.kinds.outputs import (
     check_expr,
     function_names,
@@ -139,7 +138,8 @@ def lower(graph: AppGraph, op: Operator, imports: Imports) -> dict[str, Any]:
     where = compile_expr(p.where, functions=names, rename=ren, qualified=q).source if p.where else None
     renumber = None
     if SEQ in op.out_port("out").schema:  # a channel copy in a dynamic region (kinds.numbering)
-        renumber = {"shift": input_bits(graph, op), "float": ORDER_TYPES[ls.type_of(p.left_order)] == "float",
+        # codegen adds ctx["final_base"]: every number reaching the join is below it
+        renumber = {"float": ORDER_TYPES[ls.type_of(p.left_order)] == "float",
                     "lseq": ls.index(SEQ), "rseq": rs.index(SEQ)}
     return {
         "renumber": renumber,

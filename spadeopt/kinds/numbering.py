@@ -9,22 +9,26 @@ send, and below ``2**(b + 1)``. A join in a region (``Kind.number_bits``) number
 match by its processing position at width 1: ``(order value, side, number of the tuple
 that triggered it)`` packed into one int, ``((key << 1 | side) << b) | n`` with ``key``
 the order value mapped monotonically into ``[0, 2**64)``, so below ``2**(65 + b)``.
-Numbers from ``2**64`` up cross PEs as big ints (``wire``).
+Numbers from ``2**64`` up cross PEs as big ints (``wire``). ``plan.fission.final_base``
+is ``2**b`` for an operator; codegen gives it to every operator that flushes or
+renumbers (``ctx["final_base"]``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from spadeopt.kinds.base import Kind
 from spadeopt.model.graph import AppGraph, Operator, PortRef
 from spadeopt.protocol import FINAL_BASE, SEQ
 
 SPLIT_BITS = FINAL_BASE.bit_length() - 1  # the split numbers tuples below 2**62
 
 
-def input_bits(graph: AppGraph, op: Operator) -> int:
+def input_bits(graph: AppGraph, op: Operator, kind_of: Callable[[Operator], Kind]) -> int:
     """Bits of every number that can reach ``op``'s inputs in its channel (``SPLIT_BITS``
-    when only the split's do)."""
-    from spadeopt.kinds import kind_of  # the registry imports this package's modules
-
+    when only the split's do); ``kind_of`` is the registry's (``spadeopt.kinds``, which
+    imports this package's modules, so it is passed in)."""
     memo: dict[str, int] = {}
 
     def bits_in(name: str) -> int:

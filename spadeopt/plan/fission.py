@@ -219,7 +219,7 @@ def final_base(graph: AppGraph, op: Operator) -> int:
     end-of-stream emitter on a path before it adds one bit, a join 65). At width 1 an
     operator's flush comes after everything its upstream flushed; these bases keep that
     order at every width. Numbers from ``2**64`` up cross PEs as big ints."""
-    return 1 << input_bits(graph, op)
+    return 1 << input_bits(graph, op, kind_of)
 
 
 def channel_label(physical: str, regions: tuple[Region, ...]) -> str:

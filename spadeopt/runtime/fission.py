@@ -153,14 +153,15 @@ _D = struct.Struct("<d")
 _Q = struct.Struct("<q")
 
 
-def join_number(t, side: int, seq: int, shift: int, is_float: bool) -> int:
+def join_number(t, side: int, seq: int, base: int, is_float: bool) -> int:
     """A join's match number in a channel (``kinds.numbering``): its width-1 processing
     position ``(order value t, side, number of the triggering tuple)`` packed into one int,
-    ``((key << 1 | side) << shift) | seq``, ``key`` the order value mapped monotonically
+    ``((key << 1 | side) * base) | seq`` (``base`` a power of two above every ``seq``:
+    ``plan.fission.final_base``), ``key`` the order value mapped monotonically
     into ``[0, 2**64)`` (ints as they are, offset by ``2**63``; floats by their IEEE bits,
     ``-0.0`` as ``0.0``, so equal values share a key exactly as the join's merge ties them).
 
-    >>> [join_number(t, s, 5, 8, True) < join_number(u, v, 3, 8, True)
+    >>> [join_number(t, s, 5, 256, True) < join_number(u, v, 3, 256, True)
     ...  for (t, s), (u, v) in [((-1.5, 1), (-1.0, 0)), ((2.0, 0), (2.0, 1)), ((-0.0, 0), (0.0, 0))]]
     [True, True, False]
     """
@@ -172,7 +173,7 @@ def join_number(t, side: int, seq: int, shift: int, is_float: bool) -> int:
         if not 0 <= key < _TOP:
             raise ValueError(f"a join in a parallel region orders by {t!r}, beyond 64 bits (from -2**63 to "
                              f"2**63 - 1)")
-    return (((key << 1) | side) << shift) | seq
+    return (((key << 1) | side) * base) | seq
 
 
 def read_splits(source: str, splits, part: int, parts: int, size: int, stamp: bool):
