@@ -51,7 +51,7 @@ demo: $(STAMP) check-java ## the whole story on bargain (~6 min): profile, refin
 	$(BIN)/spadeopt compare apps/peer.py -p tuples=1000000 --strategies all,auto --no-fission --repeat 3 --out out/demo/peer
 	$(BIN)/spadeopt explain out/demo/peer/build-auto --png out/demo/peer-plan.png
 
-demo-live: $(STAMP) check-java ## live data (~4 min): broker, a paced feed, profile --duration, FATM, a live run showing lag, SIGTERM, latency; stops what it started
+demo-live: $(STAMP) check-java ## live data (~6 min): broker, a paced feed, profile --duration, FATM, a live run showing lag, SIGTERM, latency; stops what it started
 	BIN=$(BIN) bash scripts/demo_live.sh
 
 broker: $(STAMP) ## start the project's Redis broker (127.0.0.1:16379, password in .spadeopt-broker/password); installs redis-server if missing
