@@ -84,6 +84,7 @@ class Restart:
     checkpoint: int | None
     failed_at: float
     recovered_s: float | None = None  # failure -> every PE restored and running
+    first_output_s: float | None = None  # failure -> the first tuple at a sink after the restore
     first_checkpoint_s: float | None = None  # failure -> the first checkpoint after it completed
 
     def to_json(self) -> dict[str, Any]:
@@ -256,6 +257,7 @@ class Coordinator:
         self.last = restore.id if restore else 0  # the last checkpoint triggered
         self.t_running: float | None = None
         self.t_first: float | None = None
+        self.t_output: float | None = None  # when a PE's sinks first took a tuple (driver's clock)
         self.sizes: list[int] = []
         self.align_s: list[float] = []
         self._triggered_at: dict[int, float] = {}
@@ -319,6 +321,9 @@ class Coordinator:
             self._send(pe, {"t": "restore", "part": self.restore.parts.get(pe) if self.restore else None})
             if set(self.ids) == self.pes:
                 self.t_running = time.time()
+        elif kind == "output":
+            if self.t_output is None:
+                self.t_output = time.time()
         elif kind == "part":
             n, state, sinks = doc.get("id"), doc.get("state"), doc.get("sinks")
             if type(n) is not int or type(state) is not bytes or type(sinks) is not dict or \
@@ -472,7 +477,9 @@ def run(build_dir: Path, options: Any, ck: CheckpointOptions) -> Any:
         result.checkpoints = report.to_json()
         for r in report.restarts:
             options.say(f"restart {r.attempt}: {r.cause} -> checkpoint {r.checkpoint}, running again "
-                        f"{r.recovered_s:.1f} s after the failure" if r.recovered_s is not None else
+                        f"{r.recovered_s:.1f} s after the failure"
+                        + (f", first new output after {r.first_output_s:.1f} s" if r.first_output_s is not None
+                           else "") if r.recovered_s is not None else
                         f"restart {r.attempt}: {r.cause} -> checkpoint {r.checkpoint}")
         return result
 
@@ -482,6 +489,8 @@ def _recovered(r: Restart, coord: Coordinator) -> None:
         r.recovered_s = coord.t_running - r.failed_at
     if coord.t_first:
         r.first_checkpoint_s = coord.t_first - r.failed_at
+    if coord.t_output:
+        r.first_output_s = coord.t_output - r.failed_at
 
 
 def _account(coord: Coordinator, report: CheckpointReport, sizes: list[int], times: list[float]) -> None:

@@ -440,6 +440,8 @@ class Channel:
         self.unacked: set[int] = set()
         self.acked = threading.Condition()
         self.on_trigger: Callable[[int], None] = lambda n: None
+        self.outputs: Callable[[], int] | None = None  # tuples the PE's sinks took (attach)
+        self._outputs_at_start = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -466,7 +468,12 @@ class Channel:
                 return part
         raise CheckpointError(f"PE {self.pe}: the checkpoint coordinator did not answer within {timeout:.0f} s")
 
-    def start(self) -> None:
+    def start(self, outputs: Callable[[], int] | None = None) -> None:
+        """Take triggers and send parts from now on; ``outputs()`` (the tuples this PE's
+        sinks took) is watched, and the coordinator told once when it first grows (the
+        time to the first new output after a restart)."""
+        if outputs is not None:
+            self.outputs, self._outputs_at_start = outputs, outputs()
         self._thread = threading.Thread(target=self._loop, daemon=True, name="checkpoints")
         self._thread.start()
 
@@ -477,7 +484,11 @@ class Channel:
                       "sha256": hashlib.sha256(part[0]).hexdigest()})
 
     def _loop(self) -> None:
+        outputs = self.outputs
         while not self._stop.is_set():
+            if outputs is not None and outputs() > self._outputs_at_start:  # once: a restart's first new output
+                self.out.put({"t": "output"})
+                outputs = None
             try:
                 while True:
                     self._send(self.out.get_nowait())
@@ -523,7 +534,8 @@ def attach(rt: Any, cfg: dict[str, Any]) -> Checkpointer:
     for s in rt.sinks.values():
         s.stage()
     channel.on_trigger = ck.on_trigger
-    channel.start()
+    sinks = list(rt.sinks.values())
+    channel.start((lambda: sum(s.count for s in sinks)) if sinks else None)
     return ck
 
 

@@ -76,4 +76,23 @@ def ckpt(n: int = 60_000, keys: int = 7, spin_us: int = 0, width: int = 1, nosna
     return a
 
 
+
+@app
+def ckregion(n: int = 3000, keys: int = 9, width: int = 2) -> App:
+    """A parallel region whose channels emit all the time (a filter, then a keyed count
+    window of 4), so its merge holds reordered tuples whenever one channel is ahead; a
+    keyed tumbling event-time window after the merge (part full most of the time)."""
+    a = App("ckregion")
+    r = a.source("ra", "k:str, ts:float, v:int", generator=readings, args={"n": n, "keys": keys, "seed": 3})
+    f = a.functor("keep", r, filter="v % 3 != 0")
+    c = a.aggregate("cnt4", f, window=count_window(4), by=["k"],
+                    output={"k": "k", "ts": "max(ts)", "hi": "max(v)", "lo": "min(v)"})
+    a.parallel("keep", "cnt4", width=width, name="chans")
+    w = a.aggregate("win", c, window=time_window("ts", 3.0), by=["k"],
+                    output={"k": "k", "n": "count()", "top": "max(hi)", "end": "wend()"})
+    a.sink("means", w)
+    a.sink("counts", c)
+    return a
+
+
 app = ckpt
