@@ -375,7 +375,7 @@ def parser() -> argparse.ArgumentParser:
 
     be = sub.add_parser("bench", help="run a benchmark and write its figures to files")
     be.add_argument("name", help="fused-overhead | profiling-overhead | fusion-tradeoff | optimizer | fission | collapse | "
-                    "logical-vs-hand | spark-auth | latency")
+                    "logical-vs-hand | spark-auth | latency | checkpoint")
     be.add_argument("--out", type=Path, default=Path("out/bench"), help="directory for the figures")
     be.add_argument("--quick", action="store_true", help="smaller sizes (a smoke run)")
     be.set_defaults(func=cmd_bench)

@@ -66,7 +66,13 @@ def _latency(out: Path, args: argparse.Namespace) -> dict:
     return latency.run(out, quick=args.quick, log=lambda m: print(m, file=sys.stderr, flush=True))
 
 
-BENCHMARKS = {"latency": _latency, "spark-auth": _spark_auth, "fission": _fission, "logical-vs-hand": _logical_vs_hand, "fusion-tradeoff": _tradeoff, "fused-overhead": _fused,
+def _checkpoint(out: Path, args: argparse.Namespace) -> dict:
+    from spadeopt.bench import checkpoint
+
+    return checkpoint.run(out, quick=args.quick, log=lambda m: print(m, file=sys.stderr, flush=True))
+
+
+BENCHMARKS = {"checkpoint": _checkpoint, "latency": _latency, "spark-auth": _spark_auth, "fission": _fission, "logical-vs-hand": _logical_vs_hand, "fusion-tradeoff": _tradeoff, "fused-overhead": _fused,
               "profiling-overhead": _profiling, "optimizer": _optimizer, "collapse": _collapse}
 
 

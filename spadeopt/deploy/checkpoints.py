@@ -62,6 +62,36 @@ class CheckpointMismatch(UsageError):
     """A checkpoint of another app, graph or plan."""
 
 
+def pe_cycle(deploy: Deployment) -> list[str] | None:
+    """A cycle of PEs along links (``[a, b, ..., a]``), or None. Aligned barriers cannot
+    cross one: a PE forwards barrier ``n`` only once it has it on every input link, and
+    on a cycle each PE waits for the other (FMAN on bargain fuses the source with the
+    final merges, so the source's PE feeds the group PEs that feed it back)."""
+    succ: dict[str, set[str]] = {}
+    for ln in deploy.links:
+        if ln.src_pe != ln.dst_pe:
+            succ.setdefault(ln.src_pe, set()).add(ln.dst_pe)
+    state: dict[str, int] = {}
+    path: list[str] = []
+
+    def visit(pe: str) -> list[str] | None:
+        state[pe] = 1
+        path.append(pe)
+        for nxt in sorted(succ.get(pe, ())):
+            if state.get(nxt) == 1:
+                return path[path.index(nxt):] + [nxt]
+            if nxt not in state and (found := visit(nxt)):
+                return found
+        path.pop()
+        state[pe] = 2
+        return None
+
+    for pe in sorted({p.pe for p in deploy.pes}):
+        if pe not in state and (found := visit(pe)):
+            return found
+    return None
+
+
 def plan_fingerprint(deploy: Deployment) -> str:
     """The plan's identity for a resume: which PEs hold which operators, on which links."""
     doc = {"strategy": deploy.strategy, "pes": sorted([p.pe, list(p.operators)] for p in deploy.pes),
@@ -423,6 +453,12 @@ def run(build_dir: Path, options: Any, ck: CheckpointOptions) -> Any:
     if not deploy.checkpoints:
         raise UsageError(f"build {build_dir} was generated without checkpoints: its operators do not register "
                          f"their state; rebuild it with --checkpoint-interval (spadeopt build/run)")
+    cycle = pe_cycle(deploy)
+    if cycle:
+        raise UsageError(f"checkpoints cannot be taken on this plan: its PEs form a cycle ({' -> '.join(cycle)}), and "
+                         f"an aligned barrier cannot cross a cycle of PEs (each would wait for the other's). Use a "
+                         f"plan whose PE graph is acyclic (--fusion all or none, or fuse() annotations that do not put "
+                         f"a source and the operators after its downstream PEs in one PE)")
     if options.insecure_links or deploy.settings.insecure_links:
         raise UsageError("checkpoints need authenticated links (a barrier is told from a tuple by the link it "
                          "came on): drop --insecure-links")
