@@ -1,7 +1,8 @@
 """The ``spadeopt`` command line: parse arguments, call one library function, print.
 
 Exit codes: 0 success, 1 a job failed while running, 2 bad input (invalid app,
-arguments, files), 130 interrupted.
+arguments, files), 130 interrupted (a run of an app with a live, unbounded source ends
+on Ctrl-C / SIGTERM with 0: drained and flushed, its normal end).
 """
 
 from __future__ import annotations
