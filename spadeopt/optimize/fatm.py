@@ -22,13 +22,15 @@ the settings (no clock, no randomness); the caches of one call change no bit of 
 (``tests/optimize/test_fatm_caches.py``); the driver runs with the cyclic garbage
 collector paused and restored (:func:`gc_paused`).
 
-Cost (issue 12's optimizer speed). Under ``--rate max`` every width vector costs one rate
-search (about 18 GreedyFuse + placement runs, :mod:`spadeopt.optimize.rate`) and the
-MaxFrac ladder one more per larger MaxFrac. Work that does not depend on the rate is done
-once: a rate search builds its first problem with :func:`problem_for` and rescales it for
-the other rates (:class:`ScaledProblems`); one :class:`PhysicalCache` per call keeps each
-vector's physical graph, profile and prediction problem; the ladder reuses the width
-search's plan for the chosen widths at the user's MaxFrac.
+Cost (issue 12's optimizer speed). Under ``--rate max`` every width vector costs one
+short rate search (12 GreedyFuse + placement runs, ``rate.SCORE_STEPS``), the MaxFrac
+ladder one more per larger MaxFrac, and the chosen plan 6 more (its search resumed to
+full resolution, :func:`spadeopt.optimize.fatm_search.refine`). Work that does not
+depend on the rate is done once: a rate search builds its first problem with
+:func:`problem_for` and rescales it for the other rates (:class:`ScaledProblems`); one
+:class:`PhysicalCache` per call keeps each vector's physical graph, profile and
+prediction problem; the ladder reuses the width search's plan for the chosen widths at
+the user's MaxFrac.
 
 >>> from spadeopt.frontend.dsl import App
 >>> from spadeopt.optimize.problem import LinearCommModel
@@ -83,6 +85,7 @@ from spadeopt.optimize.fatm_search import (
     best_over_max_frac,
     max_frac_candidates,
     predict_physical,
+    refine,
     width_scorer,
 )
 from spadeopt.optimize.greedy_fuse import why_not_merged
@@ -208,7 +211,9 @@ def _fuse_auto(graph: AppGraph, prof: OperatorProfile, comm: CommModel, nodes: i
         if tie_break(leader, (narrow, choice), lambda c: c.scored.rated) is narrow:
             choice, regions = narrow, unsearched
             fission_doc["kept_unwidened"] = {"widened": s_wide, "unwidened": s_narrow}
-    fused, max_frac = choice.scored.fused, choice.max_frac
+    # candidates were scored with a shorter rate search (fatm_search.SCORE_STEPS); the
+    # chosen one's is resumed to full resolution, so its plan is the full search's
+    fused, max_frac = refine(ctx, regions, choice.max_frac, choice.scored.fused), choice.max_frac
     exact_doc = _exact_doc(fused) if exact else None
     groups = [list(p) for p in fused.result.partitions]
     plan = make_plan(graph, "auto", groups, [fused.placement[p] for p in fused.pe_ids], nodes, cores,

@@ -25,9 +25,13 @@ a :class:`PhysicalCache` serves one call's vectors; :class:`ScaledProblems` resc
 first problem of a rate search instead of rebuilding it; the ladder reuses the width
 search's plan for the chosen vector at the user's MaxFrac.
 
-Cost: under ``--rate max`` one vector costs one rate search, about 18 GreedyFuse +
-placement runs on its physical graph; the ladder one more per larger MaxFrac. A given
-or profiled rate costs one GreedyFuse + placement.
+Cost: under ``--rate max`` a candidate (a width vector, a MaxFrac rung) is scored with
+a short rate search (:data:`spadeopt.optimize.rate.SCORE_STEPS`: 12 GreedyFuse +
+placement runs on its physical graph instead of 18); :func:`refine` resumes the chosen
+candidate's search to full resolution (6 more runs), which gives the very plan a full
+search of that candidate gives (``tests/optimize/test_fatm_score_steps.py``). Which
+candidate is chosen may differ from scoring at full resolution (issue 27 item 6). A
+given or profiled rate costs one GreedyFuse + placement.
 
 >>> max_frac_candidates(0.5, "max"), max_frac_candidates(0.9, "max"), max_frac_candidates(0.5, 100.0)
 ((0.5, 0.75, 1.0), (0.9, 1.0), (0.5,))
@@ -36,6 +40,7 @@ or profiled rate costs one GreedyFuse + placement.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -49,7 +54,14 @@ from spadeopt.optimize.placement import Placement, pe_graph, place
 from spadeopt.optimize.predict import DEFAULT_MODEL, PerfModel, Prediction, predict
 from spadeopt.optimize.problem import CommModel, FusionProblem, Link
 from spadeopt.optimize.ranking import TIE, Rated, crossing_rate, tie_break
-from spadeopt.optimize.rate import RateSearch, max_rate, scale
+from spadeopt.optimize.rate import (
+    SCORE_STEPS,
+    SEARCH_STEPS,
+    RateSearch,
+    max_rate,
+    resume_rate,
+    scale,
+)
 from spadeopt.optimize.result import FusionResult
 from spadeopt.optimize.widths import physical_profile
 from spadeopt.plan.fission import physical_graph
@@ -202,29 +214,44 @@ def fuse_and_place(problem: FusionProblem, nodes: int, cores: int, capacity_frac
     return FusedPlacement(problem, result, placement, pe_ids)
 
 
-def plan_physical(ctx: SearchContext, regions: Regions, max_frac: float, rate: str | float) -> FusedPlacement:
-    """GreedyFuse + placement of the physical graph of ``regions`` at ``rate``. Operators
-    that collapse into their predecessor's loop when fused with it are costed at
-    ``1 - ctx.inlined_frac`` of their profiled load (:func:`collapse_fraction`):
-    GreedyFuse sees what a collapsed run costs, so it does not cut a cheap run into
-    pieces."""
-    entry = ctx.cache.get(regions)
-    physical, pprof = entry.graph, entry.prof
+def _planning_profile(ctx: SearchContext, entry: PhysicalEntry) -> OperatorProfile:
+    """The physical profile GreedyFuse plans with: collapsed operators at ``1 - ctx.inlined_frac``."""
+    pprof = entry.prof
     if ctx.inlined_frac > 0:
         inlined = {b for _, b in entry.collapsible}
         pprof = replace(pprof, load={op: u * (1.0 - ctx.inlined_frac) if op in inlined else u
                                      for op, u in pprof.load.items()})
-    if rate == "max":
-        problems = ScaledProblems(physical, pprof, ctx.comm, max_frac, ctx.min_util, entry.memo)
+    return pprof
 
-        def attempt(k: float) -> FusedPlacement | None:
-            try:
-                got = fuse_and_place(problems(k), ctx.nodes, ctx.cores, ctx.capacity_frac, ctx.absorb)
-            except PlacementInfeasible:
-                return None
-            return None if got.result.warnings else got
+
+def _attempt(ctx: SearchContext, entry: PhysicalEntry, pprof: OperatorProfile,
+             max_frac: float) -> Callable[[float], FusedPlacement | None]:
+    """The rate search's step: the plan at ``k`` times the profiled rate, ``None`` when it does not fit."""
+    problems = ScaledProblems(entry.graph, pprof, ctx.comm, max_frac, ctx.min_util, entry.memo)
+
+    def attempt(k: float) -> FusedPlacement | None:
+        try:
+            got = fuse_and_place(problems(k), ctx.nodes, ctx.cores, ctx.capacity_frac, ctx.absorb)
+        except PlacementInfeasible:
+            return None
+        return None if got.result.warnings else got
+    return attempt
+
+
+def plan_physical(ctx: SearchContext, regions: Regions, max_frac: float, rate: str | float,
+                  steps: int = SEARCH_STEPS) -> FusedPlacement:
+    """GreedyFuse + placement of the physical graph of ``regions`` at ``rate``. Operators
+    that collapse into their predecessor's loop when fused with it are costed at
+    ``1 - ctx.inlined_frac`` of their profiled load (:func:`collapse_fraction`):
+    GreedyFuse sees what a collapsed run costs, so it does not cut a cheap run into
+    pieces. Under ``--rate max`` the bisection takes ``steps`` steps (:func:`refine`
+    takes the rest)."""
+    entry = ctx.cache.get(regions)
+    physical, pprof = entry.graph, _planning_profile(ctx, entry)
+    if rate == "max":
+        attempt = _attempt(ctx, entry, pprof, max_frac)
         capacity = ctx.nodes * ctx.cores * ctx.capacity_frac
-        fused, search = max_rate(ctx.prof.source_rate, math.fsum(pprof.load.values()), capacity, attempt)
+        fused, search = max_rate(ctx.prof.source_rate, math.fsum(pprof.load.values()), capacity, attempt, steps)
         return replace(fused, factor=search.factor, search=search)
     if rate == "profiled":
         factor = 1.0
@@ -238,15 +265,30 @@ def plan_physical(ctx: SearchContext, regions: Regions, max_frac: float, rate: s
     return replace(fused, factor=factor)
 
 
+def refine(ctx: SearchContext, regions: Regions, max_frac: float, fused: FusedPlacement) -> FusedPlacement:
+    """``fused`` (a plan of ``regions`` at ``max_frac``) with its rate search resumed to
+    :data:`SEARCH_STEPS` (:func:`spadeopt.optimize.rate.resume_rate`): the plan
+    :func:`plan_physical` makes at full resolution. ``fused`` itself when its search is
+    complete or there was none (a given or profiled rate)."""
+    if fused.search is None or fused.search.complete:
+        return fused
+    entry = ctx.cache.get(regions)
+    pprof = _planning_profile(ctx, entry)
+    got, search = resume_rate(ctx.prof.source_rate, replace(fused, factor=1.0, search=None), fused.search,
+                              _attempt(ctx, entry, pprof, max_frac))
+    return replace(got, factor=search.factor, search=search)
+
+
 def trial_plan(graph: AppGraph, fused: FusedPlacement, nodes: int, cores: int, regions: Regions) -> Plan:
     """The plan of one :class:`FusedPlacement`, named as every strategy's plans are."""
     return make_plan(graph, "auto", [list(p) for p in fused.result.partitions],
                      [fused.placement[t] for t in fused.pe_ids], nodes, cores, regions=regions)
 
 
-def score_plan(ctx: SearchContext, regions: Regions, max_frac: float, rate: str | float) -> Scored:
+def score_plan(ctx: SearchContext, regions: Regions, max_frac: float, rate: str | float,
+               steps: int = SEARCH_STEPS) -> Scored:
     """:func:`plan_physical`, its trial plan and the plan's predicted rate."""
-    fused = plan_physical(ctx, regions, max_frac, rate)
+    fused = plan_physical(ctx, regions, max_frac, rate, steps)
     plan = trial_plan(ctx.graph, fused, ctx.nodes, ctx.cores, regions)
     pe_of = plan.pe_of
     crossing = crossing_rate(((a, b, r) for a, b, r, _ in ctx.cache.get(regions).prof.links), pe_of)
@@ -295,7 +337,7 @@ class WidthScorer:
     def rated(self, regions: Regions) -> Rated:
         """The vector's predicted rate and crossing tuples, as :mod:`spadeopt.optimize.ranking` ranks it."""
         try:
-            scored = score_plan(self.ctx, regions, self.max_frac, "max")
+            scored = score_plan(self.ctx, regions, self.max_frac, "max", SCORE_STEPS)
         except OptimizeError:
             return Rated(None)
         self.plans[regions] = scored
@@ -350,7 +392,7 @@ def best_over_max_frac(ctx: SearchContext, regions: Regions, max_frac: float, ra
         if mf == max_frac and rate == "max" and regions in searched:
             scored = searched[regions]  # the width search made this very plan
         else:
-            scored = score_plan(ctx, regions, mf, rate)
+            scored = score_plan(ctx, regions, mf, rate, SCORE_STEPS)
         score = scored.score
         tried.append({"max_frac": mf, "pes": len(scored.plan.pes), "predicted": score})
         rungs.append((scored, mf))

@@ -22,6 +22,11 @@ operator work alone, no communication) and a rate 10^4 times lower. Feasibility 
 not proven monotone in ``R`` (GreedyFuse is a heuristic), but more rate only ever means
 more load on every operator and link, so in practice it is; the search keeps the best
 feasible plan it saw.
+
+A search may stop early (``steps`` < :data:`SEARCH_STEPS`: FATM scores candidate plans
+with :data:`SCORE_STEPS`) and be resumed by :func:`resume_rate`, which takes the same
+midpoints the uninterrupted search would have taken: a search of ``s`` steps resumed
+to :data:`SEARCH_STEPS` gives the very plan and factor of one that never stopped.
 """
 
 from __future__ import annotations
@@ -37,6 +42,11 @@ T = TypeVar("T")
 
 RATE_CHOICES = ("max", "profiled")
 SEARCH_STEPS = 16  # bisection steps on log R: 10^4 bracket -> under 0.02 % apart
+SCORE_STEPS = 10
+"""Bisection steps when FATM only scores a candidate (a width vector, a MaxFrac rung):
+the bracket of a factor 100 is then resolved to 100^(1/1024), 0.45 %, under the ranking's
+``TIE`` (1 %); the chosen candidate alone is resumed to :data:`SEARCH_STEPS` (issue 27
+item 6: 10 + 2 GreedyFuse runs per candidate instead of 16 + 2)."""
 
 
 def parse_rate(text: str | float) -> str | float:
@@ -64,17 +74,26 @@ class RateSearch:
     factor: float
     tries: int
     at_upper_bound: bool
+    steps: int = SEARCH_STEPS  # bisection steps taken (the bracket below is where they left it)
+    lo: float = 0.0  # the highest factor that fitted
+    hi: float = 0.0  # the lowest factor that did not fit (after the bisection's steps)
+
+    @property
+    def complete(self) -> bool:
+        """Whether the search took all :data:`SEARCH_STEPS` (or ended at the upper bound)."""
+        return self.at_upper_bound or self.steps >= SEARCH_STEPS
 
 
 def max_rate(profiled_rate: float, oper_load: float, capacity: float,
-             attempt: Callable[[float], T | None]) -> tuple[T, RateSearch]:
+             attempt: Callable[[float], T | None], steps: int = SEARCH_STEPS) -> tuple[T, RateSearch]:
     """The highest factor ``k`` (rate ``k x profiled_rate``) for which ``attempt(k)`` succeeds.
 
     ``oper_load`` is the summed operator load at the profiled rate and ``capacity`` the
     cluster's cores available to PEs; ``attempt(k)`` returns a plan or ``None`` when the
     scaled problem does not fit. The search steps down from the capacity bound by factors
     of 100 until a plan fits, then bisects geometrically. Raises ``OptimizeError`` when
-    nothing fits even when the whole app needs less than a millionth of a core.
+    nothing fits even when the whole app needs less than a millionth of a core. ``steps``
+    bisection steps are taken (:func:`resume_rate` takes the rest).
     """
     if not (profiled_rate > 0 and math.isfinite(profiled_rate)):
         raise OptimizeError("the profile's sources sent no tuples, so there is no rate to plan at; "
@@ -100,16 +119,31 @@ def max_rate(profiled_rate: float, oper_load: float, capacity: float,
             raise OptimizeError(f"no fusion fits the cluster even at {lo * profiled_rate:.3g} source tuples/s; "
                                 f"an operator or colocated group alone needs more than MaxFrac or a node")
     hi = min(hi, lo * 100)
-    best_k = lo
-    for _ in range(SEARCH_STEPS):
+    return _bisect(profiled_rate, best, lo, hi, tries, 0, steps, attempt)
+
+
+def resume_rate(profiled_rate: float, best: T, search: RateSearch, attempt: Callable[[float], T | None],
+                steps: int = SEARCH_STEPS) -> tuple[T, RateSearch]:
+    """Continue the bisection of a :func:`max_rate` search that took fewer than ``steps``
+    steps (``best``: the plan it returned; ``attempt``: the same function of the factor)
+    up to ``steps``. The result is the one :func:`max_rate` with ``steps`` gives."""
+    if search.at_upper_bound or search.steps >= steps:
+        return best, search
+    return _bisect(profiled_rate, best, search.lo, search.hi, search.tries, search.steps, steps, attempt)
+
+
+def _bisect(profiled_rate: float, best: T, lo: float, hi: float, tries: int, done: int, steps: int,
+            attempt: Callable[[float], T | None]) -> tuple[T, RateSearch]:
+    """Bisection steps ``done + 1 .. steps`` on ``[lo, hi]`` (``best`` fits at ``lo``)."""
+    for _ in range(done, steps):
         mid = math.sqrt(lo * hi)
         got = attempt(mid)
         tries += 1
         if got is None:
             hi = mid
         else:
-            lo, best, best_k = mid, got, mid
-    return best, RateSearch(best_k * profiled_rate, best_k, tries, False)
+            lo, best = mid, got
+    return best, RateSearch(lo * profiled_rate, lo, tries, False, max(done, steps), lo, hi)
 
 
 def scale(profile, factor: float):

@@ -30,7 +30,7 @@ logical (width-1) graph. For a candidate width vector (one width per region):
 
 Search (:func:`choose_widths`): the candidate widths of a region are
 :func:`candidate_widths` of ``nodes x cores``: every width up to ``DENSE`` and then
-12, 16, 24, 32, 48 and 64 up to ``MAX_WIDTH`` (a rate search per candidate costs ~18 GreedyFuse
+12, 16, 24, 32, 48 and 64 up to ``MAX_WIDTH`` (a rate search per candidate costs ~12 GreedyFuse
 runs on a graph that grows with the width, so a 100,000-node cluster must not mean
 200,000 candidates; beyond ``MAX_WIDTH`` channels per region the per-channel split and
 merge costs dominate any workload we profile). With
