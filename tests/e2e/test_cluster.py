@@ -149,12 +149,13 @@ def test_chain_runs_on_two_isolated_hosts_with_outputs_back_on_the_driver(spark_
 
 def test_profile_optimize_and_the_deploy_json_spark_submit_line(spark_cluster, tmp_path):
     """Profile bargain on the cluster (samples come back), refine there, optimize for 2 nodes,
-    then run the build through deploy.json's spark-submit line with only the master changed."""
+    then run the build through deploy.json's spark-submit line with only the master changed.
+    (No production probe: its three FALL runs test nothing of the cluster; tests/refine has it.)"""
     params = ["-p", "groups=3", "-p", "nodes=2"]
     run_dir = tmp_path / "run"
     prof = subprocess.run([PY, "-m", "spadeopt", "profile", "apps/bargain.py", "--fusion", "manual", *params,
                            "--nodes", "2", "--cores", "1", "--sample-rate", "0.05", "--master",
-                           spark_cluster.master_url, "-o", str(run_dir)],
+                           spark_cluster.master_url, "--no-production-probe", "-o", str(run_dir)],
                           capture_output=True, text=True, cwd=ROOT, env=_env(), timeout=300)
     assert prof.returncode == 0, _why(prof)
     manifest = json.loads((run_dir / "manifest.json").read_text())
