@@ -118,7 +118,7 @@ def _attempts(tmp_path: Path, fusion: str, kills: int, n: int, spin_us: int, wid
 @pytest.mark.slow
 @pytest.mark.parametrize("fusion,width", [("all", 1), ("none", 1), ("manual", 1), ("all", 2), ("manual", 2)])
 def test_kill_three_times_gives_the_failure_free_answer(tmp_path, fusion, width):
-    n, spin = (60_000, 600) if fusion == "all" else (60_000, 3000)
+    n, spin = (60_000, 2000) if fusion == "all" else (60_000, 3000)  # long enough for three kills on an idle machine
     g = ckpt.build({"n": n, "width": width})
     ref = run_local(g, plan_for(g, "all"), workdir=tmp_path / "ref", app_ref=REF)["dir"] / "out"
     out, restarts = _attempts(tmp_path / "ck", fusion, 3, n, spin, width)
