@@ -81,8 +81,12 @@ def test_a_declared_region_pins_its_operators():
 @pytest.mark.spark
 @pytest.mark.slow
 def test_optimize_discovers_the_region_and_the_plan_keeps_the_answers(tmp_path):
-    """Real profile (Spark), `spadeopt optimize`, the build run on local[2]: FATM widens
-    the discovered region, and its sink file is byte-identical to FALL's at width 1."""
+    """Real profile (Spark), `spadeopt optimize`, the build run on local[2]: FATM discovers
+    the region, and the build's sink file is byte-identical to FALL's at width 1, with
+    the width FATM chose and with the discovered region pinned at width 2 (`--width`).
+    Whether FATM itself widens is a prediction on a profile of a short run: within the
+    model's error (optimize.ranking) the tie-break may keep width 1, so that choice is
+    tested on fixed profiles above, not on a measured one."""
     from spadeopt.refine.job import refine
 
     params = {"tuples": "20000", "n": "16", "work": "30", "sink": "file", "split": "512"}
@@ -90,12 +94,17 @@ def test_optimize_discovers_the_region_and_the_plan_keeps_the_answers(tmp_path):
     refine([tmp_path / "run"], tmp_path / "profile.json")
     build, doc = api.optimize("apps/peer_auto.py", tmp_path / "profile.json", tmp_path / "auto", None, cores=2)
     (region,) = build.plan.regions
-    assert region.name == "auto_src" and region.width > 1, doc["fission"]
+    assert region.name == "auto_src", doc["fission"]
     assert "candidate regions discovered from the graph: 1" in explain_text(build.directory)
-    api.run(str(build.directory), options=_out(tmp_path / "out-auto"))
+    pinned, _ = api.optimize("apps/peer_auto.py", tmp_path / "profile.json", tmp_path / "auto2", None, cores=2,
+                             widths={"auto_src": 2})
+    assert [(r.name, r.width) for r in pinned.plan.regions] == [("auto_src", 2)]
     api.run("apps/peer_auto.py", "all", params, build_dir=tmp_path / "b-all", options=_out(tmp_path / "out-all"))
-    got, want = _sinks(tmp_path / "out-auto"), _sinks(tmp_path / "out-all")
-    assert want and all(want.values()) and got == want
+    want = _sinks(tmp_path / "out-all")
+    assert want and all(want.values())
+    for b in (build, pinned):
+        api.run(str(b.directory), options=_out(tmp_path / f"out-{b.directory.name}"))
+        assert _sinks(tmp_path / f"out-{b.directory.name}") == want, b.directory.name
 
 
 def _out(path: Path):
