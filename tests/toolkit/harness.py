@@ -223,3 +223,17 @@ def check_unchanged(app: App | AppGraph, tmp_path: Path, **kw: Any) -> Rows:
 
 def by_keys(rows: list[Mapping[str, Any]], *keys: str) -> list[Mapping[str, Any]]:
     return sorted(rows, key=lambda r: tuple(r[k] for k in keys))
+
+
+def assert_every_width_matches(app, tmp_path_factory, seed: int, chunks, widths=(2, 3, 4),
+                               fusions=("none", "all", "mixed")) -> list[dict]:
+    """``app``'s region ``reg`` simulated at each width under each fusion gives the sinks
+    of width 1 (which must be non-empty); returns the width-1 sink rows."""
+    base = simulate(app, "all", tmp_path_factory.mktemp("w1"), widths={"reg": 1}, chunks=chunks)
+    assert base["sink"], "the test needs output to compare"
+    for width in widths:
+        for fusion in fusions:
+            got = simulate(app, fusion, tmp_path_factory.mktemp(f"w{width}"), seed=seed + width,
+                           widths={"reg": width}, chunks=chunks)
+            assert got == base, (width, fusion)
+    return base["sink"]

@@ -22,7 +22,7 @@ from spadeopt.protocol import SEQ
 from spadeopt.runtime import fission
 from tests.toolkit.fission_ops import Echo, Smooth, Threaded
 from tests.toolkit.gens import replay
-from tests.toolkit.harness import simulate
+from tests.toolkit.harness import assert_every_width_matches, simulate
 
 SCHEMA = "k:int, ts:int, v:int"
 OUT = {"k": "k", "ts": "last(ts)", "v:int": "sum(v)"}  # aggregates keep the schema
@@ -92,17 +92,6 @@ def build(data: list[tuple], pre, window, chain) -> App:
     a.sink("sink", cur)
     a.parallel(*names, width=2, name="reg")
     return a
-
-
-def assert_every_width_matches(app: App, tmp_path_factory, seed: int, chunks, widths=(2, 3, 4),
-                               fusions=("none", "all", "mixed")) -> None:
-    base = simulate(app, "all", tmp_path_factory.mktemp("w1"), widths={"reg": 1}, chunks=chunks)
-    assert base["sink"], "the test needs output to compare"
-    for width in widths:
-        for fusion in fusions:
-            got = simulate(app, fusion, tmp_path_factory.mktemp(f"w{width}"), seed=seed + width,
-                           widths={"reg": width}, chunks=chunks)
-            assert got == base, (width, fusion)
 
 
 @pytest.mark.slow

@@ -18,7 +18,7 @@ from spadeopt.errors import UsageError
 from spadeopt.kinds import KINDS
 from spadeopt.optimize.strategies import plan_for
 from tests.toolkit.gens import replay
-from tests.toolkit.harness import simulate
+from tests.toolkit.harness import assert_every_width_matches, simulate
 
 SCHEMA = "k:int, ts:int, v:int"
 
@@ -31,18 +31,6 @@ def tied_rows(n: int, keys: int, seed: int, step=(0, 0, 0, 1, 2)) -> list[tuple]
         ts += r.choice(step)
         out.append((r.randrange(keys), ts, r.randrange(1000)))
     return out
-
-
-def assert_every_width_matches(app: App, tmp_path_factory, seed: int, chunks, widths=(2, 3, 4),
-                               fusions=("none", "all", "mixed")) -> list[dict]:
-    base = simulate(app, "all", tmp_path_factory.mktemp("w1"), widths={"reg": 1}, chunks=chunks)
-    assert base["sink"], "the test needs output to compare"
-    for width in widths:
-        for fusion in fusions:
-            got = simulate(app, fusion, tmp_path_factory.mktemp(f"w{width}"), seed=seed + width,
-                           widths={"reg": width}, chunks=chunks)
-            assert got == base, (width, fusion)
-    return base["sink"]
 
 
 def one_entry_join(data: list[tuple], window=None) -> App:
