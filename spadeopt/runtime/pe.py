@@ -46,7 +46,6 @@ from spadeopt.runtime.ordered import Ordered
 from spadeopt.runtime.security import Guard, keypair, make_client, make_server
 from spadeopt.runtime.sinks import Sink
 
-DEFAULT_BATCH = 512
 IDLE_SLEEP = 0.001  # s: drive_sources' back-off when every source of the PE was idle for a round
 LAG_EVERY = 1.0  # s between two lag() calls of a live source (made in the sources thread)
 STOP_POLL = 0.1  # s between two looks for the run's stop file
@@ -139,7 +138,7 @@ def check_shape(what: str, batch: list, arity: int) -> None:
 
 class PERuntime:
     def __init__(self, pe_id: str, operators: tuple[str, ...], module_file: str,
-                 out_dir: str | None = None, batch_size: int = DEFAULT_BATCH,
+                 out_dir: str | None = None, batch_size: int = wire.DEFAULT_BATCH,
                  hwm: int = transport.DEFAULT_HWM, profiler: Any = None,
                  duration: float | None = None, progress_file: str | None = None,
                  secure: bool = True, max_frame: int = transport.DEFAULT_MAX_FRAME,

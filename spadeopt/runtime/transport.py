@@ -72,13 +72,22 @@ class Sender:
                             f"smaller or raise max_frame in the build's deploy.json")
 
     def final(self) -> None:
-        for s, link in zip(self.sockets, self.links, strict=True):
-            s.send(final_frame(link))
+        self._control(final_frame)
 
     def barrier(self, checkpoint: int) -> None:
         """Checkpoint ``checkpoint``'s barrier on every link, after every batch sent before it."""
-        for s, link in zip(self.sockets, self.links, strict=True):
-            s.send(barrier_frame(link, checkpoint))
+        self._control(lambda link: barrier_frame(link, checkpoint))
+
+    def _control(self, frame) -> None:
+        """A control frame on every link, under the batches' lock when threads share this
+        port (a barrier sent between a batch's two sockets would split the checkpoint)."""
+        if self._lock is None:
+            for s, link in zip(self.sockets, self.links, strict=True):
+                s.send(frame(link))
+            return
+        with self._lock:
+            for s, link in zip(self.sockets, self.links, strict=True):
+                s.send(frame(link))
 
 
 def push_socket(ctx: zmq.Context, hwm: int) -> zmq.Socket:
