@@ -94,6 +94,7 @@ def run(target: str, fusion: str = "none", params: Mapping[str, str] | None = No
     measurements only); a run whose PEs make no progress for ``stall_timeout`` seconds
     fails naming them.
     """
+    from spadeopt.deploy import verify
     from spadeopt.deploy.preflight import preflight
     from spadeopt.outputs import claim_dir
     from spadeopt.plan.artefacts import load_deploy
@@ -104,6 +105,9 @@ def run(target: str, fusion: str = "none", params: Mapping[str, str] | None = No
     if built:  # the build's files are checked before any output is claimed
         if params or widths:
             raise UsageError("-p and --width cannot change an existing build; rebuild it with `spadeopt build`")
+        if options.verify_fission is not None:
+            raise UsageError("--verify-fission builds a width-1 reference from the app: give the app "
+                             "(apps/x.py), not a build directory")
         deploy = load_deploy(Path(target))
         check_build_consistent(Path(target), deploy)
     else:
@@ -117,6 +121,8 @@ def run(target: str, fusion: str = "none", params: Mapping[str, str] | None = No
         if build_dir is not None:
             claim_dir(build_dir, "build", "--build-dir", force)
         graph, ref = load_graph(target, params)
+        if options.verify_fission is not None:
+            verify.check_verifiable(graph, options.verify_fission)
         plan = make_plan(graph, fusion, nodes, cores, widths, collapse)
         if options.checkpoints is not None:  # the generated code registers operator state
             plan = dataclasses.replace(plan, checkpoints=True)
@@ -125,6 +131,8 @@ def run(target: str, fusion: str = "none", params: Mapping[str, str] | None = No
             build_dir = Path("build") / graph.name / plan.strategy
             claim_dir(build_dir, "build", "--build-dir (default)", force)
         b = generate(graph, plan, Path(build_dir), ref)
+        if options.verify_fission is not None:
+            verify.verify(graph, ref, plan, b.directory, options, options.verify_fission)
         result = _launch(b.directory, options)
     if out is not None:
         _mark_sinks(out, result)

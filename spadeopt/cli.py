@@ -51,7 +51,8 @@ def _options(args: argparse.Namespace) -> RunOptions:
                       insecure_links=getattr(args, "insecure_links", False),
                       stall_timeout=getattr(args, "stall_timeout", None), duration=getattr(args, "duration", None),
                       max_batch_delay=_ms(getattr(args, "max_batch_delay", None)),
-                      checkpoints=_checkpoints(args) if args.command == "run" else None)
+                      checkpoints=_checkpoints(args) if args.command == "run" else None,
+                      verify_fission=getattr(args, "verify_fission", None))
 
 
 def checkpoint_args(p: argparse.ArgumentParser) -> None:
@@ -289,6 +290,9 @@ def parser() -> argparse.ArgumentParser:
     link_args(r)
     conf_arg(r)
     r.add_argument("--no-collapse", action="store_true", help=NO_COLLAPSE_HELP)
+    r.add_argument("--verify-fission", type=int, metavar="N", help="first run the first N records of every "
+                   "source at width 1 and under the plan, and stop (exit 1) if any sink differs: for custom "
+                   "operators whose declared state kind might be wrong")
     checkpoint_args(r)
     r.set_defaults(func=cmd_run)
 

@@ -120,6 +120,7 @@ def run_node(node: int, deploy: Deployment, build_dir: str, out_dir: str | None,
                    "progress_file": str(Path(progress_dir, f"{pe.pe}.json")) if progress_dir else None,
                    "insecure_links": run.insecure_links, "max_frame": run.max_frame,
                    "max_batch_delay": run.max_batch_delay,
+                   "source_limit": run.source_limit,
                    "stop_file": str(Path(progress_dir, STOP_FILE)) if progress_dir else None,
                    "out_links": [ln.id for ln in links if ln.src_pe == pe.pe],
                    "schemas": {ln.dst: None if ln.schema is None else [list(a) for a in ln.schema]

@@ -57,11 +57,15 @@ class RunOptions:
     duration: float | None = None  # seconds until the sources stop
     checkpoints: object = None  # a deploy.checkpoints.CheckpointOptions: checkpoints, restarts, resume
     max_batch_delay: float | None = None  # seconds a live source's partial batch may wait; None: the build's
+    verify_fission: int | None = None  # first N records: the plan's regions against width 1 (deploy.verify)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "stall_timeout", _positive("--stall-timeout", self.stall_timeout))
         object.__setattr__(self, "duration", _positive("--duration", self.duration))
         object.__setattr__(self, "max_batch_delay", _delay(self.max_batch_delay))
+        n = self.verify_fission
+        if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
+            raise UsageError(f"--verify-fission needs a positive number of records, got {n!r}")
         object.__setattr__(self, "conf", dict(self.conf))
         if self.out is not None:
             object.__setattr__(self, "out", Path(self.out))

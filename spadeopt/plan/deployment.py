@@ -79,6 +79,7 @@ class RunSettings:
     insecure_links: bool = False
     profile: Sampling | None = None
     checkpoint: CheckpointChannel | None = None  # set per run (deploy.checkpoints), never in a file
+    source_limit: int | None = None  # records each source passes on, then ends (--verify-fission); never in a file
 
     def changed(self, **changes: Any) -> RunSettings:
         """These settings with ``changes`` applied; a change of None keeps the setting."""
@@ -86,7 +87,7 @@ class RunSettings:
 
 
 _DEFAULTS = RunSettings()
-_SETTINGS = tuple(f.name for f in dataclasses.fields(RunSettings) if f.name not in ("profile", "checkpoint"))
+_SETTINGS = tuple(f.name for f in dataclasses.fields(RunSettings) if f.name not in ("profile", "checkpoint", "source_limit"))
 
 
 @dataclass(frozen=True)

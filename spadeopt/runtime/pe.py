@@ -24,6 +24,7 @@ last final; honest PEs never send one (``transport.Sender`` refuses it at the so
 
 from __future__ import annotations
 
+import itertools
 import linecache
 import os
 import sys
@@ -42,6 +43,7 @@ from spadeopt.connectors.base import Source, as_source
 from spadeopt.model.schema import ungid
 from spadeopt.protocol import SEQ as FISSION_SEQ
 from spadeopt.runtime import transport
+from spadeopt.runtime.fission import read_splits as fission_read_splits
 from spadeopt.runtime.ordered import Ordered
 from spadeopt.runtime.security import Guard, keypair, make_client, make_server
 from spadeopt.runtime.sinks import Sink
@@ -142,7 +144,8 @@ class PERuntime:
                  hwm: int = transport.DEFAULT_HWM, profiler: Any = None,
                  duration: float | None = None, progress_file: str | None = None,
                  secure: bool = True, max_frame: int = transport.DEFAULT_MAX_FRAME,
-                 max_batch_delay: float = wire.DEFAULT_BATCH_DELAY, stop_file: str | None = None) -> None:
+                 max_batch_delay: float = wire.DEFAULT_BATCH_DELAY, stop_file: str | None = None,
+                 source_limit: int | None = None) -> None:
         self.pe_id = pe_id
         self.operators = operators
         self.module_file = module_file
@@ -151,6 +154,8 @@ class PERuntime:
         self.max_batch_delay = max_batch_delay
         self.stop_file = stop_file  # a file whose appearance ends the sources (a stop request)
         self.stopped_by: str | None = None  # "duration" or "request" once the sources were told to end
+        self.source_limit = source_limit  # records each source passes on before it ends (--verify-fission)
+        self._split_sources: set[str] = set()  # sources read through read_splits (limited by whole splits)
         self.hwm = hwm
         self.ctx = zmq.Context.instance()
         self.senders: dict[str, transport.Sender] = {}
@@ -289,6 +294,16 @@ class PERuntime:
             return now
         return self._turn_cpu[name] + (now - self._turn_start if self._turn == name else 0)
 
+    def read_splits(self, name: str, splits: Iterable, part: int, parts: int, size: int, stamp: bool) -> Iterator[tuple]:
+        """The records of splittable source ``name``'s copy (``runtime.fission.read_splits``).
+        With a source limit (``--verify-fission N``) the copy reads only the splits that
+        begin among the stream's first N records, so every width reads the same records."""
+        self._split_sources.add(name)
+        if self.source_limit is not None:
+            first = -(-self.source_limit // size)  # the splits 0 .. first-1 begin before record N
+            splits = itertools.islice(splits, max(0, -(-(first - part) // parts)))
+        return fission_read_splits(name, splits, part, parts, size, stamp)
+
     def source_batches(self, name: str, iterable: Iterable, arity: int | None = None) -> Iterable[list]:
         """Read a source in batches through the connector contract
         (``spadeopt.connectors.base``), counting them for throughput: a source connector
@@ -304,6 +319,8 @@ class PERuntime:
         timeline = stats[3]
         next_mark = 0.0
         size = self.batch_size
+        if self.source_limit is not None and name not in self._split_sources:
+            iterable = itertools.islice(iterable, self.source_limit)  # a live source is refused before the run
         src = as_source(iterable)
         if self.checkpoints is not None:  # positions recorded, rewound on restore
             src = self.checkpoints.track(name, src)

@@ -62,7 +62,7 @@ def main() -> None:
                        duration=cfg.get("duration"), progress_file=cfg.get("progress_file"),
                        secure=not cfg.get("insecure_links", False),
                        max_frame=cfg["max_frame"], max_batch_delay=cfg["max_batch_delay"],
-                       stop_file=cfg.get("stop_file"))
+                       stop_file=cfg.get("stop_file"), source_limit=cfg.get("source_limit"))
         rt.profile_dir = prof["run_dir"] if prof else None
         module.build(rt)
         if not rt.secure:

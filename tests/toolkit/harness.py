@@ -34,6 +34,7 @@ from spadeopt.optimize.strategies import plan_for
 from spadeopt.plan.fission import physical_graph
 from spadeopt.plan.plan import Plan, make_plan
 from spadeopt.plan.regions import resolve_regions
+from spadeopt.runtime.fission import read_splits
 from spadeopt.runtime.ordered import Ordered
 from spadeopt.runtime.pe import Pending, check_shape
 from spadeopt.runtime.sinks import Sink, commit
@@ -139,6 +140,9 @@ class _FakeRT:
 
     def source(self, name: str, fn) -> None:
         self.sources[name] = fn
+
+    def read_splits(self, name: str, splits, part: int, parts: int, size: int, stamp: bool):
+        return read_splits(name, splits, part, parts, size, stamp)
 
     def source_batches(self, name: str, iterable, arity: int | None = None):
         it = iter(iterable)
