@@ -11,6 +11,13 @@ A **source** is opened at a position, then read a batch at a time *without block
 * ``position()``: where the next read starts, as a JSON-able value (a line number, an
   entry ID per stream key, the files done), so a run can report it and a checkpoint
   could store it.
+* ``resumable``, ``resume_state()``, ``resume(state)``: a source that can be reopened
+  just after a position (a broker: the last entry ID per stream key) is ``resumable``;
+  ``resume_state()`` is where the records read so far end (JSON-able), and
+  ``resume(state)``, called before ``open()``, makes the source start just after it.
+  A checkpoint stores a resumable source's state at the last record passed on to the
+  operators and restores it this way; any other source is replayed by count (it gives
+  the same records in the same order every time: a generator, a file).
 * ``lag()``: records known to be waiting behind the position (entries behind a
   stream's end, bytes of ready files not yet read), or None when the source cannot
   know (a socket).
@@ -21,7 +28,14 @@ A **source** is opened at a position, then read a batch at a time *without block
 
 A **sink** takes batches: ``open()``, ``write(batch)``, ``flush()`` (make everything
 written so far durable / visible downstream), ``report()`` (a JSON-able summary:
-counts, last entry ID) and ``close()`` (flushes).
+counts, last entry ID) and ``close()`` (flushes). A ``transactional`` sink can be
+exactly once in a checkpointing run (``runtime.checkpoint`` drives it): ``stage(owner,
+lineage, run)`` makes ``write`` keep the records; ``prepare(n)`` closes epoch ``n`` (the
+records since the previous barrier) and returns every epoch not yet committed, which the
+checkpoint's part holds; ``commit(n)`` writes the epochs up to ``n`` once checkpoint ``n``
+is complete, each with a marker of its id in one transaction, skipping an id already
+committed; ``recover(epochs)`` takes back a restored part's epochs (committed at once:
+the restored checkpoint is complete); ``close()`` writes what is left as the run's tail.
 
 A generator or any iterable is a bounded source through ``IterableSource``; the file
 replays (``toolkit.sources.read_csv`` and friends) are ``RecordSource``s; the live
@@ -47,6 +61,7 @@ class Source:
     """Base of every source connector (see the module docstring for the contract)."""
 
     live = False  # True: read() may return [] (nothing now); False: only records or None (ended)
+    resumable = False  # True: resume(state) reopens it just after a resume_state() (checkpoints)
 
     @property
     def unbounded(self) -> bool:
@@ -67,6 +82,15 @@ class Source:
     def lag(self) -> int | None:
         return None
 
+    def resume_state(self) -> Any:
+        """Where the records read so far end, for ``resume`` (JSON-able): ``position()``."""
+        return self.position()
+
+    def resume(self, state: Any) -> None:
+        """Before ``open()``: start just after ``state`` (a ``resume_state()`` value), not at
+        the configured start; ``ValueError`` when ``state`` is not one of this source's."""
+        raise NotImplementedError(f"{type(self).__name__} cannot resume from a position")
+
     def close(self) -> None:  # noqa: B027 - optional hook
         pass
 
@@ -84,6 +108,8 @@ class Source:
 
 class Sink:
     """Base of every sink connector (see the module docstring for the contract)."""
+
+    transactional = False  # True: stage/prepare/commit/recover make it exactly once with checkpoints
 
     def open(self) -> None:  # noqa: B027 - optional hook
         pass

@@ -6,12 +6,17 @@ stream key; its lag the entries behind the streams' ends. Records of one key kee
 key's order; across keys a batch takes each key's new entries in key order (arrival
 interleaving, as a union). Malformed values stop the run naming the stream, entry ID and
 value, or go to ``dead_letter`` when the app asks. The sink appends a batch with one
-pipelined round trip of XADDs. Semantics and options: ``docs/connectors.md``.
+pipelined round trip of XADDs. With checkpoints (``runtime.checkpoint``) the source is
+resumable (a checkpoint holds the last entry ID passed on per key, ``resume_state``) and
+the sink exactly once (each checkpoint's entries and a marker of its id in one
+MULTI/EXEC, skipping an id already committed). Semantics and options:
+``docs/connectors.md``.
 """
 
 from __future__ import annotations
 
 import sys
+import threading
 from typing import Any
 
 from spadeopt.connectors.base import ConnectorError, Sink, Source
@@ -27,6 +32,11 @@ def parse_id(entry_id: str | bytes) -> tuple[int, int]:
     return int(ms), int(seq or 0)
 
 
+def _is_id(text: str) -> bool:
+    ms, sep, seq = text.partition("-")
+    return ms.isdigit() and (not sep or seq.isdigit())
+
+
 def _get(info: dict | None, name: str, default: Any) -> Any:
     """A field of an XINFO reply (redis-py gives its names as str, or bytes)."""
     if not info:
@@ -40,6 +50,7 @@ def _text(v: Any) -> str:
 
 class RedisStreamSource(Source):
     live = True
+    resumable = True  # a checkpoint stores the last entry ID passed on per key (resume_state)
 
     def __init__(self, *, name: str, schema: list, keys: list[str], format: str = "json",
                  field: str = "value", start: str = "beginning", start_time: float | None = None,
@@ -71,6 +82,7 @@ class RedisStreamSource(Source):
         self._unacked: dict[str, list[bytes]] = {}
         self._base: dict[str, tuple[int, int]] = {}  # key -> (entries after the start at open, entries-added at open)
         self._read_per_key: dict[str, int] = {}
+        self._resume: dict[str, Any] | None = None  # resume(): where a checkpoint left off
 
     # ---- contract -------------------------------------------------------------------
     def open(self) -> None:
@@ -82,12 +94,17 @@ class RedisStreamSource(Source):
 
         self.client = connect(self.addr, self.what)
         c = self.client
+        resume = self._resume
+        if resume is not None:
+            self.read_count = resume["read"]
         for key in self.keys:
             info = self._info(key)
             last = _text(_get(info, "last-generated-id", "0-0"))
             length = int(_get(info, "length", 0))
             added = int(_get(info, "entries-added", length))
-            if self.start_time is not None:
+            if resume is not None:  # just after the last entry a checkpoint's records came from
+                start = resume["ids"][key]
+            elif self.start_time is not None:
                 ms = int(self.start_time * 1000)
                 start = f"{ms - 1}-{MAX_SEQ}" if ms > 0 else "0-0"
             else:
@@ -97,8 +114,8 @@ class RedisStreamSource(Source):
                                              len(c.xrange(key, min=f"({start}", max="+")))
             self._base[key] = (after, added)
             self._read_per_key[key] = 0
-            if self.until == "end":
-                self.end[key] = parse_id(last)
+            if self.until == "end":  # the end seen by the first open, also after a resume
+                self.end[key] = parse_id(resume["end"][key] if resume is not None else last)
                 if parse_id(start) >= self.end[key]:
                     self.done.add(key)
             if self.group:
@@ -108,6 +125,8 @@ class RedisStreamSource(Source):
                     if "BUSYGROUP" not in str(exc):
                         raise ConnectorError(f"{self.what}: cannot create consumer group {self.group!r} "
                                              f"on stream {key!r}: {exc}") from None
+                    if resume is not None:  # the group delivers again what came after the checkpoint
+                        c.xgroup_setid(key, self.group, id=start)
 
     def _info(self, key: str) -> dict | None:
         import redis
@@ -195,6 +214,28 @@ class RedisStreamSource(Source):
     def position(self) -> dict[str, str]:
         return dict(self.pos)
 
+    def resume_state(self) -> dict[str, Any]:
+        """The last entry ID read per stream key (``ids``), the records read (``read``, for
+        ``count=``) and, with ``until="end"``, the ends seen at the first open (``end``)."""
+        state: dict[str, Any] = {"ids": dict(self.pos), "read": self.read_count}
+        if self.until == "end":
+            state["end"] = {k: f"{ms}-{seq}" for k, (ms, seq) in self.end.items()}
+        return state
+
+    def resume(self, state: Any) -> None:
+        """Read the entries *after* ``state["ids"]`` (XREAD's exclusive start; with a
+        consumer group, the group's last-delivered ID is set there: XGROUP SETID)."""
+        ok = (type(state) is dict and type(state.get("ids")) is dict and set(state["ids"]) == set(self.keys)
+              and all(type(v) is str and _is_id(v) for v in state["ids"].values())
+              and type(state.get("read")) is int and state["read"] >= 0)
+        if ok and self.until == "end":
+            end = state.get("end")
+            ok = type(end) is dict and set(end) == set(self.keys) and all(type(v) is str and _is_id(v)
+                                                                           for v in end.values())
+        if not ok:
+            raise ValueError(f"{self.what}: {state!r:.120} is not a position of stream(s) {', '.join(self.keys)}")
+        self._resume = state
+
     def lag(self) -> int | None:
         """Entries behind the streams' ends (a consumer group's own lag when reading through one)."""
         if self.client is None:
@@ -220,13 +261,39 @@ class RedisStreamSource(Source):
                 self.client = None
 
 
+MARKER_SUFFIX = ":spadeopt-commits"  # the hash of checkpoint markers beside a sink's stream
+_WATCH_TRIES = 50
+
+
+def _bulk(b: bytes) -> bytes:
+    return b"$%d\r\n%s\r\n" % (len(b), b)
+
+
+def _command(*args: bytes) -> bytes:
+    return b"*%d\r\n" % len(args) + b"".join(_bulk(a) for a in args)
+
+
 class RedisStreamSink(Sink):
     """XADD every tuple of a batch to ``key`` in one round trip: the commands are packed
     here (RESP) and sent at once on the sink's own connection, then every reply is read
     (1.7x the rate of redis-py's pipeline, whose per-command packing made the sink the
     slowest PE of a broker -> app -> broker pipeline: 36 k vs 21 k tuples/s, medians of 5
     interleaved rounds on the development VM under load); ``format="fields"`` (a map of
-    fields per entry) goes through redis-py's pipeline."""
+    fields per entry) goes through redis-py's pipeline.
+
+    In a checkpointing run (``stage``) the sink is exactly once: ``write`` keeps the
+    encoded entries; ``prepare(n)`` closes epoch ``n`` at checkpoint ``n``'s barrier (the
+    epochs not yet committed go into the PE's part); ``commit(n)``, once checkpoint ``n``
+    is complete, appends the epochs up to ``n`` and sets this sink's marker in the hash
+    ``<key>:spadeopt-commits`` (field ``<pe>/<sink>``: the checkpoint lineage, the last
+    epoch id, the run, whether the run's output ended) in one MULTI/EXEC under WATCH of
+    the marker, skipping every epoch whose id the marker already holds. So an epoch
+    restored from a checkpoint's part (``recover``) and committed again after a restart,
+    or a replay of records the marker covers, is never appended twice. ``close`` writes
+    the run's tail (the epochs left and the records after the last barrier) the same way
+    and marks the output ended: a restart of the same run after that appends nothing."""
+
+    transactional = True
 
     def __init__(self, *, name: str, names: list[str], types: list[str], key: str, format: str = "json",
                  field: str = "value", maxlen: int | None = None, host: str, port: int,
@@ -243,14 +310,30 @@ class RedisStreamSink(Sink):
         args = [b"XADD", key.encode()]
         if maxlen is not None:
             args += [b"MAXLEN", b"~", str(maxlen).encode()]
-        args += [b"*", field.encode()]
-        self._head = b"*%d\r\n" % (len(args) + 1) + b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in args)
+        args += [b"*"]
+        if self.fields:  # a staged entry: its field/value pairs
+            self._staged_head = b"*%d\r\n" % (len(args) + 2 * len(names)) + b"".join(_bulk(a) for a in args)
+        args += [field.encode()]
+        self._head = b"*%d\r\n" % (len(args) + 1) + b"".join(_bulk(a) for a in args)
+        if not self.fields:
+            self._staged_head = self._head
+        # checkpointing runs (stage): see the class docstring
+        self.staging = False
+        self.owner = self.lineage = self.run = ""
+        self.marker_key = f"{key}{MARKER_SUFFIX}"
+        self._staged: list[bytes] = []
+        self._pending: dict[int, list[bytes]] = {}
+        self._lock = threading.Lock()
+        self.commits = self.skipped = 0
 
     def open(self) -> None:
         if self.client is None:
             self.client = connect(self.addr, f"sink '{self.name}'")
 
     def write(self, batch: list[tuple]) -> None:
+        if self.staging:
+            self._staged += map(self._entry, batch)
+            return
         if self.client is None:
             self.open()
         if not batch:
@@ -275,9 +358,7 @@ class RedisStreamSink(Sink):
             if type(v) is str:
                 v = v.encode()
             parts.append(b"%s$%d\r\n%s\r\n" % (head, len(v), v))
-        if self.conn is None:
-            self.conn = self.client.connection_pool.get_connection()
-        conn = self.conn
+        conn = self._connection()
         try:
             conn.send_packed_command([b"".join(parts)], check_health=False)
             replies = [conn.read_response(disable_decoding=True) for _ in batch]
@@ -287,16 +368,148 @@ class RedisStreamSink(Sink):
                                  f"failed: {exc}") from None
         return replies[-1]
 
+    def _connection(self):
+        if self.client is None:
+            self.open()
+        if self.conn is None:
+            self.conn = self.client.connection_pool.get_connection()
+        return self.conn
+
+    # ---- exactly once with checkpoints ---------------------------------------------------
+    def _entry(self, t: tuple) -> bytes:
+        """The RESP arguments after the XADD head of one staged tuple."""
+        v = self.encode(t)
+        if self.fields:
+            return b"".join(_bulk(k.encode()) + _bulk(x.encode()) for k, x in v.items())
+        return _bulk(v.encode() if type(v) is str else v)
+
+    def stage(self, owner: str, lineage: str, run: str) -> None:
+        """From now on ``write`` keeps entries for ``commit`` (a checkpointing run).
+        ``owner``: this sink's field in the marker hash (``<pe>/<sink>``); ``lineage``:
+        the checkpoint directory's identity (a marker of another lineage is stale);
+        ``run``: this run's (an ended marker stops only the run that set it)."""
+        self.owner, self.lineage, self.run = owner, lineage, run
+        self.staging = True
+
+    def prepare(self, n: int) -> list[list]:
+        """Close epoch ``n`` (the entries since the previous barrier); every epoch not
+        committed yet, ``[[id, [entry, ...]], ...]``, for checkpoint ``n``'s part."""
+        with self._lock:
+            if self._staged:
+                self._pending[n] = self._staged
+                self._staged = []
+            return [[k, v] for k, v in sorted(self._pending.items())]
+
+    def recover(self, epochs: Any) -> None:
+        """Take back the uncommitted epochs a restored checkpoint's part held."""
+        if type(epochs) is not list or not all(
+                type(e) is list and len(e) == 2 and type(e[0]) is int and type(e[1]) is list
+                and all(type(x) is bytes for x in e[1]) for e in epochs):
+            raise ValueError(f"sink '{self.name}': the checkpoint's epochs are not [[id, [entry, ...]], ...]")
+        with self._lock:
+            for k, entries in epochs:
+                self._pending.setdefault(k, entries)
+
+    def commit(self, n: int) -> None:
+        """Checkpoint ``n`` is complete: append every epoch up to ``n`` (one transaction
+        with the marker; epochs the marker holds are skipped)."""
+        with self._lock:
+            if not self.staging:
+                return
+            done = sorted(k for k in self._pending if k <= n)
+            if done:
+                self._transact([(k, self._pending[k]) for k in done], end=False)
+                for k in done:
+                    del self._pending[k]
+
+    def _marker(self, raw: bytes | None) -> dict[str, Any]:
+        """This sink's marker, or an empty one (none yet, another lineage's, unreadable)."""
+        import json
+
+        try:
+            doc = json.loads(raw) if raw is not None else None
+        except ValueError:
+            doc = None
+        if type(doc) is not dict or doc.get("lineage") != self.lineage or type(doc.get("id")) is not int:
+            return {"id": 0, "run": None, "end": False}
+        return {"id": doc["id"], "run": doc.get("run"), "end": doc.get("end") is True}
+
+    def _transact(self, epochs: list[tuple[int | None, list[bytes]]], end: bool) -> None:
+        """Append ``epochs`` (``None``: entries after the last barrier) and set the marker
+        in one MULTI/EXEC, under WATCH of the marker hash (read again if it changed)."""
+        import json
+
+        conn = self._connection()
+        try:
+            for _ in range(_WATCH_TRIES):
+                conn.send_command("WATCH", self.marker_key)
+                conn.read_response()
+                conn.send_command("HGET", self.marker_key, self.owner)
+                mark = self._marker(conn.read_response())
+                if mark["end"] and mark["run"] == self.run:  # this run's output is complete already
+                    todo = []
+                else:
+                    todo = [(k, e) for k, e in epochs if k is None or k > mark["id"]]
+                if not todo and (not end or mark["end"] and mark["run"] == self.run):
+                    conn.send_command("UNWATCH")
+                    conn.read_response()
+                    self.skipped += sum(1 for k, _ in epochs if k is not None)
+                    return
+                last = max([mark["id"]] + [k for k, _ in epochs if k is not None])
+                value = json.dumps({"lineage": self.lineage, "id": last, "run": self.run, "end": end})
+                head = self._staged_head
+                entries = [head + x for _, e in todo for x in e]
+                conn.send_packed_command([b"".join([_command(b"MULTI"), *entries,
+                                                    _command(b"HSET", self.marker_key.encode(),
+                                                             self.owner.encode(), value.encode()),
+                                                    _command(b"EXEC")])], check_health=False)
+                conn.read_response()  # OK
+                for _ in range(len(entries) + 1):
+                    conn.read_response()  # QUEUED
+                replies = conn.read_response(disable_decoding=True)
+                if replies is None:  # the marker changed under WATCH: read it again
+                    continue
+                bad = [r for r in replies if isinstance(r, Exception)]
+                if bad:
+                    raise ConnectorError(f"sink '{self.name}': stream '{self.key}' at {self.addr.describe()} "
+                                         f"refused checkpoint {last}'s entries: {bad[0]}")
+                self.count += len(entries)
+                self.commits += 1
+                self.skipped += sum(1 for k, _ in epochs if k is not None) - sum(1 for k, _ in todo if k is not None)
+                if entries:
+                    self.last_id = _text(replies[len(entries) - 1])
+                return
+            raise ConnectorError(f"sink '{self.name}': the marker {self.marker_key} kept changing "
+                                 f"({_WATCH_TRIES} tries): is another run writing to stream '{self.key}'?")
+        except ConnectorError:
+            raise
+        except Exception as exc:
+            conn.disconnect()  # replies may be left unread: never reuse this connection's stream
+            raise ConnectorError(f"sink '{self.name}': committing to stream '{self.key}' at "
+                                 f"{self.addr.describe()} failed: {exc}") from None
+
     def report(self) -> dict[str, Any]:
-        return {"stream": self.key, "written": self.count, "last_id": self.last_id}
+        rep = {"stream": self.key, "written": self.count, "last_id": self.last_id}
+        if self.owner:
+            rep.update(commits=self.commits, skipped=self.skipped)
+        return rep
 
     def close(self) -> None:
-        if self.conn is not None:
-            self.client.connection_pool.release(self.conn)
-            self.conn = None
-        if self.client is not None:
-            self.client.close()
-            self.client = None
+        """Release the connection; a staged sink first writes the run's tail (every epoch
+        left and the entries after the last barrier) and marks its output ended."""
+        try:
+            with self._lock:
+                if self.staging:
+                    self._transact(sorted(self._pending.items()) + [(None, self._staged)], end=True)
+                    self._pending, self._staged = {}, []
+                    self.staging = False
+        finally:
+            if self.conn is not None:
+                self.client.connection_pool.release(self.conn)
+                self.conn = None
+            if self.client is not None:
+                self.client.close()
+                self.client = None
 
 
 def check(spec_args: dict[str, Any], what: str) -> None:

@@ -15,7 +15,10 @@
   each checkpoint appends the lines its barrier closed, so a replay after recovery
   never writes a line twice (exactly once); at the end of a successful run the sink's
   output file is the committed lines, then the lines after the last checkpoint. The
-  last ``keep`` complete checkpoints are kept.
+  last ``keep`` complete checkpoints are kept. When a checkpoint is stored the PEs are
+  told (``complete``): a transactional sink (Redis) then appends that checkpoint's
+  records with a marker of its id in one transaction (``runtime.checkpoint``);
+  ``DIR/LINEAGE`` names the directory's checkpoints in those markers.
 * ``run``: a run with checkpoints; when it fails (a PE died, an executor was lost, an
   operator raised) it restarts from the last complete checkpoint, up to
   ``restart_attempts`` times with backoff, and reports each restart (cause,
@@ -53,6 +56,7 @@ from spadeopt.plan.deployment import CheckpointChannel, Deployment
 
 SCHEMA_VERSION = 1
 MANIFEST = "MANIFEST.json"
+LINEAGE = "LINEAGE"
 TIMEOUT_INTERVALS = 10  # a checkpoint not complete after this many intervals is given up
 _CHK = re.compile(r"chk-(\d{8})")
 _SINK = re.compile(r"[A-Za-z_][A-Za-z0-9_@]*")
@@ -125,10 +129,30 @@ class CheckpointStore:
     """Complete checkpoints of one app under ``root`` (see the module doc)."""
 
     def __init__(self, root: Path, keep: int = 3, say=None) -> None:
+        import secrets
+
         self.root = Path(root)
         self.keep = keep
         self.say = say or (lambda line: None)
         self.sinks = self.root / "sinks"
+        self.run_id = secrets.token_hex(8)  # this run's (all its restarts'): a resume is another run
+
+    def lineage(self) -> str:
+        """The identity of the checkpoints in this directory (``LINEAGE``, made by the
+        first run, kept by every resume): a transactional sink's marker of another lineage
+        (an earlier, unrelated run into the same stream) does not hold back this one's."""
+        import secrets
+
+        path = self.root / LINEAGE
+        try:
+            text = path.read_text().strip()
+        except FileNotFoundError:
+            text = ""
+        if not re.fullmatch(r"[0-9a-f]{32}", text):
+            self.root.mkdir(parents=True, exist_ok=True)
+            text = secrets.token_hex(16)
+            write_atomic(path, text + "\n")
+        return text
 
     def ids(self) -> list[int]:
         if not self.root.is_dir():
@@ -268,6 +292,7 @@ class Coordinator:
         from spadeopt.runtime.security import keypair
 
         self.store, self.deploy, self.interval, self.restore = store, deploy, interval, restore
+        self.lineage = store.lineage()
         self.pes = {p.pe for p in deploy.pes}
         self.token = new_token()
         self.ctx = zmq.Context.instance()
@@ -348,7 +373,8 @@ class Coordinator:
             self.ids[pe] = ident
             if doc.get("sources"):
                 self.sources.add(pe)
-            self._send(pe, {"t": "restore", "part": self.restore.parts.get(pe) if self.restore else None})
+            self._send(pe, {"t": "restore", "part": self.restore.parts.get(pe) if self.restore else None,
+                            "lineage": self.lineage, "run": self.store.run_id})
             if set(self.ids) == self.pes:
                 self.t_running = time.time()
         elif kind == "output":
@@ -378,6 +404,8 @@ class Coordinator:
                 sinks[name] = sinks.get(name, b"") + data
         self.store.write(n, self.deploy, {pe: st for pe, (st, _) in got.items()}, sinks)
         self.completed.append(n)
+        for pe in sorted(self.ids):  # transactional sinks (Redis) commit their epochs up to n now
+            self._send(pe, {"t": "complete", "id": n})
         self.sizes.append(sum(len(st) for st, _ in got.values()))
         if n in self._triggered_at:
             self.align_s.append(time.time() - self._triggered_at[n])

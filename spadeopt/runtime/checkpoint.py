@@ -13,9 +13,16 @@ channels), with the PE as the unit (docs/decisions.md, "Checkpoints"):
   are held, in order, until the alignment completes.
 * Aligned, the PE snapshots every operator's state (``rt.state`` registrations made by
   the generated code of a checkpointing build), the positions of its sources (records
-  read) and its sinks (committed count; the file lines since the last barrier), sends
-  the snapshot to the coordinator, sends barrier ``n`` on every outgoing link (after
+  passed on; for a resumable source such as a broker, its ``resume_state`` at the last
+  record passed on: the entry ID per stream key) and its sinks (committed count; the file
+  lines since the last barrier; a transactional sink's uncommitted epochs), sends the
+  snapshot to the coordinator, sends barrier ``n`` on every outgoing link (after
   everything emitted before it), then releases the held frames.
+* When every PE's part is stored the coordinator says checkpoint ``n`` is complete; a
+  transactional sink (the Redis sink) then commits its epochs up to ``n`` (entries and a
+  marker of ``n`` in one transaction, an id already marked skipped). A restored part's
+  epochs are committed at once (its checkpoint is complete), so an epoch whose
+  completion message was lost in a failure is neither lost nor appended twice.
 * A PE that has seen a final marker or whose source ended is *unclean*: it passes
   barriers on at once and reports no snapshot, so no later checkpoint completes (Flink
   before FLIP-147 stopped checkpointing the same way once a task finished). A final on
@@ -175,7 +182,8 @@ def restore_ops(pe: str, states: dict[str, tuple], snap: Any) -> None:
 class Tracked:
     """A source connector whose position the checkpointer records; on restore it skips
     the records a checkpoint had already passed on (replay by count: sources of a bounded
-    run give the same records in the same order every time).
+    run give the same records in the same order every time), or, for a ``resumable``
+    source (a broker), reopens it just after the last record passed on (``resume``).
 
     The position is the records *passed on* (``Checkpointer.emitted``, called by
     ``PERuntime.source_batches`` as it hands a batch to the operators), not the records
@@ -183,31 +191,68 @@ class Tracked:
     (``PERuntime._live_batches``), and a barrier injected while it holds one must not
     count those records, which no operator has seen yet (they would be skipped after a
     restore: lost). Held records belong to the next checkpoint: read again after a
-    restore, passed on once."""
+    restore, passed on once. For a resumable source each read's ``resume_state()`` is
+    kept with the records read through it (``marks``); a batch passed on is always
+    whole reads (``_live_batches`` joins reads), so the state at the last record passed
+    on is the mark whose count the records passed on have reached."""
 
     def __init__(self, ck: Checkpointer, name: str, src: Any) -> None:
         self.ck, self.name, self.src = ck, name, src
+        self.resumable = bool(getattr(src, "resumable", False))
+        self.read_n = 0  # records read (a resumable source's marks count them)
+        self.marks: deque = deque()  # (records read through a read, resume_state after it)
+        self.state: Any = None  # resume_state at the last record passed on (resumable sources)
 
     def __getattr__(self, attr: str) -> Any:
         return getattr(self.src, attr)
 
     def open(self) -> None:
+        at = self.ck.rewind.get(self.name, 0)
+        if type(at) is dict:  # a resumable source's state: reopen just after it
+            if not self.resumable:
+                raise CheckpointError(f"PE {self.ck.pe}: source '{self.name}' cannot resume from the position "
+                                      f"its checkpoint recorded ({at!r:.80})")
+            try:
+                self.src.resume(at)
+            except ValueError as exc:
+                raise CheckpointError(f"PE {self.ck.pe}: {exc}") from None
+            self.src.open()
+            self.state = at
+            self.ck.rewind.pop(self.name, None)
+            return
         self.src.open()
+        if self.resumable:
+            self.state = self.src.resume_state()
         skip = self.ck.rewind.pop(self.name, 0)
         while skip > 0:
-            batch = self.src.read(min(skip, 4096))
+            batch = self.read(min(skip, 4096))
             if batch is None:
                 raise CheckpointError(f"PE {self.ck.pe}: source '{self.name}' ended {skip} record(s) before "
                                       f"the position its checkpoint recorded")
             skip -= len(batch)
             if skip < 0:
                 raise CheckpointError(f"PE {self.ck.pe}: source '{self.name}' read past its checkpointed position")
+        if self.resumable:
+            self.position(self.read_n)
 
     def read(self, n: int):
         batch = self.src.read(n)
         if batch is None:
             self.ck.source_ended(self.name)
+        elif self.resumable:
+            self.read_n += len(batch)
+            st = self.src.resume_state()
+            marks = self.marks
+            if batch or st != (marks[-1][1] if marks else self.state):  # records, or entries skipped (dead letters)
+                marks.append((self.read_n, st))
         return batch
+
+    def position(self, passed: int) -> Any:
+        """The resume state at the last record passed on (``passed`` records so far)."""
+        marks = self.marks
+        while marks and marks[0][0] <= passed:
+            self.state = marks.popleft()[1]
+        return self.state
 
     def close(self) -> None:
         self.ck.source_ended(self.name)
@@ -225,8 +270,11 @@ class Checkpointer:
         self.pe = rt.pe_id
         self.channel = channel
         self.lock = threading.RLock()
-        self.positions: dict[str, int] = dict.fromkeys(rt.sources, 0)  # records read (restored: from there)
-        self.rewind: dict[str, int] = {}
+        self.positions: dict[str, int] = dict.fromkeys(rt.sources, 0)  # records passed on (restored: from there)
+        self.rewind: dict[str, Any] = {}  # source -> records to skip, or a resumable source's state
+        self.tracked: dict[str, Tracked] = {}
+        self.transactional: dict[str, Any] = {}  # sink -> its transactional connector (exactly once)
+        self.recovered: dict[str, Any] = {}  # sink -> uncommitted epochs of the restored part
         self.ended: set[str] = set()
         self.clean = True
         self.trigger = 0  # the latest checkpoint the coordinator asked for
@@ -243,12 +291,32 @@ class Checkpointer:
         self.snapshot_s = 0.0  # time spent taking them
 
     def track(self, name: str, src: Any) -> Tracked:
-        return Tracked(self, name, src)
+        t = self.tracked[name] = Tracked(self, name, src)
+        return t
 
     def emitted(self, name: str, n: int) -> None:
         """Source ``name`` passes ``n`` records on to its operators (sources thread, in
         the turn that runs them: no barrier comes between; see ``Tracked``)."""
         self.positions[name] += n
+        t = self.tracked.get(name)
+        if t is not None and t.resumable:
+            t.position(self.positions[name])
+
+    def _source_position(self, name: str) -> Any:
+        """Records passed on, or a resumable source's state at the last one passed on
+        (a restored state until the source has reopened)."""
+        t = self.tracked.get(name)
+        if t is not None and t.state is not None:
+            return t.position(self.positions[name])
+        at = self.rewind.get(name)
+        return at if type(at) is dict else self.positions[name]
+
+    def complete(self, n: int) -> None:
+        """From the channel thread: checkpoint ``n`` is complete (every PE's part is
+        stored): transactional sinks commit their epochs up to ``n``. A failure fails the
+        PE (the run restarts from the checkpoint, whose part holds those epochs)."""
+        if self.transactional:
+            self.rt._guard("checkpoints", lambda: [c.commit(n) for _, c in sorted(self.transactional.items())])
 
     # -- channels --
     def _expected(self) -> set[Any]:
@@ -406,31 +474,40 @@ class Checkpointer:
         the previous barrier (committed by the coordinator with the checkpoint)."""
         sinks = self.rt.sinks
         doc = {"pe": self.pe, "id": n, "ops": snapshot_ops(self.rt.states),
-               "sources": dict(self.positions), "sinks": {name: s.count for name, s in sinks.items()}}
+               "sources": {name: self._source_position(name) for name in self.positions},
+               "sinks": {name: s.count for name, s in sinks.items()}}
+        if self.transactional:  # each one's epochs not committed yet, this barrier's the last
+            doc["commits"] = {name: c.prepare(n) for name, c in sorted(self.transactional.items())}
         return encode_state(doc), {name: s.take() for name, s in sorted(sinks.items()) if s.staged}
 
     def restore(self, data: bytes) -> int:
         """Restore operator state, sink counts and source positions from a part
         ``take`` made; the checkpoint id."""
         doc = decode_state(data)
-        if type(doc) is not dict or set(doc) != {"pe", "id", "ops", "sources", "sinks"}:
+        fields = {"pe", "id", "ops", "sources", "sinks"}
+        if type(doc) is not dict or not fields <= set(doc) <= fields | {"commits"}:
             raise CheckpointError(f"PE {self.pe}: not a snapshot part (fields {sorted(doc) if type(doc) is dict else doc!r:.60})")
         if doc["pe"] != self.pe:
             raise CheckpointError(f"PE {self.pe}: the snapshot part is PE {doc['pe']!r}'s")
-        srcs, sinks = doc["sources"], doc["sinks"]
+        srcs, sinks, commits = doc["sources"], doc["sinks"], doc.get("commits", {})
         if type(srcs) is not dict or set(srcs) != set(self.rt.sources) or \
-                any(type(v) is not int or v < 0 for v in srcs.values()):
+                any(not (type(v) is int and v >= 0 or type(v) is dict) for v in srcs.values()):
             raise CheckpointError(f"PE {self.pe}: the snapshot's source positions {srcs!r:.80} do not fit its "
                                   f"sources {sorted(self.rt.sources)}")
         if type(sinks) is not dict or set(sinks) != set(self.rt.sinks) or \
                 any(type(v) is not int or v < 0 for v in sinks.values()):
             raise CheckpointError(f"PE {self.pe}: the snapshot's sink counts {sinks!r:.80} do not fit its "
                                   f"sinks {sorted(self.rt.sinks)}")
+        if type(commits) is not dict or not set(commits) <= set(self.rt.sinks) or any(
+                not getattr(self.rt.sinks[name].connector, "transactional", False) for name in commits):
+            raise CheckpointError(f"PE {self.pe}: the snapshot holds epochs of sinks {sorted(commits)!r:.80}, "
+                                  f"not transactional sinks of this PE")
         restore_ops(self.pe, self.rt.states, doc["ops"])
         for name, count in sinks.items():
             self.rt.sinks[name].count = count
         self.rewind = dict(srcs)
-        self.positions = dict(srcs)
+        self.positions = {name: v if type(v) is int else 0 for name, v in srcs.items()}
+        self.recovered = commits
         self.taken = self.forwarded = self.trigger = doc["id"]
         return doc["id"]
 
@@ -458,6 +535,8 @@ class Channel:
         self.unacked: set[int] = set()
         self.acked = threading.Condition()
         self.on_trigger: Callable[[int], None] = lambda n: None
+        self.on_complete: Callable[[int], None] = lambda n: None
+        self.lineage = self.run = ""  # the checkpoint directory's identity and this run's (hello)
         self.outputs: Callable[[], int] | None = None  # tuples the PE's sinks took (attach)
         self._outputs_at_start = 0
         self._stop = threading.Event()
@@ -483,6 +562,7 @@ class Channel:
                 part = doc.get("part")
                 if part is not None and type(part) is not bytes:
                     raise CheckpointError(f"PE {self.pe}: the coordinator's restore part is not bytes")
+                self.lineage, self.run = str(doc.get("lineage", "")), str(doc.get("run", ""))
                 return part
         raise CheckpointError(f"PE {self.pe}: the checkpoint coordinator did not answer within {timeout:.0f} s")
 
@@ -517,6 +597,8 @@ class Channel:
                 kind = doc.get("t")
                 if kind == "trigger" and type(doc.get("id")) is int:
                     self.on_trigger(doc["id"])
+                elif kind == "complete" and type(doc.get("id")) is int:
+                    self.on_complete(doc["id"])
                 elif kind == "ack" and type(doc.get("id")) is int:
                     with self.acked:
                         self.unacked.discard(doc["id"])
@@ -546,12 +628,27 @@ def attach(rt: Any, cfg: dict[str, Any]) -> Checkpointer:
     ck = Checkpointer(rt, channel)
     rt.checkpoints = ck
     part = channel.hello(bool(rt.sources))
+    n = None
     if part is not None:
         n = ck.restore(part)
         print(f"spadeopt: PE {rt.pe_id} restored checkpoint {n}", file=sys.stderr, flush=True)
-    for s in rt.sinks.values():
+    for name, s in rt.sinks.items():
         s.stage()
+        conn = s.connector
+        if conn is not None and getattr(conn, "transactional", False):  # exactly once (the Redis sink)
+            conn.stage(f"{rt.pe_id}/{name}", channel.lineage, channel.run)
+            ck.transactional[name] = conn
+    if n is not None:  # the restored checkpoint is complete: its epochs are committed (once) now
+        for name, epochs in sorted(ck.recovered.items()):
+            try:
+                ck.transactional[name].recover(epochs)
+            except ValueError as exc:
+                raise CheckpointError(f"PE {rt.pe_id}: {exc}") from None
+        for conn in ck.transactional.values():
+            conn.commit(n)
+        ck.recovered = {}
     channel.on_trigger = ck.on_trigger
+    channel.on_complete = ck.complete
     sinks = list(rt.sinks.values())
     channel.start((lambda: sum(s.count for s in sinks)) if sinks else None)
     return ck

@@ -94,7 +94,10 @@ class Sink:
         a barrier hands them to the coordinator (``take``), which commits them with the
         checkpoint; at the end of the run the lines after the last barrier go to the part
         file, after the committed ones (``deploy.checkpoints``). Counting and connector
-        sinks count as before (their count is restored from the checkpoint)."""
+        sinks count as before (their count is restored from the checkpoint); a
+        transactional connector (the Redis sink) is staged by the checkpointer itself
+        (``runtime.checkpoint.attach``): it keeps its records until their checkpoint is
+        complete, then appends them with a marker of the checkpoint (exactly once)."""
         if self._file is not None and not self.staged:
             self.staged = True
             self._real, self._file = self._file, _Staged(self._stage)

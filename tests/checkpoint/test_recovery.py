@@ -15,6 +15,7 @@ import os
 import shutil
 import signal
 import threading
+import time
 from collections import deque
 from pathlib import Path
 
@@ -71,16 +72,30 @@ def _attempts(tmp_path: Path, fusion: str, kills: int, n: int, spin_us: int, wid
     turn) and restart from the last complete checkpoint; returns (out dir, restarts)."""
     g = ckpt.build({"n": n, "spin_us": spin_us, "width": width})
     b = generate(g, dataclasses.replace(plan_for(g, fusion), checkpoints=True), tmp_path / "build", REF)
+    out, restarts, _ = run_with_kills(tmp_path, b, kills, 0.5)
+    return out, restarts
+
+
+def run_with_kills(tmp_path: Path, b, kills: int, interval: float, settings: dict | None = None,
+                   killed_hook=None) -> tuple[Path, list, list[dict]]:
+    """Run build ``b`` on one node with checkpoints every ``interval`` s (the restart loop
+    of ``deploy.checkpoints.run`` by hand, no JVM): after each new checkpoint kill -9 one
+    PE (in turn) and restart from the last complete checkpoint, ``kills`` times. Returns
+    (out dir, the checkpoint each restart restored, each restart's times: ``killed``,
+    ``running`` (every PE said hello again), ``output`` (a sink took a tuple again), in
+    seconds since the epoch). ``killed_hook(k)`` is called after the k-th kill."""
     store = CheckpointStore(tmp_path / "chk", keep=2)
     out, progress = tmp_path / "out", tmp_path / "progress"
-    restarts, restore, killed = [], None, 0
+    restarts, times, restore, killed = [], [], None, 0
     pes = sorted(p.pe for p in b.deploy.pes)
     while True:
-        coord = Coordinator(store, b.deploy, 0.5, restore)
-        deploy = b.deploy.with_settings(checkpoint=coord.channel())
+        coord = Coordinator(store, b.deploy, interval, restore)
+        deploy = b.deploy.with_settings(checkpoint=coord.channel(), **(settings or {}))
         discard(out)
         shutil.rmtree(progress, ignore_errors=True)  # the killed attempt's pids
         stop = threading.Event()
+        if times:
+            times[-1]["coordinator"] = coord
 
         seen = max(store.ids(), default=0)
         victim = pes[killed % len(pes)] if killed < kills else None
@@ -94,6 +109,9 @@ def _attempts(tmp_path: Path, fusion: str, kills: int, n: int, spin_us: int, wid
                         os.kill(json.loads(f.read_text())["pid"], signal.SIGKILL)
                     except (ProcessLookupError, ValueError):
                         continue
+                    times.append({"victim": victim, "killed": time.time()})
+                    if killed_hook is not None:
+                        killed_hook(len(times))
                     return
 
         k = threading.Thread(target=killer, daemon=True)
@@ -112,7 +130,11 @@ def _attempts(tmp_path: Path, fusion: str, kills: int, n: int, spin_us: int, wid
         stop.set()
         commit(out)
         finish_sinks(store, out, coord.finish())
-        return out, restarts
+        for t in times:  # the attempt after each kill: when it was running, when it output again
+            c = t.pop("coordinator", None)
+            t["running"] = c.t_running if c is not None else None
+            t["output"] = c.t_output if c is not None else None
+        return out, restarts, times
 
 
 @pytest.mark.slow
