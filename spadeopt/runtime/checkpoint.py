@@ -583,7 +583,8 @@ class Channel:
 
     def _loop(self) -> None:
         outputs = self.outputs
-        while not self._stop.is_set():
+        while True:
+            stopping = self._stop.is_set()  # a run that ended fast still reports its first output
             if outputs is not None and outputs() > self._outputs_at_start:  # once: a restart's first new output
                 self.out.put({"t": "output"})
                 outputs = None
@@ -592,6 +593,8 @@ class Channel:
                     self._send(self.out.get_nowait())
             except queue.Empty:
                 pass
+            if stopping:
+                return
             doc = self._recv(0.02)
             while doc is not None:
                 kind = doc.get("t")
