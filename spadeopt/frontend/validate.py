@@ -12,8 +12,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-import networkx as nx
-
 from spadeopt.errors import GraphError
 from spadeopt.kinds import KINDS
 from spadeopt.kinds.base import Decl
@@ -201,6 +199,8 @@ def _check_annotations(ann: Annotations, decls: Mapping[str, Any]) -> list[str]:
         if not isinstance(node, int) or node < 0:
             problems.append(f"place('{op}', {node}): node must be an integer >= 0")
     known = lambda group: tuple(o for o in group if o in decls)  # noqa: E731
+    import networkx as nx  # here, not at the top: a PE imports the DSL with the app, never validates
+
     uf = nx.utils.UnionFind(decls)
     for g in (*ann.colocate, *ann.fuse):
         uf.union(*known(g))

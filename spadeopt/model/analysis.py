@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-import networkx as nx
-
 from spadeopt.model.graph import AppGraph
 
 
 def colocation_groups(graph: AppGraph, manual: bool = False) -> list[frozenset[str]]:
     """Connected groups of the colocation annotations (singletons omitted); with
     ``manual``, of colocation and the developer's manual fusion together (FMAN's PEs)."""
+    import networkx as nx  # a PE imports the model, never analyses it: kept off its start-up
+
     uf = nx.utils.UnionFind([op.name for op in graph.operators])
     for g in (*graph.annotations.colocate, *(graph.annotations.fuse if manual else ())):
         uf.union(*g)
@@ -25,6 +25,8 @@ def recursion_cycles(graph: AppGraph, members: Iterable[str]) -> list[list[str]]
     A direct-call PE recurses around such a cycle forever; a link into a
     non-tuple-generating port breaks the recursion (paper 003 §2.6).
     """
+    import networkx as nx
+
     members = set(members)
     g = nx.DiGraph()
     for s in graph.streams:

@@ -60,8 +60,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import networkx as nx
-
 from spadeopt.errors import UsageError
 from spadeopt.kinds import kind_of, selectivity
 from spadeopt.model.graph import DYNAMIC, PARTITIONED, STATIC, AppGraph, PortRef, Stream
@@ -333,6 +331,8 @@ def check_region(graph: AppGraph, name: str, ops: tuple[str, ...]) -> Shape:
                         f"which leads back into the region")
     looped = [o for o in members if o in ix.cyclic]
     if len({ix.comp[o] for o in looped}) < len(looped):  # two members share a cycle of the graph
+        import networkx as nx  # rare (two members on one cycle of the graph): off the import path
+
         sub = nx.DiGraph()
         sub.add_nodes_from(members)
         sub.add_edges_from((o, n) for o in members for n in ix.succ[o] & members)
