@@ -72,7 +72,13 @@ def _checkpoint(out: Path, args: argparse.Namespace) -> dict:
     return checkpoint.run(out, quick=args.quick, log=lambda m: print(m, file=sys.stderr, flush=True))
 
 
-BENCHMARKS = {"checkpoint": _checkpoint, "latency": _latency, "spark-auth": _spark_auth, "fission": _fission, "logical-vs-hand": _logical_vs_hand, "fusion-tradeoff": _tradeoff, "fused-overhead": _fused,
+def _broker_throughput(out: Path, args: argparse.Namespace) -> dict:
+    from spadeopt.bench import broker_throughput
+
+    return broker_throughput.run(out, quick=args.quick, log=lambda m: print(m, file=sys.stderr, flush=True))
+
+
+BENCHMARKS = {"broker-throughput": _broker_throughput, "checkpoint": _checkpoint, "latency": _latency, "spark-auth": _spark_auth, "fission": _fission, "logical-vs-hand": _logical_vs_hand, "fusion-tradeoff": _tradeoff, "fused-overhead": _fused,
               "profiling-overhead": _profiling, "optimizer": _optimizer, "collapse": _collapse}
 
 
