@@ -147,21 +147,32 @@ def decode_batch(data, types: tuple[frozenset[type], ...] | None, max_frame: int
         if not body:
             return batch
     try:
-        lengths = set(map(len, body))  # every tuple: one pass in C
+        lengths = list(map(len, body))  # every tuple: one pass in C
     except TypeError:
         bad = next(t for t in batch if not hasattr(t, "__len__"))
         raise WireError(f"a batch element is a {type(bad).__name__} ({bad!r:.60}), expected a tuple") from None
-    if lengths != {arity}:
+    if lengths.count(arity) != len(body):
         bad = next(t for t in body if len(t) != arity)
         raise WireError(f"wrong arity: a {type(bad).__name__} of {len(bad)} attributes ({bad!r:.80}) where the "
                         f"port has {arity}")
+    if not (all(map(_allows, types, map(type, body[0]))) and all(map(_allows, types, map(type, body[-1])))):
+        _wrong_type(body, types)
+    return batch
+
+
+_allows = frozenset.__contains__
+
+
+def _wrong_type(body: tuple, types: tuple[frozenset[type], ...]) -> None:
+    """Raise ``WireError`` naming the first attribute of ``body``'s first or last tuple
+    that does not have its wire type."""
     for t in (body[0], body[-1]):
         for i, (v, ok) in enumerate(zip(t, types, strict=True)):
             if type(v) not in ok:
                 want = "/".join(sorted(x.__name__ for x in ok))
                 raise WireError(f"wrong type: attribute {i} is a {type(v).__name__} ({v!r:.40}), "
                                 f"expected {want}")
-    return batch
+    raise WireError("wrong type")  # not reached: decode_batch calls this on a wrong type only
 
 
 def wire_types(schema: list | None) -> tuple[frozenset[type], ...] | None:

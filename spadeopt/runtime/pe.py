@@ -52,6 +52,7 @@ IDLE_SLEEP = 0.001  # s: drive_sources' first back-off when every source of the 
 IDLE_SLEEP_MAX = 0.01  # s: the longest back-off (doubling from IDLE_SLEEP), never above max_batch_delay
 LAG_EVERY = 1.0  # s between two lag() calls of a live source (made in the sources thread)
 STOP_POLL = 0.1  # s between two looks for the run's stop file
+WAIT_MS = 100  # ms the main thread waits for a frame before it looks at stop, checkpoints, dropped links
 
 
 class Pending:
@@ -622,46 +623,79 @@ class PERuntime:
         return op, port
 
     def _main_loop(self) -> None:
+        """Take frames off the input ports until every port has all its finals.
+
+        A PE with one input port (most of them) blocks in ``recv`` (``WAIT_MS`` at a
+        time, then looks at ``stop``, checkpoints and dropped links again); with several
+        a poller waits for any of them and drains up to 64 frames of a ready port. A
+        poll and the failed non-blocking ``recv`` that ends a drain cost 7-10 us a frame
+        where the sender is the slower end and every frame is waited for (docs/decisions.md,
+        "Cheaper links")."""
+        ports = list(self.inputs.values())
+        if len(ports) == 1:
+            self._one_port_loop(ports[0])
+            return
         poller = zmq.Poller()
         by_socket = {}
-        for port in self.inputs.values():
+        for port in ports:
             poller.register(port.socket, zmq.POLLIN)
             by_socket[port.socket] = port
         open_ports = len(by_socket)
-        decode, tag, secure, max_frame = wire.decode_batch, wire.FINAL_TAG, self.secure, self.max_frame
-        guard = self.guard
-        ck = self.checkpoints
+        take, guard, ck = self._take, self.guard, self.checkpoints
         while open_ports and not self.stop:
             if ck is not None and ck.release_due:  # an alignment the sources thread completed
                 ck.release()
             if guard is not None and guard.dropped:  # promptly, for the ports still open
                 self._check_dropped(p for p in by_socket.values() if p.finals < p.links)
-            for sock, _ in poller.poll(100):
+            for sock, _ in poller.poll(WAIT_MS):
                 port = by_socket[sock]
                 for _ in range(64):
                     try:
                         frame = sock.recv(zmq.NOBLOCK, copy=False)
                     except zmq.Again:
                         break
-                    self.received += 1
-                    data = frame.buffer
-                    if ck is not None and ck.intercept(port, frame, data):  # barriers, blocked links
-                        continue
-                    if data[:1] == tag:
-                        if self._final(port, frame, secure):
-                            poller.unregister(sock)
-                            open_ports -= 1
-                            break
-                        continue
-                    try:
-                        batch = decode(data, port.types, max_frame, port.pulsed)
-                    except wire.WireError as exc:
-                        raise LinkError(self.pe_id, port, frame.get("User-Id") if secure else None,
-                                        str(exc)) from None
-                    if port.point is None:
-                        port.fn(batch)
-                    else:
-                        self._sampled_dispatch(port, batch)
+                    if take(port, frame):
+                        poller.unregister(sock)
+                        open_ports -= 1
+                        break
+
+    def _one_port_loop(self, port: InputPort) -> None:
+        """``_main_loop`` for a PE with one input port: a blocking ``recv`` per frame."""
+        sock = port.socket
+        sock.setsockopt(zmq.RCVTIMEO, WAIT_MS)
+        take, guard, ck = self._take, self.guard, self.checkpoints
+        while not self.stop:
+            if ck is not None and ck.release_due:  # an alignment the sources thread completed
+                ck.release()
+            if guard is not None and guard.dropped:
+                self._check_dropped([port])
+            try:
+                frame = sock.recv(copy=False)
+            except zmq.Again:  # WAIT_MS without a frame
+                continue
+            if take(port, frame):
+                return
+
+    def _take(self, port: InputPort, frame: zmq.Frame) -> bool:
+        """One frame off ``port``'s socket: a checkpoint's, a final marker (True when it
+        was the port's last) or a batch, checked (``wire.decode_batch``) and handed to
+        the port's operator."""
+        self.received += 1
+        data = frame.buffer
+        ck = self.checkpoints
+        if ck is not None and ck.intercept(port, frame, data):  # barriers, blocked links
+            return False
+        if data[:1] == wire.FINAL_TAG:
+            return self._final(port, frame, self.secure)
+        try:
+            batch = wire.decode_batch(data, port.types, self.max_frame, port.pulsed)
+        except wire.WireError as exc:
+            raise LinkError(self.pe_id, port, frame.get("User-Id") if self.secure else None, str(exc)) from None
+        if port.point is None:
+            port.fn(batch)
+        else:
+            self._sampled_dispatch(port, batch)
+        return False
 
     def _final(self, port: InputPort, frame: zmq.Frame, secure: bool) -> bool:
         """Count a final marker once per upstream link; True when the port is final."""
