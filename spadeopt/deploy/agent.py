@@ -313,9 +313,12 @@ def barrier_task(deploy: Deployment, job: dict[str, Any], iterator):
             if deploy.settings.profile:
                 deploy = deploy.with_settings(profile=dataclasses.replace(deploy.settings.profile,
                                                                           run_dir=str(Path(work, "profile"))))
-        result = run_node(node, deploy, local.build_dir, out_dir, log_dir,
-                          gather=lambda msg: ctx.allGather(msg), barrier=ctx.barrier, host=host,
-                          progress_dir=progress_dir, pythonpath=local.pythonpath)
+        # A barrier()/allGather() whose reply is not there at once costs a whole second
+        # (the JVM side of BarrierTaskContext sleeps 1 s between looks: measured 1.00 s or
+        # 0.002 s per call, three calls per run); with one node there is nobody to wait for.
+        sync = {} if len(infos) <= 1 else {"gather": lambda msg: ctx.allGather(msg), "barrier": ctx.barrier}
+        result = run_node(node, deploy, local.build_dir, out_dir, log_dir, host=host,
+                          progress_dir=progress_dir, pythonpath=local.pythonpath, **sync)
         result["executor"] = ship.executor_id()
         if job["return_outputs"]:
             prof = deploy.settings.profile
