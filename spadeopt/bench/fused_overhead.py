@@ -5,7 +5,12 @@
 2. One inter-PE link (source PE -> sink PE, 100-byte tuples) against a bare
    pyzmq + msgpack sender/receiver at the same batch size, the link authenticated and
    encrypted with CURVE (the default) and with ``insecure_links`` side by side.
-3. The PE boundary check in process: ``decode_batch`` (arity of every tuple, types
+3. CPU per tuple at each end of one link (5-attribute tuples, about 100 bytes, read
+   from a list so the source costs a few ns a tuple): each PE's process CPU (the run
+   report's ``cpu_s``, every thread of the PE, libzmq's I/O thread included) over the
+   tuples it sent or received, CURVE and ``insecure_links``, against the bare pair's
+   ``time.process_time`` at each end, with and without CURVE. Target: 0.5 us per end.
+4. The PE boundary check in process: ``decode_batch`` (arity of every tuple, types
    of the first and last) against a bare ``msgpack.unpackb`` of the same frame, and
    its extra time per batch as a share of the link's time per batch.
 Every pair is measured side by side, alternating, ``repeat`` times; figures are the
@@ -24,8 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from spadeopt.api import load_graph
-from spadeopt.bench.baselines import bare_zmq, hand_loop
+from spadeopt.bench.baselines import ROWS5_SCHEMA, bare_link_cpu, bare_zmq, hand_loop, rows5
 from spadeopt.deploy.local import run_local
+from spadeopt.frontend.dsl import App
 from spadeopt.optimize.strategies import plan_for
 from spadeopt.wire import DEFAULT_BATCH
 
@@ -36,6 +42,57 @@ def _spadeopt_rate(fusion: str, params: dict[str, str], overrides: dict[str, Any
     pes = res["report"]["pes"]
     (n, first, *_), = [v for pe in pes for v in pe["sources"].values()]
     return n / (max(pe["t_end"] for pe in pes) - first)
+
+
+LINK_CPU_TARGET_US = 0.5  # CPU-us per tuple per link end, 5-attribute tuples, CURVE on (issue 27, item 5)
+
+
+def _link5_cpu(tuples: int, overrides: dict[str, Any] | None = None) -> dict[str, float]:
+    """Source PE -> sink PE with ``ROWS5_SCHEMA`` tuples: tuples/s and each PE's CPU
+    microseconds per tuple (the run report's ``cpu_s``, the whole run over its tuples)."""
+    a = App("link5")
+    a.sink("sink", a.source("src", ROWS5_SCHEMA, generator=rows5, args={"n": tuples}), mode="count")
+    graph = a.build()
+    res = run_local(graph, plan_for(graph, "none"), app_ref=__file__, settings=overrides)
+    pes = res["report"]["pes"]
+    (send,) = [pe for pe in pes if pe["sources"]]
+    (recv,) = [pe for pe in pes if pe["sinks"]]
+    if recv["sinks"]["sink"] != tuples:
+        raise RuntimeError(f"link benchmark: the sink counted {recv['sinks']['sink']} of {tuples} tuples")
+    n, first, *_ = send["sources"]["src"]
+    return {"tuples_per_s": n / (recv["t_end"] - first), "send_us": send["cpu_s"] / n * 1e6,
+            "receive_us": recv["cpu_s"] / n * 1e6}
+
+
+def _link_cpu_case(tuples: int, repeat: int, tmp: str, log) -> dict[str, Any]:
+    """Case 3 (module docstring): four variants side by side, alternating, ``repeat`` times."""
+    import msgpack
+
+    from spadeopt.wire import pack
+
+    rows = rows5(tuples)
+    variants: dict[str, list[dict[str, float]]] = {"spadeopt": [], "spadeopt_insecure": [], "bare": [],
+                                                   "bare_curve": []}
+    for i in range(repeat):
+        variants["spadeopt"].append(_link5_cpu(tuples))
+        variants["spadeopt_insecure"].append(_link5_cpu(tuples, {"insecure_links": True}))
+        variants["bare"].append(bare_link_cpu(rows, DEFAULT_BATCH, f"ipc://{tmp}/cpu{i}"))
+        variants["bare_curve"].append(bare_link_cpu(rows, DEFAULT_BATCH, f"ipc://{tmp}/cpucurve{i}", curve=True))
+        log(f"  one link, 5 attributes, CPU-us per tuple send/receive [{i + 1}/{repeat}]: "
+            + ", ".join(f"{k} {v[-1]['send_us']:.3f}/{v[-1]['receive_us']:.3f}" for k, v in variants.items()))
+    med = {k: {m: statistics.median(x[m] for x in v) for m in ("send_us", "receive_us", "tuples_per_s")}
+           for k, v in variants.items()}
+    worst = max(med["spadeopt"]["send_us"], med["spadeopt"]["receive_us"])
+    return {"case": "one inter-PE link, 5-attribute tuples: CPU-us per tuple per end",
+            "baseline": f"bare pyzmq+msgpack, batch {DEFAULT_BATCH}, with and without CURVE",
+            "schema": ROWS5_SCHEMA, "tuple_bytes": len(pack(rows[0])), "batch": DEFAULT_BATCH, "tuples": tuples,
+            "cpu": "each end's process CPU (all threads, libzmq's I/O thread included) over its tuples",
+            **{f"{k}_cpu_us": {"send": v["send_us"], "receive": v["receive_us"]} for k, v in med.items()},
+            **{f"{k}_tuples_per_s": v["tuples_per_s"] for k, v in med.items()},
+            "ratio_to_bare": {"send": med["spadeopt"]["send_us"] / med["bare_curve"]["send_us"],
+                              "receive": med["spadeopt"]["receive_us"] / med["bare_curve"]["receive_us"]},
+            "target_us": LINK_CPU_TARGET_US, "meets_target": worst <= LINK_CPU_TARGET_US,
+            "msgpack": msgpack.version, "samples": variants}
 
 
 def run(out_dir: Path, quick: bool = False, repeat: int = 5, log=print) -> dict[str, Any]:
@@ -59,6 +116,7 @@ def run(out_dir: Path, quick: bool = False, repeat: int = 5, log=print) -> dict[
             theirs_curve.append(bare_zmq(tuples, 100, DEFAULT_BATCH, f"ipc://{tmp}/curve{i}", curve=True))
             log(f"  one link [{i + 1}/{repeat}]: spadeopt CURVE {ours[-1]:,.0f}/s, insecure {insecure[-1]:,.0f}/s, "
                 f"bare pyzmq+msgpack {theirs[-1]:,.0f}/s, bare with CURVE {theirs_curve[-1]:,.0f}/s")
+        link_cpu = _link_cpu_case(tuples, repeat, tmp, log)
     cases.append(_case("one inter-PE link, 100-byte tuples", f"bare pyzmq+msgpack, batch {DEFAULT_BATCH}",
                        ours, theirs, 0.6))
     cases.append(_case("one inter-PE link, 100-byte tuples, insecure", f"bare pyzmq+msgpack, batch {DEFAULT_BATCH}",
@@ -67,6 +125,7 @@ def run(out_dir: Path, quick: bool = False, repeat: int = 5, log=print) -> dict[
                        ours, insecure, 0.8))
     cases.append(_case("bare pyzmq+msgpack: CURVE against plain (libzmq's own cost)", "the same pair without CURVE",
                        theirs_curve, theirs, 0.8))
+    cases.append(link_cpu)
     cases.append(_validation_case(statistics.median(ours)))
     doc = {"benchmark": "fused-overhead", "when": time.strftime("%Y-%m-%dT%H:%M:%S"),
            "host": platform.node(), "python": platform.python_version(), "tuples": tuples,

@@ -95,3 +95,13 @@ def test_the_main_loop_ends_soon_after_stop_with_no_frame_coming(tmp_path, ports
         assert time.monotonic() - t0 < 0.2 + 3 * pe_mod.WAIT_MS / 1000
     finally:
         rt.close()
+
+
+def test_the_link_benchmark_measures_each_end_of_a_secure_link():
+    """``spadeopt bench fused-overhead``'s CPU-per-tuple case: one run of its link."""
+    from spadeopt.bench.baselines import rows5
+    from spadeopt.bench.fused_overhead import _link5_cpu
+
+    assert len(pack(rows5(1)[0])) == 100 and len(set(rows5(5000))) == 4096
+    got = _link5_cpu(20_000)
+    assert got["tuples_per_s"] > 0 and 0 < got["send_us"] < 1e3 and 0 < got["receive_us"] < 1e3
