@@ -293,15 +293,21 @@ def test_a_job_without_the_secret_is_refused_and_runs_nothing(spark_cluster, tmp
     tries = {"pyspark": [PY, str(PROBES / "plain_job.py"), spark_cluster.master_url, str(marker)],
              "spark-submit": [str(submit), "--master", spark_cluster.master_url,
                               str(PROBES / "plain_job.py"), spark_cluster.master_url, str(marker)]}
-    procs = {name: subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+    logs = {name: tmp_path / f"{name}.log" for name in tries}
+    procs = {name: subprocess.Popen(cmd, stdout=logs[name].open("w"), stderr=subprocess.STDOUT, text=True, env=env,
                                     start_new_session=True)
              for name, cmd in tries.items()}  # side by side: each retries registration for a minute
-    time.sleep(35)
+    refused = ("Expected SaslMessage", "Failed to connect to master")
+    deadline = time.time() + 60
+    while time.time() < deadline and not all(any(r in logs[n].read_text() for r in refused) for n in tries):
+        time.sleep(0.5)  # until both were refused at least once (a registered app would run the job)
+    time.sleep(3)  # and a little longer: a job that got through anyway would write the marker
     for name, proc in procs.items():
         os.killpg(proc.pid, signal.SIGKILL)  # the launcher, its JVM and its Python
-        out = proc.communicate()[0]
+        proc.wait()
+        out = logs[name].read_text()
         assert not marker.exists() and "JOB RAN" not in out, f"{name} ran a job without the secret"
-        assert "Expected SaslMessage" in out or "Failed to connect to master" in out, out[-3000:]
+        assert any(r in out for r in refused), out[-3000:]
     ok = subprocess.run([str(submit), "--master", spark_cluster.master_url, "--properties-file",
                          spark_cluster.secret_file, str(PROBES / "plain_job.py"), spark_cluster.master_url,
                          str(marker)], capture_output=True, text=True, env=env, timeout=180)
