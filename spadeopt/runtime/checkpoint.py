@@ -372,6 +372,8 @@ class Checkpointer:
                 self.clean = False
                 if self.aligning is not None:
                     self._abort()
+            if self.release_due:  # frames held before this final reach the operators first
+                self.release()
             return False
         if self.aligning is None:
             return False
