@@ -5,8 +5,10 @@ The source reads with XREAD (or XREADGROUP) *without* BLOCK, so a read returns a
 stream key; its lag the entries behind the streams' ends. Records of one key keep the
 key's order; across keys a batch takes each key's new entries in key order (arrival
 interleaving, as a union). Malformed values stop the run naming the stream, entry ID and
-value, or go to ``dead_letter`` when the app asks. The sink appends a batch with one
-pipelined round trip of XADDs. With checkpoints (``runtime.checkpoint``) the source is
+value, or go to ``dead_letter`` when the app asks. The source reads on its own
+connection and keeps the reply undecoded; a JSON value is scanned straight into the
+record (``_records``). The sink appends a batch with one pipelined send of XADDs and
+reads its replies after sending the next batch (``flush``/``close``: the last). With checkpoints (``runtime.checkpoint``) the source is
 resumable (a checkpoint holds the last entry ID passed on per key, ``resume_state``) and
 the sink exactly once (each checkpoint's entries and a marker of its id in one
 MULTI/EXEC, skipping an id already committed). Semantics and options:
@@ -15,12 +17,14 @@ MULTI/EXEC, skipping an id already committed). Semantics and options:
 
 from __future__ import annotations
 
-import sys
+import json
+import json.encoder
+import json.scanner
 import threading
 from typing import Any
 
 from spadeopt.connectors.base import ConnectorError, Sink, Source
-from spadeopt.connectors.formats import decoder, encoder
+from spadeopt.connectors.formats import LIVE_CASTS, decoder, encoder, row_caster
 from spadeopt.connectors.redis_conn import BrokerAddress, connect
 
 MAX_SEQ = 18446744073709551615
@@ -48,6 +52,19 @@ def _text(v: Any) -> str:
     return v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
 
 
+def _pairs(fields: list | dict) -> dict:
+    """An entry's fields as a dict (XREAD's reply gives them as a flat list)."""
+    return fields if isinstance(fields, dict) else dict(zip(fields[::2], fields[1::2], strict=True))
+
+
+def _flat(fields: list | dict) -> list:
+    return [x for kv in fields.items() for x in kv] if isinstance(fields, dict) else fields
+
+
+def _nowhere() -> str:
+    return ""
+
+
 class RedisStreamSource(Source):
     live = True
     resumable = True  # a checkpoint stores the last entry ID passed on per key (resume_state)
@@ -73,7 +90,14 @@ class RedisStreamSource(Source):
         self.id_float = bool(time_from_id) and dict(map(tuple, schema))[time_from_id] == "float"
         value_schema = [a for a in schema if a[0] != time_from_id]
         self.decode = decoder(format, value_schema, field)
+        self._field_b = field.encode()
+        # JSON values are scanned straight (no json.loads wrapper, no encoding detection per
+        # value); a value the scan does not take whole goes through ``decode`` (and its errors)
+        self._scan = json.scanner.make_scanner(json.JSONDecoder()) if format == "json" else None
+        self._names = [n for n, _ in value_schema]
+        self._cast = row_caster(value_schema, LIVE_CASTS)
         self.client = None
+        self.conn = None  # the connection XREAD goes through (``_xread``)
         self.pos: dict[str, str] = {}  # key -> last ID read (exclusive start of the next read)
         self.end: dict[str, tuple[int, int]] = {}  # until="end": key -> last ID at open
         self.done: set[str] = set()
@@ -149,35 +173,90 @@ class RedisStreamSource(Source):
         per_key = max(1, want // len(active))
         if self.group:
             reply = self.client.xreadgroup(self.group, self.consumer, dict.fromkeys(active, ">"), count=per_key)
+            got = {_text(k): [(i, _flat(f)) for i, f in entries]
+                   for k, entries in (reply.items() if isinstance(reply, dict) else reply or [])}
         else:
-            reply = self.client.xread({k: self.pos[k] for k in active}, count=per_key)
-        got = {_text(k): entries for k, entries in (reply.items() if isinstance(reply, dict) else reply or [])}
+            got = self._xread(active, per_key)
         if self.until == "end":  # a key with nothing after its position has no entry left before its end
             self.done.update(k for k in active if not got.get(k))
             if len(self.done) == len(self.keys):
                 return None
         out: list[tuple] = []
         for key in active:
-            entries = got.get(key) or []
+            entries = got.get(key)
+            if not entries:
+                continue
             end = self.end.get(key)
-            for entry_id, fields in entries:
-                eid = parse_id(entry_id)
-                if end is not None and eid > end:
-                    self.done.add(key)
-                    break
-                rec = self._record(key, entry_id, eid, fields)
-                self.pos[key] = _text(entry_id)
-                self._read_per_key[key] += 1
-                if self.group:
-                    self._unacked.setdefault(key, []).append(entry_id)
-                if rec is not None:
-                    out.append(rec)
-                if len(out) + self.read_count >= (self.limit or sys.maxsize):
-                    break
-            if end is not None and key in self.pos and parse_id(self.pos[key]) >= end:
+            if end is not None and parse_id(entries[-1][0]) >= end:  # IDs grow: only the tail can pass the end
                 self.done.add(key)
+                k = len(entries)
+                while k and parse_id(entries[k - 1][0]) > end:
+                    k -= 1
+                entries = entries[:k]
+                if not entries:
+                    continue
+            if self.limit is not None:  # every entry makes a record but a dead letter: never past the limit
+                entries = entries[:self.limit - self.read_count - len(out)]
+                if not entries:
+                    break
+            out += self._records(key, entries)
+            self.pos[key] = _text(entries[-1][0])
+            self._read_per_key[key] += len(entries)
+            if self.group:
+                self._unacked.setdefault(key, []).extend(i for i, _ in entries)
         self.read_count += len(out)
         return out
+
+    def _xread(self, keys: list[str], count: int) -> dict[str, list]:
+        """XREAD COUNT ``count`` of ``keys`` after their positions, on the source's own
+        connection, the reply undecoded (no per-entry dict: each entry's fields stay a
+        flat list): key -> [(entry ID, [field, value, ...]), ...]."""
+        conn = self.conn
+        if conn is None:
+            conn = self.conn = self.client.connection_pool.get_connection()
+        try:
+            conn.send_command("XREAD", "COUNT", count, "STREAMS", *keys, *(self.pos[k] for k in keys))
+            reply = conn.read_response(disable_decoding=True)
+        except Exception as exc:
+            conn.disconnect()  # a reply may be left unread: never reuse this connection's stream
+            raise ConnectorError(f"{self.what}: reading stream(s) {', '.join(keys)} at {self.addr.describe()} "
+                                 f"failed: {exc}") from None
+        if not reply:
+            return {}
+        if isinstance(reply, dict):  # RESP3
+            reply = reply.items()
+        return {_text(k): entries for k, entries in reply}
+
+    def _records(self, key: str, entries: list) -> list[tuple]:
+        """The records of ``entries`` (entry ID, flat field list): a value in the one
+        field ``field`` is decoded straight; anything else (other fields, an error,
+        ``time_from_id``, ``fields``) goes through ``_record`` entry by entry."""
+        if self.format == "fields" or self.id_index is not None:
+            recs = [self._record(key, i, parse_id(i), _pairs(f)) for i, f in entries]
+        elif self._scan is not None:
+            recs, scan, names, cast, fb = [], self._scan, self._names, self._cast, self._field_b
+            for i, f in entries:
+                if len(f) == 2 and f[0] == fb:
+                    try:
+                        text = f[1].decode()
+                        obj, at = scan(text, 0)
+                        if at == len(text):
+                            recs.append(cast([obj[n] for n in names], _nowhere))
+                            continue
+                    except (StopIteration, ValueError, KeyError, TypeError, AttributeError):
+                        pass  # not a whole JSON object of the schema: decode() says why
+                recs.append(self._record(key, i, parse_id(i), _pairs(f)))
+        else:
+            recs, dec, fb = [], self.decode, self._field_b
+            for i, f in entries:
+                if len(f) == 2 and f[0] == fb:
+                    try:
+                        recs.append(dec(f[1], _nowhere))
+                        continue
+                    except ValueError:
+                        pass
+                recs.append(self._record(key, i, parse_id(i), _pairs(f)))
+        return [r for r in recs if r is not None] if self.dead_letter is not None else recs
 
     def _record(self, key: str, entry_id: bytes, eid: tuple[int, int], fields: dict) -> tuple | None:
         def where() -> str:
@@ -257,6 +336,9 @@ class RedisStreamSource(Source):
             try:
                 self._ack()
             finally:
+                if self.conn is not None:
+                    self.client.connection_pool.release(self.conn)
+                    self.conn = None
                 self.client.close()
                 self.client = None
 
@@ -274,12 +356,16 @@ def _command(*args: bytes) -> bytes:
 
 
 class RedisStreamSink(Sink):
-    """XADD every tuple of a batch to ``key`` in one round trip: the commands are packed
-    here (RESP) and sent at once on the sink's own connection, then every reply is read
-    (1.7x the rate of redis-py's pipeline, whose per-command packing made the sink the
-    slowest PE of a broker -> app -> broker pipeline: 36 k vs 21 k tuples/s, medians of 5
-    interleaved rounds on the development VM under load); ``format="fields"`` (a map of
-    fields per entry) goes through redis-py's pipeline.
+    """XADD every tuple of a batch to ``key`` in one send: the commands are packed here
+    (RESP) and sent at once on the sink's own connection (1.7x the rate of redis-py's
+    pipeline, whose per-command packing made the sink the slowest PE of a broker -> app
+    -> broker pipeline: 36 k vs 21 k tuples/s, medians of 5 interleaved rounds on the
+    development VM under load); the replies of a batch are read after the next batch is
+    sent, so the broker appends one batch while the PE makes the next (``flush`` and
+    ``close`` read the last; ``count`` and ``last_id`` are what the broker confirmed). A
+    JSON value is made by the C encoder of ``json.dumps`` called once per tuple (the same
+    text without its Python wrappers). ``format="fields"`` (a map of fields per entry)
+    goes through redis-py's pipeline.
 
     In a checkpointing run (``stage``) the sink is exactly once: ``write`` keeps the
     encoded entries; ``prepare(n)`` closes epoch ``n`` at checkpoint ``n``'s barrier (the
@@ -307,6 +393,14 @@ class RedisStreamSink(Sink):
         self.conn = None
         self.count = 0
         self.last_id: str | None = None
+        self._owed = 0  # replies of the batch sent last, not read yet (_collect)
+        # JSON values: one C encoder called per tuple, the text json.dumps writes (bytes
+        # attributes need their hex: those go through ``encode``)
+        self._json = None
+        if format == "json" and "bytes" not in types and json.encoder.c_make_encoder is not None:
+            c_enc = json.encoder.c_make_encoder(None, None, json.encoder.encode_basestring_ascii, None, ": ", ", ",
+                                                False, False, True)
+            self._json = lambda t, names=names, c_enc=c_enc: "".join(c_enc(dict(zip(names, t, strict=True)), 0))
         args = [b"XADD", key.encode()]
         if maxlen is not None:
             args += [b"MAXLEN", b"~", str(maxlen).encode()]
@@ -343,15 +437,16 @@ class RedisStreamSink(Sink):
             for t in batch:
                 pipe.xadd(self.key, self.encode(t), maxlen=self.maxlen, approximate=True)
             ids = pipe.execute()
-            last = ids[-1] if ids else None
+            self.count += len(batch)
+            if ids:
+                self.last_id = _text(ids[-1])
         else:
-            last = self._write_packed(batch)
-        self.count += len(batch)
-        if last is not None:
-            self.last_id = _text(last)
+            self._write_packed(batch)
 
-    def _write_packed(self, batch: list[tuple]):
-        enc, head = self.encode, self._head
+    def _write_packed(self, batch: list[tuple]) -> None:
+        """Send the batch's XADDs, then read the *previous* batch's replies: the broker
+        appends this batch while the PE goes on (the last replies are read by ``flush``)."""
+        enc, head = self._json or self.encode, self._head
         parts = []
         for t in batch:
             v = enc(t)
@@ -361,12 +456,35 @@ class RedisStreamSink(Sink):
         conn = self._connection()
         try:
             conn.send_packed_command([b"".join(parts)], check_health=False)
-            replies = [conn.read_response(disable_decoding=True) for _ in batch]
+        except Exception as exc:
+            self._owed = 0
+            conn.disconnect()  # never reuse this connection's stream
+            raise ConnectorError(f"sink '{self.name}': writing to stream '{self.key}' at {self.addr.describe()} "
+                                 f"failed: {exc}") from None
+        self._collect()
+        self._owed = len(batch)
+
+    def _collect(self) -> None:
+        """Read the replies owed by the batch sent last (its entry IDs, or the error that
+        stopped it)."""
+        owed, self._owed = self._owed, 0
+        if not owed:
+            return
+        conn = self.conn
+        try:
+            for _ in range(owed - 1):
+                conn.read_response(disable_decoding=True)
+            last = conn.read_response(disable_decoding=True)
         except Exception as exc:
             conn.disconnect()  # replies may be left unread: never reuse this connection's stream
             raise ConnectorError(f"sink '{self.name}': writing to stream '{self.key}' at {self.addr.describe()} "
                                  f"failed: {exc}") from None
-        return replies[-1]
+        self.count += owed
+        self.last_id = _text(last)
+
+    def flush(self) -> None:
+        """Wait for the broker to have appended everything written (the last batch's replies)."""
+        self._collect()
 
     def _connection(self):
         if self.client is None:
@@ -439,6 +557,7 @@ class RedisStreamSink(Sink):
         in one MULTI/EXEC, under WATCH of the marker hash (read again if it changed)."""
         import json
 
+        self._collect()
         conn = self._connection()
         try:
             for _ in range(_WATCH_TRIES):
@@ -489,6 +608,7 @@ class RedisStreamSink(Sink):
                                  f"{self.addr.describe()} failed: {exc}") from None
 
     def report(self) -> dict[str, Any]:
+        self._collect()  # what the broker appended, the last batch included
         rep = {"stream": self.key, "written": self.count, "last_id": self.last_id}
         if self.owner:
             rep.update(commits=self.commits, skipped=self.skipped)
@@ -498,6 +618,7 @@ class RedisStreamSink(Sink):
         """Release the connection; a staged sink first writes the run's tail (every epoch
         left and the entries after the last barrier) and marks its output ended."""
         try:
+            self._collect()
             with self._lock:
                 if self.staging:
                     self._transact(sorted(self._pending.items()) + [(None, self._staged)], end=True)
