@@ -12,7 +12,7 @@ from typing import Any
 from spadeopt.codegen.render import Build, generate
 from spadeopt.deploy.launcher import RunResult, run_build
 from spadeopt.deploy.options import RunOptions
-from spadeopt.errors import UsageError
+from spadeopt.errors import SpadeoptError, UsageError
 from spadeopt.frontend.dsl import App, AppSpec
 from spadeopt.model.graph import AppGraph
 from spadeopt.optimize.strategies import plan_for
@@ -115,7 +115,8 @@ def run(target: str, fusion: str = "none", params: Mapping[str, str] | None = No
     if out is not None:
         claim_dir(out, "sinks", "--out", force)
     if built:
-        preflight(None, master or deploy.spark.master, deploy.nodes, deploy.cores, progress)
+        preflight(_graph_of_build(deploy, options), master or deploy.spark.master, deploy.nodes, deploy.cores,
+                  progress)
         result = _launch(Path(target), options)
     else:
         if build_dir is not None:
@@ -137,6 +138,24 @@ def run(target: str, fusion: str = "none", params: Mapping[str, str] | None = No
     if out is not None:
         _mark_sinks(out, result)
     return result
+
+
+def _graph_of_build(deploy: Deployment, options: RunOptions) -> AppGraph | None:
+    """The graph a build was made from (its ``app_ref`` and ``params``), so a prebuilt
+    build's input files and brokers are checked before it runs as an app's are; None,
+    said, when the app cannot be loaded here or is no longer the one built."""
+    try:
+        graph, _ = load_graph(deploy.app_ref, deploy.params)
+    except SpadeoptError as exc:
+        options.say(f"the build's app {deploy.app_ref} does not load here ({str(exc).splitlines()[0]}): its "
+                    f"input files and brokers are not checked before the run")
+        return None
+    if graph.fingerprint != deploy.fingerprint:
+        options.say(f"the app {deploy.app_ref} changed since this build was made (graph {graph.fingerprint}, "
+                    f"built from {deploy.fingerprint}): the build's input files and brokers are not checked "
+                    f"before the run")
+        return None
+    return graph
 
 
 def _launch(build_dir: Path, options: RunOptions) -> RunResult:

@@ -120,3 +120,22 @@ def test_connector_mistakes_are_reported_with_the_apps_other_problems(tmp_path):
                  "time_from_id 'ts' must be an int", "source 'tcp': connector= takes a source connector",
                  "sink 'out': connector= takes a sink connector"):
         assert part in res.stderr, part
+
+
+def test_a_prebuilt_build_whose_broker_does_not_answer_is_refused_before_anything_starts(tmp_path):
+    """``spadeopt run BUILD_DIR`` loads the build's app (app_ref, params) for the same checks."""
+    app = tmp_path / "lost2.py"
+    app.write_text(
+        "from spadeopt import App, app\n"
+        "from spadeopt.connectors import redis_source\n"
+        "@app\n"
+        "def lost2(port: int = 16379) -> App:\n"
+        "    a = App('lost2')\n"
+        "    s = a.source('src', 'x:int', connector=redis_source('k', until='end', broker=f'redis://127.0.0.1:{port}'))\n"
+        "    a.sink('out', s)\n"
+        "    return a\n")
+    assert cli("build", app, "-p", "port=1", "-o", tmp_path / "build").returncode == 0
+    res = cli("run", tmp_path / "build", "--out", tmp_path / "out")
+    assert res.returncode == 2, res.stderr
+    assert "source 'src': cannot reach the Redis broker at redis://127.0.0.1:1" in res.stderr
+    assert not (tmp_path / "out").exists() and not (tmp_path / "build" / "logs").exists()
