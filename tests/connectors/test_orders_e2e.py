@@ -51,7 +51,7 @@ def test_orders_from_four_stream_keys_match_a_file_replay_under_every_fusion(red
     params = ["-p", f"prefix={prefix}"]
     try:
         ref = cli("run", "apps/orders.py", "--fusion", "all", "-p", f"input={replay}", "-p", "output=file",
-                  "--out", tmp_path / "ref")
+                  "--out", tmp_path / "ref", "--build-dir", tmp_path / "build-ref")
         assert ref.returncode == 0, ref.stderr
         expected = [json.loads(line) for line in (tmp_path / "ref" / "out.jsonl").read_text().splitlines()]
         assert len(expected) > N_ORDERS // 10
