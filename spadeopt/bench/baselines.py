@@ -78,11 +78,9 @@ def _receiver(endpoint: str, q, server_keys: tuple[bytes, bytes] | None = None) 
     q.put((n, time.perf_counter() - t0, time.process_time() - c0))
 
 
-def bare_zmq(tuples: int, size: int, batch: int, endpoint: str, curve: bool = False) -> float:
-    """A bare sender/receiver pair over pyzmq PUSH/PULL with msgpack batches. Tuples/s.
-
-    ``curve``: the pair speaks CURVE (fresh keys, no ZAP handler): libzmq's own cost of
-    encryption, the floor for any authenticated link."""
+def _bare_pair(endpoint: str, curve: bool):
+    """The bare receiver (a spawned process reporting on a queue) and a PUSH socket
+    connected to it, with CURVE (fresh keys, no ZAP handler) when ``curve``."""
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
     server = zmq.curve_keypair() if curve else None
@@ -96,6 +94,15 @@ def bare_zmq(tuples: int, size: int, batch: int, endpoint: str, curve: bool = Fa
         s.curve_publickey, s.curve_secretkey = zmq.curve_keypair()
         s.curve_serverkey = server[0]
     s.connect(endpoint)
+    return p, q, zc, s
+
+
+def bare_zmq(tuples: int, size: int, batch: int, endpoint: str, curve: bool = False) -> float:
+    """A bare sender/receiver pair over pyzmq PUSH/PULL with msgpack batches. Tuples/s.
+
+    ``curve``: the pair speaks CURVE (fresh keys, no ZAP handler): libzmq's own cost of
+    encryption, the floor for any authenticated link."""
+    p, q, zc, s = _bare_pair(endpoint, curve)
     packer = msgpack.Packer()
     t0 = time.perf_counter()
     it = counter(tuples, size, seed=1)
@@ -118,19 +125,7 @@ def bare_link_cpu(rows: list[tuple], batch: int, endpoint: str, curve: bool = Fa
     spadeopt source cuts it): tuples/s and each end's process CPU microseconds per tuple
     (``time.process_time``: every thread of the process, libzmq's I/O thread included,
     which is where CURVE encrypts and decrypts)."""
-    ctx = mp.get_context("spawn")
-    q = ctx.Queue()
-    server = zmq.curve_keypair() if curve else None
-    p = ctx.Process(target=_receiver, args=(endpoint, q, server))
-    p.start()
-    q.get()
-    zc = zmq.Context()
-    s = zc.socket(zmq.PUSH)
-    s.setsockopt(zmq.SNDHWM, 32)
-    if server is not None:
-        s.curve_publickey, s.curve_secretkey = zmq.curve_keypair()
-        s.curve_serverkey = server[0]
-    s.connect(endpoint)
+    p, q, zc, s = _bare_pair(endpoint, curve)
     packer = msgpack.Packer()
     t0, c0 = time.perf_counter(), time.process_time()
     for i in range(0, len(rows), batch):

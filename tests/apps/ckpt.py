@@ -27,9 +27,10 @@ def readings(n: int, keys: int, seed: int, spin_us: int = 0):
 
 
 class Running:
-    """Running total per key; emits every 50th tuple of a key."""
+    """Running total per key; emits every ``every``-th tuple of a key."""
 
-    def __init__(self) -> None:
+    def __init__(self, every: int = 50) -> None:
+        self.every = every
         self.tot: dict[str, list[int]] = {}
 
     def process(self, port, t, submit) -> None:
@@ -37,7 +38,7 @@ class Running:
         s = self.tot.setdefault(k, [0, 0])
         s[0] += v
         s[1] += 1
-        if s[1] % 50 == 0:
+        if s[1] % self.every == 0:
             submit("out", (k, s[0], s[1]))
 
     def snapshot(self):

@@ -16,6 +16,7 @@ from time import perf_counter
 
 from spadeopt import App, app, time_window
 from spadeopt.connectors import redis_sink, redis_source
+from tests.apps.ckpt import Running
 
 SCHEMA = "k:str, ts:float, v:int"
 
@@ -56,27 +57,6 @@ class Spin:
         self.seen = state
 
 
-class Running:
-    """Running total per key; emits every 20th reading of a key."""
-
-    def __init__(self) -> None:
-        self.tot: dict[str, list[int]] = {}
-
-    def process(self, port, t, submit) -> None:
-        k, _ts, v = t
-        s = self.tot.setdefault(k, [0, 0])
-        s[0] += v
-        s[1] += 1
-        if s[1] % 20 == 0:
-            submit("out", (k, s[0], s[1]))
-
-    def snapshot(self):
-        return {k: list(v) for k, v in self.tot.items()}
-
-    def restore(self, state) -> None:
-        self.tot = {k: list(v) for k, v in state.items()}
-
-
 @app
 def brokerck(input: str = "ck:in", out: str = "ck:out", count: int = 2000, start: str = "beginning",
              spin_us: int = 0) -> App:
@@ -87,7 +67,8 @@ def brokerck(input: str = "ck:in", out: str = "ck:out", count: int = 2000, start
                     output={"k": "k", "n": "count()", "tot:int": "sum(v)", "end": "wend()"})
     m = a.functor("avg", w, output={"k": "k", "end": "end", "mean:float": "tot / n"})
     a.sink("means", m, connector=redis_sink(f"{out}:means"))
-    run = a.custom("run", Running, inputs={"in": s}, outputs={"out": "k:str, tot:int, n:int"})["out"]
+    run = a.custom("run", Running, inputs={"in": s}, outputs={"out": "k:str, tot:int, n:int"},
+                   args={"every": 20})["out"]
     a.sink("runs", run, connector=redis_sink(f"{out}:runs"))
     a.fuse("events", "spin")
     a.fuse("win", "avg", "means")
