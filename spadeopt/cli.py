@@ -244,6 +244,8 @@ def cmd_broker(args: argparse.Namespace) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
+    from spadeopt.bench.registry import BENCHMARKS
+
     ap = argparse.ArgumentParser(prog="spadeopt", description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="command", required=True)
     FORCE_HELP = ("replace an output path that holds something spadeopt did not write there "
@@ -379,8 +381,7 @@ def parser() -> argparse.ArgumentParser:
     b.set_defaults(func=cmd_build)
 
     be = sub.add_parser("bench", help="run a benchmark and write its figures to files")
-    be.add_argument("name", help="fused-overhead | profiling-overhead | fusion-tradeoff | optimizer | fission | collapse | "
-                    "logical-vs-hand | spark-auth | latency | checkpoint")
+    be.add_argument("name", help=" | ".join(sorted(BENCHMARKS)))
     be.add_argument("--out", type=Path, default=Path("out/bench"), help="directory for the figures")
     be.add_argument("--quick", action="store_true", help="smaller sizes (a smoke run)")
     be.set_defaults(func=cmd_bench)
