@@ -294,7 +294,7 @@ def barrier_task(deploy: Deployment, job: dict[str, Any], iterator):
     """
     from pyspark import BarrierTaskContext, SparkFiles
 
-    from spadeopt.deploy import ship
+    from spadeopt.deploy import rendezvous, ship
 
     ctx = BarrierTaskContext.get()
     node = ctx.partitionId()
@@ -313,12 +313,16 @@ def barrier_task(deploy: Deployment, job: dict[str, Any], iterator):
             if deploy.settings.profile:
                 deploy = deploy.with_settings(profile=dataclasses.replace(deploy.settings.profile,
                                                                           run_dir=str(Path(work, "profile"))))
-        # A barrier()/allGather() whose reply is not there at once costs a whole second
-        # (the JVM side of BarrierTaskContext sleeps 1 s between looks: measured 1.00 s or
-        # 0.002 s per call, three calls per run); with one node there is nobody to wait for.
-        sync = {} if len(infos) <= 1 else {"gather": lambda msg: ctx.allGather(msg), "barrier": ctx.barrier}
-        result = run_node(node, deploy, local.build_dir, out_dir, log_dir, host=host,
-                          progress_dir=progress_dir, pythonpath=local.pythonpath, **sync)
+        # the nodes meet on the driver (deploy.rendezvous), not through Spark's barrier
+        # calls (a late reply costs them a whole second); one node meets nobody
+        meeting = rendezvous.meet(job.get("rendezvous"), node, STARTUP_TIMEOUT_S)
+        sync = {} if meeting is None else {"gather": meeting.gather, "barrier": meeting.barrier}
+        try:
+            result = run_node(node, deploy, local.build_dir, out_dir, log_dir, host=host,
+                              progress_dir=progress_dir, pythonpath=local.pythonpath, **sync)
+        finally:
+            if meeting is not None:
+                meeting.close()
         result["executor"] = ship.executor_id()
         if job["return_outputs"]:
             prof = deploy.settings.profile

@@ -233,7 +233,7 @@ def run_build(build_dir: Path, options: RunOptions | None = None, *, sampling: S
     node succeeded; on a non-local master they come back to the driver in the task
     results and are written under ``out_dir`` here, as are profiling samples.
     """
-    from spadeopt.deploy import ship
+    from spadeopt.deploy import rendezvous, ship
     from spadeopt.runtime import sinks
 
     options = options or RunOptions()
@@ -265,9 +265,11 @@ def run_build(build_dir: Path, options: RunOptions | None = None, *, sampling: S
     _SHIPPED.append(ship_dir)  # kept while this session lives (see _SHIPPED)
     bundle = ship.pack(build_dir, deploy.app_ref, ship_dir, say=say)
     sc.addFile(str(bundle.path))
+    meeting = rendezvous.Rendezvous(nodes, local) if nodes > 1 else None  # one node meets nobody
     job = {"bundle": bundle.path.name, "app_ref": bundle.app_ref, "return_outputs": not local,
            "out_dir": str(out_dir) if out_dir else None, "log_dir": str(log_dir),
-           "progress_dir": str(progress_dir) if local else None}
+           "progress_dir": str(progress_dir) if local else None,
+           "rendezvous": meeting.address() if meeting else None}
     task = _task_fn(deploy, job)
     made: list[Path] = []  # the directories of out_dir this run creates (a failed run removes them)
     if out_dir is not None:  # made only now: a run that fails to start leaves --out as it was
@@ -324,6 +326,8 @@ def run_build(build_dir: Path, options: RunOptions | None = None, *, sampling: S
         if out_dir is not None:
             sinks.commit(out_dir)
     except BaseException:
+        if meeting is not None:
+            meeting.close()
         if not done.is_set():  # interrupted (Ctrl-C, SIGTERM): end the tasks, and so the PEs, first
             sc.cancelAllJobs()
             done.wait(_CANCEL_WAIT_S)
@@ -335,6 +339,8 @@ def run_build(build_dir: Path, options: RunOptions | None = None, *, sampling: S
                 with contextlib.suppress(OSError):
                     d.rmdir()
         raise
+    if meeting is not None:
+        meeting.close()
     return _result(deploy, reports, master, time.time() - t0, str(build_dir))
 
 
