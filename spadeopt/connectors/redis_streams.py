@@ -74,7 +74,8 @@ class RedisStreamSource(Source):
                  group: str | None = None, consumer: str | None = None, until: str | None = None,
                  count: int | None = None, time_from_id: str | None = None,
                  dead_letter: str | None = None, host: str, port: int, password_file: str = "",
-                 part: int = 0, parts: int = 1) -> None:
+                 part: int = 0, parts: int = 1, partitioned_by: list[str] | None = None) -> None:
+        # partitioned_by: the app's declaration, read by the planner (parallel regions), not here
         self.name = name
         self.what = f"source '{name}'"
         self.keys = list(keys)[part::parts]  # this channel's share of the stream keys

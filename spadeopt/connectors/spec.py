@@ -77,7 +77,8 @@ def redis_source(keys: str | list[str] | tuple[str, ...], *, format: str = "json
                  group: str | None = None, consumer: str | None = None, until: str | None = None,
                  count: int | None = None, time_from_id: str | None = None,
                  dead_letter: str | None = None, broker: str | None = None,
-                 password_file: str | None = None) -> ConnectorSpec:
+                 password_file: str | None = None,
+                 partitioned_by: str | list[str] | tuple[str, ...] | None = None) -> ConnectorSpec:
     """Read Redis stream(s) ``keys`` (several keys: several partitions of one feed).
 
     ``format``: the entry's ``field`` holds a JSON object, a CSV line (schema order) or a
@@ -92,7 +93,10 @@ def redis_source(keys: str | list[str] | tuple[str, ...], *, format: str = "json
     ``dead_letter``: a stream key that receives malformed entries (with the error)
     instead of failing the run. ``broker``: ``redis://host:port`` (default the project's
     broker, ``make broker``); its password from ``password_file`` (default the project
-    broker's) or ``SPADEOPT_BROKER_PASSWORD``.
+    broker's) or ``SPADEOPT_BROKER_PASSWORD``. ``partitioned_by``: the attributes by which
+    the app partitions its records over the keys (every record with the same values is on
+    one key, in order); with several keys, a parallel region may then start at the source,
+    each channel reading its own keys (``docs/operators.md``, "Parallel regions").
     """
     problems: list[str] = []
     keys = [keys] if isinstance(keys, str) else list(keys) if isinstance(keys, list | tuple) else keys
@@ -116,15 +120,43 @@ def redis_source(keys: str | list[str] | tuple[str, ...], *, format: str = "json
     _count(count, problems)
     if dead_letter is not None and (not isinstance(dead_letter, str) or not dead_letter or dead_letter in keys):
         problems.append(f"dead_letter must be a stream key other than the source's, got {dead_letter!r}")
+    partitioned_by = _partitioned_by(partitioned_by, problems)
     addr = _broker(broker, password_file, problems)
     args = {"keys": keys, "format": format, "field": field, "start": start, "start_time": start_time,
             "group": group, "consumer": consumer, "until": until, "count": count,
             "time_from_id": time_from_id, "dead_letter": dead_letter,
             "host": addr.host if addr else "", "port": addr.port if addr else 0,
             "password_file": addr.password_file if addr else ""}
+    if partitioned_by is not None:  # only when declared: a source without it builds as before
+        args["partitioned_by"] = partitioned_by
     where = f"Redis stream(s) {', '.join(keys)} at {addr.describe() if addr else broker}"
     return ConnectorSpec("source", f"{MODULE}.redis_streams", "RedisStreamSource", tuple(sorted(args.items())),
                          where, tuple(problems))
+
+
+def _partitioned_by(attrs: Any, problems: list[str]) -> list[str] | None:
+    if attrs is None:
+        return None
+    attrs = [attrs] if isinstance(attrs, str) else list(attrs) if isinstance(attrs, list | tuple) else attrs
+    if not isinstance(attrs, list) or not attrs or not all(isinstance(a, str) and a for a in attrs):
+        problems.append(f"partitioned_by must be an attribute or a non-empty list of attributes, got {attrs!r}")
+        return None
+    if len(set(attrs)) != len(attrs):
+        problems.append(f"partitioned_by repeats an attribute: {attrs}")
+    return attrs
+
+
+PARTITIONED_READERS = frozenset({f"{MODULE}.redis_streams:RedisStreamSource"})  # take part=, parts=
+
+
+def partitioning(module: str, qualname: str, args: Any) -> tuple[list[str], list[str] | None] | None:
+    """A source connector whose reads split by partition (``part``/``parts``: one reader per
+    share of its stream keys): ``(its stream keys, its declared partitioned_by or None)``;
+    None for every other connector."""
+    if f"{module}:{qualname}" not in PARTITIONED_READERS:
+        return None
+    args = dict(args)
+    return list(args.get("keys", ())), args.get("partitioned_by")
 
 
 def redis_sink(key: str, *, format: str = "json", field: str = "value", maxlen: int | None = None,

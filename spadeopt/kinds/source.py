@@ -1,7 +1,10 @@
 """``source``: a seeded generator ``generator(**args)`` yielding tuples, or a file replay
 (CSV with a header, JSON lines, Parquet). Output schema declared; stateful; a source
 may lead a parallel region only when its generator is splittable
-(``toolkit.sources.splittable``): each channel's copy then reads its own splits."""
+(``toolkit.sources.splittable``): each channel's copy then reads its own splits; or when
+it is a connector reading several partitions (Redis stream keys) that declares how the
+app partitions them (``partitioned_by``): each channel's copy reads its own keys
+(``partitioning``; the region's merge interleaves by arrival, ``plan.regions``)."""
 
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from spadeopt.connectors.spec import ConnectorSpec, is_live
+from spadeopt.connectors.spec import partitioning as connector_partitioning
 from spadeopt.errors import UsageError
 from spadeopt.kinds.base import Decl, Imports, Kind, derive_declared, parse_schema, symbol_of
 from spadeopt.kinds.lowering import alias, call_args
@@ -89,6 +93,10 @@ def _declare_connector(decl: Decl, name: str, sch: Any, spec: Any, args: Any, fo
 
 def connector_schema_problems(spec: ConnectorSpec, sch: Any) -> list[str]:
     args = dict(spec.args)
+    missing = [a for a in args.get("partitioned_by") or () if a not in sch]
+    if missing:
+        return [f"partitioned_by names {', '.join(repr(a) for a in missing)}, not attribute(s) of the schema "
+                f"({', '.join(sch.names)})"]
     attr = args.get("time_from_id")
     if attr is None:
         return []
@@ -103,7 +111,7 @@ def connector_schema_problems(spec: ConnectorSpec, sch: Any) -> list[str]:
 def lower(graph: AppGraph, op: Operator, imports: Imports) -> dict[str, Any]:
     p = op.params
     args = call_args(op, p.args)
-    if p.split:  # a splittable generator: this copy's share of the splits (all of them outside a region)
+    if p.split or p.parts > 1:  # this copy's share of the splits, or of a partitioned connector's keys
         args = ", ".join(a for a in (args, f"part={p.part}, parts={p.parts}") if a)
     out = op.out_port("out").schema
     return {"gen": alias(p.generator, imports), "args": args, "split": p.split, "part": p.part,
@@ -111,19 +119,43 @@ def lower(graph: AppGraph, op: Operator, imports: Imports) -> dict[str, Any]:
             "live": is_live(p.generator.module, p.generator.qualname)}
 
 
-def region_problem(op: Operator) -> str | None:
-    if op.params.split:
+def partitioning(op: Operator) -> tuple[int, tuple[str, ...]] | None:
+    """``(partitions, partitioned_by)`` of a connector source that may lead a parallel region
+    (each channel's copy reads partitions c, c + k, ...: ``parts`` of them), else None."""
+    p = op.params
+    found = connector_partitioning(p.generator.module, p.generator.qualname, p.args)
+    if found is None:
         return None
+    keys, by = found
+    return (len(keys), tuple(by)) if len(keys) > 1 and by else None
+
+
+def region_problem(op: Operator) -> str | None:
+    if op.params.split or partitioning(op) is not None:
+        return None
+    found = connector_partitioning(op.params.generator.module, op.params.generator.qualname, op.params.args)
+    if found is not None:
+        keys, by = found
+        if len(keys) < 2:
+            return (f"operator '{op.name}' is a connector source reading one stream key: a parallel region "
+                    f"may start at it only when it reads several keys (channel c reads keys c, c + width, "
+                    f"...); give it several stream keys with partitioned_by=[...], or start the region after "
+                    f"the source")
+        return (f"operator '{op.name}' is a connector source of {len(keys)} stream keys that does not declare "
+                f"how the app partitions them: a parallel region may start at it only with "
+                f"redis_source(..., partitioned_by=[attributes]) (every record with the same values of "
+                f"those attributes on one key), and then every partitioned operator of the region keyed on "
+                f"them; or start the region after the source")
     if op.params.generator.module.startswith("spadeopt.connectors."):
-        return (f"operator '{op.name}' is a connector source: a parallel region cannot start at it yet "
-                f"(its merge would need the splits of a splittable generator); start the region after "
-                f"the source, or declare one source per stream key")
+        return (f"operator '{op.name}' is a connector source that is not partitioned: a parallel region "
+                f"cannot start at it (only at a Redis streams source of several keys that declares "
+                f"partitioned_by=[...]); start the region after the source")
     return (f"operator '{op.name}' is a source whose generator is not splittable: only a generator "
             f"marked spadeopt.toolkit.sources.splittable can be read by several channels")
 
 
 def channel_params(op: Operator, channel: int, width: int, dynamic: bool) -> SourceParams:
-    return dataclasses.replace(op.params, part=channel, parts=width)  # splits c, c + k, c + 2k, ...
+    return dataclasses.replace(op.params, part=channel, parts=width)  # splits (or keys) c, c + k, c + 2k, ...
 
 
 KIND = Kind("source", declare, derive_declared, lower, "ops/source.py.j2", declares_outputs=True,

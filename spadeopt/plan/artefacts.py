@@ -25,7 +25,7 @@ from typing import Any
 from spadeopt.errors import ArtefactError, PlanError
 from spadeopt.model.schema import FILE_NAME_RULE, TYPES, is_file_name, is_identifier, is_port_name
 from spadeopt.plan.deployment import Deployment
-from spadeopt.plan.regions import DYNAMIC, MAX_REGION_WIDTH, STATIC
+from spadeopt.plan.regions import MAX_REGION_WIDTH, ORDERINGS
 
 MAX_NODES = 1 << 20  # nodes of one plan (a bound on memory: the optimizer plans 100,000 nodes)
 MAX_CORES = 4096  # cores per node of one plan
@@ -183,7 +183,7 @@ def check_plan_json(doc: Any, path: str | Path) -> None:
         f.names(r, at, "operators", is_identifier, IDENT_RULE)
         f.int_in(r, at, "width", 1, MAX_REGION_WIDTH)
         f.names(r, at, "key", is_identifier, IDENT_RULE)
-        f.value(r, at, "ordering", lambda v: v in (STATIC, DYNAMIC), f"'{STATIC}' or '{DYNAMIC}'")
+        f.value(r, at, "ordering", lambda v: v in ORDERINGS, " or ".join(map(repr, ORDERINGS)))
         f.value(r, at, "fed", lambda v: v in ("split", "source"), "'split' or 'source'", required=False)
     f.raise_any("plan", PLAN_HINT)
 
@@ -378,7 +378,7 @@ def _discovered(f: _Fields, fission: dict, field: str) -> None:
         f.value(c, at, "name", is_identifier, IDENT_RULE)
         f.names(c, at, "operators", is_identifier, IDENT_RULE)
         f.names(c, at, "key", is_identifier, IDENT_RULE)
-        f.value(c, at, "ordering", lambda v: v in (STATIC, DYNAMIC), f"'{STATIC}' or '{DYNAMIC}'")
+        f.value(c, at, "ordering", lambda v: v in ORDERINGS, " or ".join(map(repr, ORDERINGS)))
         f.value(c, at, "fed", lambda v: v in ("split", "source"), "'split' or 'source'")
         for bat, b in f.objects(c, at, "boundaries"):
             f.value(b, bat, "outside", is_identifier, IDENT_RULE)

@@ -8,7 +8,9 @@ graph, with one judge of what is safe: :func:`spadeopt.plan.regions.check_region
 (and the width-2 rewrite of :func:`spadeopt.plan.fission.rewrite_region`, which adds
 what only the rewrite knows: names, annotations, schemas). No rule is restated here,
 so relaxing a rule there (a kind's ``region_problem`` or ``forwards``, a shape rule)
-widens the regions found here with no change.
+widens the regions found here with no change: a Redis Streams source of several keys
+that declares ``partitioned_by`` seeds a candidate led by it (ordering ``arrival``, each
+channel reading its own stream keys; its width is at most the number of keys).
 
 Algorithm::
 

@@ -27,11 +27,13 @@ def regions_text(plan: Plan) -> list[str]:
     node = {p.pe_id: p.node for p in plan.pes}
     for r in plan.regions:
         feed = (f"hash of {', '.join(r.key)}" if r.key else "round robin") if r.has_split else (
-            "each channel reads its own source splits")
+            f"each channel reads its own stream keys (partitioned by {', '.join(r.key)})"
+            if r.ordering == "arrival" else "each channel reads its own source splits")
         if r.width > 1 and r.merge not in pe_of:  # the region ends in counting sinks
             merge = "no merge (each channel's counting sink counts; the run reports the sum)"
         else:
-            merge = "weighted round robin merge" if r.ordering == "static" else "sequence-number merge"
+            merge = {"static": "weighted round robin merge", "arrival": "arrival merge (the order is kept per "
+                     f"{', '.join(r.key)})"}.get(r.ordering, "sequence-number merge")
         how = f"{feed}, {merge}"
         lines.append(f"region '{r.name}': width {r.width}, {how}; operators {', '.join(r.operators)}")
         if r.width > 1:
@@ -124,7 +126,8 @@ def discovered_text(doc: Mapping[str, Any] | None, plan: Plan | None) -> list[st
     cands = found.get("candidates", [])
     lines = ["", f"candidate regions discovered from the graph: {len(cands)}"]
     for c in cands:
-        feed = "led by its splittable source" if c["fed"] == "source" else (
+        feed = ("led by its partitioned source" if c["ordering"] == "arrival" else "led by its splittable source") \
+            if c["fed"] == "source" else (
             f"split by hash of {', '.join(c['key'])}" if c["key"] else "split round robin")
         w = width.get(c["name"])
         lines.append(f"region '{c['name']}': width {w if w is not None else '?'}, {feed}, {c['ordering']}; "

@@ -7,7 +7,9 @@ A region of width k > 1 becomes, in the physical graph:
   every split hashes the same key, so a key's tuples of every entry meet in one channel;
   none when the region starts at a splittable source: channel c's copy of the source
   reads splits c, c + k, c + 2k, ... itself, and a static region's merge takes back
-  whole splits in turn);
+  whole splits in turn; none either when it starts at a partitioned connector source:
+  channel c's copy reads stream keys c, c + k, ..., and the region's ``ARRIVAL`` merge
+  passes each channel's batches on as they come, with no sequence number);
 - k copies of every region operator, ``<op>__<c>`` for channel c (shown as ``op@c``),
   wired exactly like the originals inside the region;
 - a ``fission_merge`` operator ``<region>__merge`` collecting the k copies of the one
@@ -52,7 +54,7 @@ from spadeopt.model.graph import (
     Stream,
 )
 from spadeopt.model.schema import Schema
-from spadeopt.plan.regions import BLOCK, DYNAMIC, Region, check_region
+from spadeopt.plan.regions import ARRIVAL, BLOCK, DYNAMIC, Region, check_region, check_width
 from spadeopt.protocol import SEQ  # SEQ: the hidden sequence-number attribute
 
 
@@ -81,6 +83,10 @@ def _channel_copy(op: Operator, c: int, k: int, dynamic: bool) -> Operator:
 
 def _rewrite_one(graph: AppGraph, region: Region) -> AppGraph:
     shape = check_region(graph, region.name, region.operators)
+    check_width(region.name, region.width, shape)
+    if (region.ordering == ARRIVAL) != (shape.ordering == ARRIVAL):
+        raise UsageError(f"parallel region '{region.name}' has ordering '{region.ordering}', but the graph makes "
+                         f"it '{shape.ordering}'; plan it again")
     members = set(region.operators)
     k = region.width
     dynamic = region.ordering == DYNAMIC
@@ -112,6 +118,8 @@ def _rewrite_one(graph: AppGraph, region: Region) -> AppGraph:
         exit_schema = graph.op(shape.exit.op).out_port(shape.exit.port).schema
         exit_chan = _with_seq(exit_schema, f"region '{region.name}'") if dynamic else exit_schema
         block = BLOCK if fed else shape.split_size  # a source-led static region's merge takes back whole splits
+        if region.ordering == ARRIVAL:
+            block = 0  # by arrival: no blocks
         tail.append(Operator(region.merge, "fission_merge", tuple(InPort(f"in{c}", exit_chan) for c in range(k)),
                              (OutPort("out", exit_schema),), FissionMergeParams(k, region.ordering, block),
                              STATEFUL, (), f"parallel region '{region.name}'"))

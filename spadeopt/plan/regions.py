@@ -15,7 +15,7 @@ operator kind allows is its ``Kind.region_problem`` and ``Kind.forwards``
   generator is splittable (``toolkit.sources.splittable``): then the region has no
   entering stream and no split, each channel's copy of the source reads its own share
   of the splits, and the region may hold no partitioned operator (splits are not
-  partitioned by key);
+  partitioned by key); or when it is a partitioned connector source (below);
 - no operator is stateful (``state`` derived from parameters by the DSL: aggregate
   without ``by``, merge, a custom operator that does not declare otherwise);
 - the partitioned operators' keys intersect, every key attribute is in the stream that
@@ -45,6 +45,19 @@ operator kind allows is its ``Kind.region_problem`` and ``Kind.forwards``
   matches by its width-1 processing position, (order value, side, trigger's number)
   (``kinds.numbering``); no event-time window in such a region.
 
+A region may also start at a connector source reading several partitions (Redis stream
+keys) that declares how the app partitions them (``redis_source(...,
+partitioned_by=[...])``, ``kinds.source.partitioning``): channel c's copy of the source
+reads keys c, c + k, ... (one reader per channel, no split; width <= the number of keys).
+Such a source has no deterministic width-1 order across its keys (its interleaving is
+their arrival); what it guarantees is each key's order, so the region's guarantee is per
+*partition key*: every partitioned operator's key includes ``partitioned_by`` and every
+operator before one forwards those attributes unchanged (002's rule), no event-time
+window (it advances on every key's tuples), no stateless operator emitting at end of
+stream (every channel would), and the merge interleaves the channels by arrival
+(``ARRIVAL``: no sequence numbers, no pulses). Each value of ``partitioned_by`` then gets
+its width-1 rows in its width-1 order.
+
 Ordering. A region made only of functors without a filter is *static-rate* (every
 operator emits exactly one tuple per input, 004's case): the split deals fixed blocks
 of tuples round robin and the merge takes them back in the same blocks, with no
@@ -60,12 +73,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from spadeopt.errors import UsageError
+from spadeopt.errors import OptimizeError, UsageError
 from spadeopt.kinds import kind_of, selectivity
+from spadeopt.kinds.fission_merge import ARRIVAL  # led by a partitioned source: merged by arrival
+from spadeopt.kinds.source import partitioning
 from spadeopt.model.graph import DYNAMIC, PARTITIONED, STATIC, AppGraph, PortRef, Stream
 
 BLOCK = 64  # tuples per round-robin block (split and merge agree on it)
 MAX_REGION_WIDTH = 256  # widest region of any plan (declared, --width, plan.json)
+ORDERINGS = (STATIC, DYNAMIC, ARRIVAL)
+
+
+class WidthError(UsageError, OptimizeError):
+    """A region wider than its partitioned source has partitions: a usage error for a width
+    the user gave (exit 2), and a width vector FATM's search cannot plan (``OptimizeError``:
+    its scorer skips the vector)."""
 
 
 @dataclass(frozen=True)
@@ -76,8 +98,9 @@ class Region:
     operators: tuple[str, ...]  # logical names, in declaration order
     width: int
     key: tuple[str, ...] = ()  # partition key (empty: stateless, dealt round robin)
-    ordering: str = DYNAMIC  # STATIC: weighted round robin; DYNAMIC: sequence numbers
-    fed: str = "split"  # "split": a split deals the entering stream; "source": it starts at a splittable source
+    ordering: str = DYNAMIC  # STATIC: weighted round robin; DYNAMIC: sequence numbers; ARRIVAL: arrival
+    fed: str = "split"  # "split": a split deals the entering stream; "source": it starts at a splittable
+    #                     or partitioned source
 
     @property
     def has_split(self) -> bool:
@@ -103,7 +126,7 @@ class Region:
     @property
     def routing(self) -> str:
         if not self.has_split:
-            return "source_splits"
+            return "source_partitions" if self.ordering == ARRIVAL else "source_splits"
         return "hash" if self.key else "round_robin"
 
     def to_json(self) -> dict:
@@ -128,6 +151,7 @@ class Shape:
     split_size: int = 0  # that source's records per split
     watermark: tuple[str, str, Any] | None = None  # (operator, time attribute, window): watermark copies
     entries: tuple[Stream, ...] = ()  # every stream entering it (entry is the first); one split each
+    partitions: int = 0  # a partitioned source's partitions (stream keys): the widest it may run
 
     @property
     def fed(self) -> str:
@@ -345,7 +369,10 @@ def check_region(graph: AppGraph, name: str, ops: tuple[str, ...]) -> Shape:
     # partition keys: intersect, present on entry, forwarded up to every partitioned operator
     part = [graph.op(o) for o in ops if graph.op(o).state == PARTITIONED]
     key: tuple[str, ...] = ()
-    if part and entry is None:
+    led = partitioning(graph.op(sources[0])) if entry is None and sources else None
+    if led is not None:  # a partitioned source: each channel reads its own stream keys
+        key = _partitioned_source(graph, ops, ix, members, sources[0], led[1], part, problems)
+    elif part and entry is None:
         problems.append(f"the region starts at source '{sources[0]}', whose splits are not partitioned by key, "
                         f"so it cannot hold partitioned operator(s) "
                         f"{', '.join(op.name for op in part)}; start the region after the source")
@@ -384,6 +411,8 @@ def check_region(graph: AppGraph, name: str, ops: tuple[str, ...]) -> Shape:
     if problems:
         raise UsageError(f"parallel region '{name}' cannot be replicated:\n"
                          + "\n".join(f"  - {p}" for p in problems))
+    if led is not None:
+        return Shape(None, exit_port, key, ARRIVAL, sources[0], partitions=led[0])
     # sources and counting sinks emit nothing a merge orders: only the operators between count
     ordering = STATIC if all(selectivity(graph.op(o)) == STATIC for o in ops
                              if graph.op(o).inputs and graph.op(o).outputs) else DYNAMIC
@@ -391,6 +420,42 @@ def check_region(graph: AppGraph, name: str, ops: tuple[str, ...]) -> Shape:
         src = graph.op(sources[0])
         return Shape(None, exit_port, key, ordering, src.name, src.params.split)
     return Shape(entry, exit_port, key, ordering, watermark=watermark, entries=tuple(entries))
+
+
+def _partitioned_source(graph: AppGraph, ops: tuple[str, ...], ix: RegionIndex, members: set[str], source: str,
+                        by: tuple[str, ...], part: list, problems: list[str]) -> tuple[str, ...]:
+    """The rules of a region led by a partitioned source (module docstring); its key, the
+    source's ``partitioned_by``. Each channel reads some stream keys only, so whatever
+    keeps state must keep it per value of ``partitioned_by`` (or finer)."""
+    for op in part:
+        missing = [a for a in by if a not in op.key]
+        if missing:
+            problems.append(f"operator '{op.name}' is partitioned on {list(op.key)}, which does not include "
+                            f"{', '.join(repr(a) for a in missing)} of source '{source}''s partitioned_by "
+                            f"{list(by)}: each channel reads only its own stream keys, so every key of a "
+                            f"partitioned operator must lie within one partition (key it on {list(by)} too, "
+                            f"or start the region after it)")
+    feeds_part: set[str] = set()
+    for op in part:
+        feeds_part |= _walk(op.name, ix.pred, members)
+    for o in ops:
+        if o in feeds_part and o != source:
+            for a in by:
+                if not kind_of(graph.op(o)).forwards(graph.op(o), a):
+                    problems.append(f"operator '{o}' does not forward partition attribute '{a}' (source "
+                                    f"'{source}''s partitioned_by) unchanged to the partitioned operator(s) "
+                                    f"after it")
+    for o in ops:
+        op = graph.op(o)
+        if kind_of(op).event_time(op) is not None:
+            problems.append(f"event-time window '{o}' closes every key's group on any key's tuple, but each "
+                            f"channel of a region led by partitioned source '{source}' sees only its own "
+                            f"stream keys; start the region after the window's input, or before it")
+        elif op.state != PARTITIONED and op.inputs and op.outputs and kind_of(op).final_rows(op):
+            problems.append(f"operator '{o}' is stateless but may emit rows at end of stream, which every "
+                            f"channel of a region led by partitioned source '{source}' would emit; declare it "
+                            f"partitioned on {list(by)} or put it after the region")
+    return tuple(by)
 
 
 def _entries_meet_in_joins(graph: AppGraph, ops: tuple[str, ...], ix: RegionIndex, members: set[str],
@@ -500,8 +565,18 @@ def resolve_regions(graph: AppGraph, strategy: str, widths: dict[str, int] | Non
                              f"got {width!r}")
         ops = tuple(sorted(ops, key=lambda o: order.get(o, -1)))
         shape = check_region(graph, name, ops)
+        check_width(name, width, shape)
         out.append(Region(name, ops, width, shape.key, shape.ordering, shape.fed))
     return tuple(out)
+
+
+def check_width(name: str, width: int, shape: Shape) -> None:
+    """A region led by a partitioned source runs at most one channel per partition (each
+    channel's copy reads its own stream keys): ``WidthError`` naming both, else nothing."""
+    if shape.partitions and width > shape.partitions:
+        raise WidthError(f"region '{name}': width {width} is more than the {shape.partitions} stream keys "
+                         f"source '{shape.source}' reads; a region led by it runs one reader per channel, "
+                         f"so its width must be at most {shape.partitions}")
 
 
 def parse_widths(pairs: list[str] | None) -> dict[str, int]:
