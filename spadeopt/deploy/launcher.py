@@ -159,6 +159,8 @@ def spark_session(master: str | None, cores: int, app_name: str = "spadeopt",
         # (and in its system properties, which outlive this session), so the JVM starts
         # without the authentication settings, and they go in through py4j
         SparkContext._ensure_initialized(conf=sconf)
+        if auth.secret and not is_local(effective):
+            _ugi_secret(SparkContext._jvm, auth.secret)
         full = SparkConf()
         for k, v in sconf.getAll():
             full.set(k, v)
@@ -173,6 +175,20 @@ def spark_session(master: str | None, cores: int, app_name: str = "spadeopt",
     _SESSION.sparkContext.setLogLevel("ERROR")
     _SESSION_KEY = key
     return _SESSION
+
+
+def _ugi_secret(jvm, secret: str) -> None:
+    """Make ``secret`` the one this JVM's next session authenticates with.
+
+    A local session's Spark keeps a random secret of its own in the JVM's Hadoop
+    credentials (``UserGroupInformation``, key ``sparkCookie``), which outlive the
+    session, and every later session of the JVM takes the secret from there before its
+    conf's. A standalone session after a local one in the same process then
+    authenticated to the master with the stale secret and was refused ("All masters
+    are unresponsive" a minute later). Overwrite it (through py4j, never a command line)."""
+    creds = jvm.org.apache.hadoop.security.Credentials()
+    creds.addSecretKey(jvm.org.apache.hadoop.io.Text("sparkCookie"), bytearray(secret.encode()))
+    jvm.org.apache.hadoop.security.UserGroupInformation.getCurrentUser().addCredentials(creds)
 
 
 def spark_reason(exc: BaseException) -> str:
