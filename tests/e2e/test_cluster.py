@@ -345,8 +345,11 @@ def test_kill_9_of_an_executor_with_checkpoints_restarts_and_gives_the_failure_f
     nodes = 2 if len(spark_cluster.procs) > 2 else 1
     params = {"n": 30_000, "spin_us": 10_000}  # ~7 s of source CPU in pe0; rb ends half-way
     ref = _reference(tmp_path, {"n": params["n"]})  # no Spark, FALL, no spin: the same records
-    for k, v in _env().items():
-        monkeypatch.setenv(k, v)
+    monkeypatch.setenv(sparkauth.SECRET_ENV, spark_cluster.secret_file)
+    # the executors' Python as conf, not PYSPARK_PYTHON: an earlier local session of this
+    # process set that variable itself, and drops it for a cluster master
+    conf = {"spark.pyspark.python": PY}
+    monkeypatch.setenv("PYSPARK_PYTHON", PY)  # which the session sets from that conf: restored after
     chk, out, build = tmp_path / "chk", tmp_path / "out", tmp_path / "b"
     kill: dict = {}
     stop = threading.Event()
@@ -367,7 +370,7 @@ def test_kill_9_of_an_executor_with_checkpoints_restarts_and_gives_the_failure_f
     thread.start()
     try:
         res = api.run(REF, "manual", {k: str(v) for k, v in params.items()}, nodes=nodes, cores=1, build_dir=build,
-                      options=RunOptions(master=spark_cluster.master_url, out=out, progress=print,
+                      options=RunOptions(master=spark_cluster.master_url, out=out, progress=print, conf=conf,
                                          checkpoints=CheckpointOptions(1.0, chk, restart_attempts=1, backoff=0.5)))
     finally:
         stop.set()
