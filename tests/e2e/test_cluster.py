@@ -285,12 +285,14 @@ def _cmdline_has(proc_dir: Path, secret: bytes) -> bool:
         return False
 
 
-def test_a_job_without_the_secret_is_refused_and_runs_nothing(spark_cluster, tmp_path):
+def test_a_job_without_the_secret_is_refused_and_runs_nothing(spark_cluster, tmp_path, request):
     """A plain PySpark application and a spark-submit without the secret register nowhere
     and run nothing; the same application given the secret file runs (so the probe can fail)."""
     env = {k: v for k, v in _env().items() if k != sparkauth.SECRET_ENV}
     submit = Path(PY).with_name("spark-submit")
-    marker = tmp_path / "marker"  # the job writes it if it runs (worker 0 shares /tmp)
+    shared = Path(tempfile.mkdtemp(prefix="spo-marker-", dir="/var/tmp"))  # /tmp is private on worker 1
+    request.addfinalizer(lambda: shutil.rmtree(shared, ignore_errors=True))
+    marker = shared / "marker"  # the job writes it if it runs, on whichever worker
     tries = {"pyspark": [PY, str(PROBES / "plain_job.py"), spark_cluster.master_url, str(marker)],
              "spark-submit": [str(submit), "--master", spark_cluster.master_url,
                               str(PROBES / "plain_job.py"), spark_cluster.master_url, str(marker)]}
@@ -312,7 +314,7 @@ def test_a_job_without_the_secret_is_refused_and_runs_nothing(spark_cluster, tmp
     ok = subprocess.run([str(submit), "--master", spark_cluster.master_url, "--properties-file",
                          spark_cluster.secret_file, str(PROBES / "plain_job.py"), spark_cluster.master_url,
                          str(marker)], capture_output=True, text=True, env=env, timeout=180)
-    assert ok.returncode == 0 and "JOB RAN" in ok.stdout, _why(ok)
+    assert ok.returncode == 0 and "JOB RAN" in ok.stdout and marker.exists(), _why(ok)
 
 
 def test_the_rest_submission_server_is_off(spark_cluster):
