@@ -10,9 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from spadeopt.kinds.base import Imports, Kind
-from spadeopt.model.graph import AppGraph, Operator
-
-ARRIVAL = "arrival"  # plan.regions.ARRIVAL (kinds do not import plan)
+from spadeopt.model.graph import ARRIVAL, AppGraph, Operator
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from spadeopt.model.schema import Schema
 
 STATELESS, PARTITIONED, STATEFUL = "stateless", "partitioned", "stateful"  # state kinds
 STATIC, DYNAMIC = "static", "dynamic"  # selectivity: one tuple out per tuple in, or data-dependent
+ARRIVAL = "arrival"  # a region's third ordering: led by a partitioned source, merged as batches come
 
 
 @dataclass(frozen=True, order=True)

@@ -75,9 +75,8 @@ from typing import Any
 
 from spadeopt.errors import OptimizeError, UsageError
 from spadeopt.kinds import kind_of, selectivity
-from spadeopt.kinds.fission_merge import ARRIVAL  # led by a partitioned source: merged by arrival
 from spadeopt.kinds.source import partitioning
-from spadeopt.model.graph import DYNAMIC, PARTITIONED, STATIC, AppGraph, PortRef, Stream
+from spadeopt.model.graph import ARRIVAL, DYNAMIC, PARTITIONED, STATIC, AppGraph, PortRef, Stream
 
 BLOCK = 64  # tuples per round-robin block (split and merge agree on it)
 MAX_REGION_WIDTH = 256  # widest region of any plan (declared, --width, plan.json)
