@@ -2,7 +2,10 @@
 
 Orders ``(order_id, customer, amount)`` arrive on ``keys`` Redis stream keys
 ``<prefix>:0 .. <prefix>:<keys-1>``, partitioned by customer (``partition()``, a stable
-CRC-32), so each customer's orders keep their order on one key. The app drops refunds
+CRC-32), so each customer's orders keep their order on one key; the source says so
+(``partitioned_by=["customer"]``), so FATM may run it as a parallel region whose channels
+each read their own keys (tried: width 2 chosen on a profile of 4 keys; each customer's
+rows are the width-1 rows). The app drops refunds
 (amount <= 0), totals every ``window`` orders per customer (count, sum, last order) and
 appends one row per window to the ``<prefix>:totals`` stream. ``input=<path>`` replays
 the same orders from a JSON-lines file instead, ``output=file`` writes the totals to the
@@ -36,7 +39,7 @@ def orders(keys: int = 4, prefix: str = "orders", input: str = "broker", output:
     a = App("orders")
     if input == "broker":
         o = a.source("orders", SCHEMA, connector=redis_source(
-            [f"{prefix}:{k}" for k in range(keys)], until=until or None))
+            [f"{prefix}:{k}" for k in range(keys)], until=until or None, partitioned_by=["customer"]))
     else:
         o = a.source("orders", SCHEMA, file=input, format="jsonl")
     paid = a.functor("paid", o, filter="amount > 0",
