@@ -61,9 +61,12 @@ def make_plan(graph: AppGraph, fusion: str | Plan, nodes: int = 1, cores: int = 
 
 def build(app_ref: str, fusion: str = "none", params: Mapping[str, str] | None = None,
           nodes: int = 1, cores: int = 2, out: Path | None = None, force: bool = False,
-          flag: str = "-o", widths: Mapping[str, int] | None = None, collapse: bool = True) -> Build:
+          flag: str = "-o", widths: Mapping[str, int] | None = None, collapse: bool = True,
+          checkpoints: bool = False) -> Build:
     """Generate a build. ``out`` (default ``build/<app>/<strategy>``) must be new, empty or a
-    previous build holding nothing else (``spadeopt.outputs``); ``force`` moves other content aside."""
+    previous build holding nothing else (``spadeopt.outputs``); ``force`` moves other content aside.
+    ``checkpoints``: the PEs register their operators' state, so the build can run with
+    ``--checkpoint-interval`` (a state that cannot be checkpointed is refused here)."""
     from spadeopt.outputs import claim_dir
 
     fusion = plan_file(fusion, widths)
@@ -71,6 +74,8 @@ def build(app_ref: str, fusion: str = "none", params: Mapping[str, str] | None =
         claim_dir(out, "build", flag, force)
     graph, ref = load_graph(app_ref, params)
     plan = make_plan(graph, fusion, nodes, cores, widths, collapse)
+    if checkpoints:
+        plan = dataclasses.replace(plan, checkpoints=True)
     if out is None:
         out = Path("build") / graph.name / plan.strategy
         claim_dir(out, "build", f"{flag} (default)", force)
@@ -334,7 +339,7 @@ def optimize(app_ref: str, profile_path: Path, out: Path, calibration: Path | No
              params: Mapping[str, str] | None = None, max_frac: float = 0.5, min_util: float = 0.95,
              nodes: int = 1, cores: int = 2, exact: bool = False, rate: str | float = "max", absorb: bool = True,
              force: bool = False, cpu_score: float | None = None, widths: Mapping[str, int] | None = None,
-             fission: bool = True, collapse: bool = True):
+             fission: bool = True, collapse: bool = True, checkpoints: bool = False):
     """Stage 2: fission widths + GreedyFuse + placement from a refined profile; writes a runnable build.
 
     FATM chooses the width of every declared parallel region (``widths``, from
@@ -370,6 +375,8 @@ def optimize(app_ref: str, profile_path: Path, out: Path, calibration: Path | No
     auto = fuse_auto(graph, operator_profile(prof), comm, nodes, cores, max_frac, min_util, exact, rate=rate, absorb=absorb,
                      widths=dict(widths or {}), fission=fission, model=model)
     plan = auto.plan if collapse else dataclasses.replace(auto.plan, collapse=False)
+    if checkpoints:  # as `spadeopt build --checkpoints`
+        plan = dataclasses.replace(plan, checkpoints=True)
     build = generate(graph, plan, Path(out), ref)
     auto.explain["profile"] = str(Path(profile_path).resolve())
     auto.explain["calibration"] = comm.source

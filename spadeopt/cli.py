@@ -129,7 +129,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
                             args.min_util, args.nodes, args.cores, args.exact, args.rate,
                             not args.no_absorb, force=args.force, cpu_score=args.cpu_score,
                             widths=parse_widths(args.width), fission=not args.no_fission,
-                            collapse=not args.no_collapse)
+                            collapse=not args.no_collapse, checkpoints=args.checkpoints)
     print(explain_text(build.directory))
     print(f"\nwrote {len(build.plan.pes)} PE module(s), plan.json, deploy.json and explain.json to "
           f"{build.directory}; run it with: spadeopt run {build.directory}")
@@ -165,7 +165,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     from spadeopt import api
 
     b = api.build(args.app, args.fusion, _params(args.p), args.nodes, args.cores, args.o, force=args.force,
-                  widths=parse_widths(args.width), collapse=not args.no_collapse)
+                  widths=parse_widths(args.width), collapse=not args.no_collapse, checkpoints=args.checkpoints)
     print(f"wrote {len(b.plan.pes)} PE module(s), plan.json and deploy.json to {b.directory}")
     return 0
 
@@ -250,6 +250,8 @@ def parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="command", required=True)
     FORCE_HELP = ("replace an output path that holds something spadeopt did not write there "
                   "(it is moved aside to NAME.spadeopt-backup-TIME, never deleted)")
+    CHECKPOINTS_HELP = ("generate the PEs with state hooks, so the build can run with --checkpoint-interval "
+                        "(an operator whose state cannot be checkpointed is refused now)")
     NO_COLLAPSE_HELP = ("keep operator boundaries inside static-rate functor runs instead of compiling each "
                         "run into one loop (the ablation; recorded in plan.json and deploy.json)")
 
@@ -335,6 +337,7 @@ def parser() -> argparse.ArgumentParser:
     op.add_argument("--width", action="append", metavar="REGION=K",
                     help="pin a parallel region's width (repeatable); FATM chooses the others")
     op.add_argument("--no-collapse", action="store_true", help=NO_COLLAPSE_HELP)
+    op.add_argument("--checkpoints", action="store_true", help=CHECKPOINTS_HELP)
     op.add_argument("--cpu-score", type=float, help="this host's CPU score for rescaling a calibration made "
                     "on another CPU (default: measured once per host and kept in ~/.cache/spadeopt)")
     op.add_argument("-o", type=Path, required=True, help="build directory to write (new, empty, or a previous build)")
@@ -378,6 +381,7 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("-o", type=Path, required=True, help="build directory to write (new, empty, or a previous build)")
     b.add_argument("--force", action="store_true", help=FORCE_HELP)
     b.add_argument("--no-collapse", action="store_true", help=NO_COLLAPSE_HELP)
+    b.add_argument("--checkpoints", action="store_true", help=CHECKPOINTS_HELP)
     b.set_defaults(func=cmd_build)
 
     be = sub.add_parser("bench", help="run a benchmark and write its figures to files")

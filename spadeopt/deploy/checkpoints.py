@@ -480,7 +480,8 @@ def run(build_dir: Path, options: Any, ck: CheckpointOptions) -> Any:
     deploy = load_deploy(build_dir)
     if not deploy.checkpoints:
         raise UsageError(f"build {build_dir} was generated without checkpoints: its operators do not register "
-                         f"their state; rebuild it with --checkpoint-interval (spadeopt build/run)")
+                         f"their state; rebuild it with `spadeopt build --checkpoints` or `spadeopt optimize "
+                         f"--checkpoints`, or give `spadeopt run` the app with --checkpoint-interval")
     cycle = pe_cycle(deploy)
     if cycle:
         raise UsageError(f"checkpoints cannot be taken on this plan: its PEs form a cycle ({' -> '.join(cycle)}), and "
