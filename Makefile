@@ -66,7 +66,7 @@ broker-stop: $(STAMP) ## stop the broker `make broker` started (only that proces
 	$(BIN)/spadeopt broker stop
 
 test: $(STAMP) check-java broker ## run the whole test suite (real Spark in local mode)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=20
 
 test-fast: $(STAMP) broker ## the tests that start no Spark and are not slow (<= 3 min); an unmarked one that starts Spark fails
 	SPADEOPT_NO_SPARK=1 $(BIN)/python -m pytest -q -m "not spark and not slow"
