@@ -342,8 +342,6 @@ def run_build(build_dir: Path, options: RunOptions | None = None, *, sampling: S
         if out_dir is not None:
             sinks.commit(out_dir)
     except BaseException:
-        if meeting is not None:
-            meeting.close()
         if not done.is_set():  # interrupted (Ctrl-C, SIGTERM): end the tasks, and so the PEs, first
             sc.cancelAllJobs()
             done.wait(_CANCEL_WAIT_S)
@@ -355,8 +353,9 @@ def run_build(build_dir: Path, options: RunOptions | None = None, *, sampling: S
                 with contextlib.suppress(OSError):
                     d.rmdir()
         raise
-    if meeting is not None:
-        meeting.close()
+    finally:
+        if meeting is not None:
+            meeting.close()
     return _result(deploy, reports, master, time.time() - t0, str(build_dir))
 
 

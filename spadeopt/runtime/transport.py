@@ -17,6 +17,7 @@ frame; frames within the margin still reach ``decode_batch`` and its clear error
 
 from __future__ import annotations
 
+import contextlib
 import threading
 
 import zmq
@@ -81,11 +82,7 @@ class Sender:
     def _control(self, frame) -> None:
         """A control frame on every link, under the batches' lock when threads share this
         port (a barrier sent between a batch's two sockets would split the checkpoint)."""
-        if self._lock is None:
-            for s, link in zip(self.sockets, self.links, strict=True):
-                s.send(frame(link))
-            return
-        with self._lock:
+        with self._lock or contextlib.nullcontext():
             for s, link in zip(self.sockets, self.links, strict=True):
                 s.send(frame(link))
 
