@@ -190,6 +190,42 @@ class RecordSource(Source):
             it.close()  # a generator's finally: the file closes
 
 
+class LimitedSource(Source):
+    """The first ``limit`` records of ``source``, then its end (``run --verify-fission
+    N``): the connector itself is still what opens, reports its position and closes, so a
+    file keeps its ``path:line`` errors and a limited source is still one connector.
+
+    >>> src = LimitedSource(IterableSource(range(10)), 3)
+    >>> src.read(2), src.read(2), src.read(2), src.position()
+    ([0, 1], [2], None, 3)
+    """
+
+    def __init__(self, source: Source, limit: int) -> None:
+        if source.live:
+            raise ValueError("a live source cannot be limited by a record count")
+        self.source, self.left = source, limit
+
+    def open(self) -> None:
+        self.source.open()
+
+    def read(self, n: int) -> list[tuple] | None:
+        if self.left <= 0:
+            return None
+        batch = self.source.read(min(n, self.left))
+        if batch:
+            self.left -= len(batch)
+        return batch
+
+    def position(self) -> Any:
+        return self.source.position()
+
+    def lag(self) -> int | None:
+        return None
+
+    def close(self) -> None:
+        self.source.close()
+
+
 def as_source(obj: Any) -> Source:
     """``obj`` itself when it is a source connector, else the iterable as an ``IterableSource``."""
     return obj if isinstance(obj, Source) else IterableSource(obj)

@@ -94,7 +94,7 @@ from spadeopt.optimize.problem import CommModel, FusionProblem
 from spadeopt.optimize.ranking import TIE, tie_break
 from spadeopt.optimize.rate import parse_rate
 from spadeopt.optimize.result import FusionResult
-from spadeopt.optimize.widths import choose_widths, free_regions
+from spadeopt.optimize.widths import choose_widths, free_regions, region_caps
 from spadeopt.plan.discover import Discovery, discover_regions
 from spadeopt.plan.plan import Plan, make_plan
 from spadeopt.plan.regions import MAX_REGION_WIDTH, resolve_regions
@@ -198,7 +198,8 @@ def _fuse_auto(graph: AppGraph, prof: OperatorProfile, comm: CommModel, nodes: i
             weight = {r.name: math.fsum(prof.load.get(o, 0.0) for o in r.operators) for r in regions}
             free = tuple(sorted(free, key=lambda n: (-weight[n], n)))
         regions, fission_doc["search"] = choose_widths(regions, free, nodes * cores, evaluate.rated,
-                                                       stop_early=bool(found & set(free)))
+                                                       stop_early=bool(found & set(free)),
+                                                       caps=region_caps(graph, regions, free))
         searched = evaluate.plans
     ctx = SearchContext(graph, prof, comm, nodes, cores, min_util, capacity_frac, absorb, model, frac, cache)
     choice = best_over_max_frac(ctx, regions, max_frac, rate, searched)

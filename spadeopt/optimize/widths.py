@@ -52,6 +52,7 @@ calibration and constants decide it), so the choice is too.
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -173,11 +174,15 @@ def candidate_widths(max_width: int) -> tuple[int, ...]:
 def choose_widths(regions: tuple[Region, ...], free: tuple[str, ...], max_width: int,
                   evaluate: Callable[[tuple[Region, ...]], float | Rated | None],
                   exhaustive_max: int = EXHAUSTIVE_MAX,
-                  stop_early: bool = False) -> tuple[tuple[Region, ...], dict[str, Any]]:
+                  stop_early: bool = False,
+                  caps: Mapping[str, int] | None = None) -> tuple[tuple[Region, ...], dict[str, Any]]:
     """The width vector (over the ``free`` regions; the others keep theirs) that ranks
     best (``evaluate`` gives its planned rate, or a ``ranking.Rated`` with the crossing
-    tuples too; module docstring: the rate leader, then the tie-break), and a record of the search for ``explain.json``. Up to
-    ``exhaustive_max`` vectors are searched exhaustively (the benchmark forces either).
+    tuples too; module docstring: the rate leader, then the tie-break), and a record of
+    the search for ``explain.json``. Up to ``exhaustive_max`` vectors are searched
+    exhaustively (the benchmark forces either). ``caps`` (:func:`region_caps`) bounds a
+    region's widths below ``max_width``: a region led by a partitioned source runs at
+    most one channel per partition, so no wider vector is tried.
 
     ``stop_early`` (FATM sets it when it discovered regions, which are many and large):
     always coordinate ascent, the regions in the order of ``free`` (FATM: heaviest
@@ -203,46 +208,18 @@ def choose_widths(regions: tuple[Region, ...], free: tuple[str, ...], max_width:
             cache[widths] = WidthTry(widths, rated.rate, rated.crossing)
         return cache[widths]
 
-    choices = candidate_widths(max_width)
-    n_vectors = len(choices) ** len(idx)
-    best: WidthTry | None = None
-    if stop_early:
-        search = "coordinate ascent, early stop"
-        cur = tuple(1 for _ in idx)
-        best = score(cur)
-        for _ in range(ASCENT_PASSES):
-            changed = False
-            for j in range(len(idx)):
-                moved = False
-                for sweep in ([w for w in choices if w > cur[j]], [w for w in reversed(choices) if w < cur[j]]):
-                    if moved:
-                        break
-                    for w in sweep:
-                        t = score(cur[:j] + (w,) + cur[j + 1:])
-                        if not _better(t, best):
-                            break
-                        best, cur, changed, moved = t, t.widths, True, True
-            if not changed:
-                break
-    elif n_vectors <= exhaustive_max:
+    per = [candidate_widths(min(max_width, (caps or {}).get(n, max_width))) for n in free]
+    n_vectors = math.prod(len(c) for c in per)
+    if not stop_early and n_vectors <= exhaustive_max:
         search = "exhaustive"
-        for widths in itertools.product(choices, repeat=len(idx)):
+        best: WidthTry | None = None
+        for widths in itertools.product(*per):
             t = score(widths)
             if _better(t, best):
                 best = t
     else:
-        search = "coordinate ascent"
-        cur = tuple(1 for _ in idx)
-        best = score(cur)
-        for _ in range(ASCENT_PASSES):
-            changed = False
-            for j in range(len(idx)):
-                for w in choices:
-                    t = score(cur[:j] + (w,) + cur[j + 1:])
-                    if _better(t, best):
-                        best, cur, changed = t, t.widths, True
-            if not changed:
-                break
+        search = "coordinate ascent, early stop" if stop_early else "coordinate ascent"
+        best = _ascend(score, per, stop_early)
     leader = best.widths if best is not None and best.rate is not None else tuple(1 for _ in idx)
     if best is not None and best.rate is not None:  # ranking's tie-break among every vector tried
         tried = sorted(cache.values(), key=lambda t: (sum(t.widths), t.widths))
@@ -259,7 +236,49 @@ def choose_widths(regions: tuple[Region, ...], free: tuple[str, ...], max_width:
         "vectors": [{"widths": dict(zip(free, t.widths, strict=True)), "planned_rate": t.rate, "crossing": t.crossing}
                     for t in sorted(cache.values(), key=lambda t: t.widths)],
     }
+    if caps:
+        record["caps"] = {n: caps[n] for n in free if n in caps}
     return at(chosen), record
+
+
+def _ascend(score: Callable[[tuple[int, ...]], WidthTry], per: list[tuple[int, ...]], stop_early: bool) -> WidthTry:
+    """Coordinate ascent from all ones over region ``j``'s widths ``per[j]``, at most
+    ``ASCENT_PASSES`` passes: each region's widths tried with the others held, a better one
+    (``_better``) taken. With ``stop_early`` a region's sweep goes upwards from its current
+    width and stops at the first width that does not win, then (if that moved nothing)
+    downwards the same way; without it every width is tried."""
+    cur = tuple(1 for _ in per)
+    best = score(cur)
+    for _ in range(ASCENT_PASSES):
+        changed = False
+        for j, choices in enumerate(per):
+            sweeps = (([w for w in choices if w > cur[j]], [w for w in reversed(choices) if w < cur[j]])
+                      if stop_early else (choices,))
+            for sweep in sweeps:
+                moved = False
+                for w in sweep:
+                    t = score(cur[:j] + (w,) + cur[j + 1:])
+                    if _better(t, best):
+                        best, cur, changed, moved = t, t.widths, True, True
+                    elif stop_early:
+                        break
+                if moved:
+                    break
+        if not changed:
+            break
+    return best
+
+
+def region_caps(graph: AppGraph, regions: tuple[Region, ...], free: tuple[str, ...]) -> dict[str, int]:
+    """The widest each free region may run when that is less than ``MAX_REGION_WIDTH``: a
+    region led by a partitioned source (``plan.regions.Shape.partitions``)."""
+    out = {}
+    for r in regions:
+        if r.name in free:
+            partitions = check_region(graph, r.name, r.operators).partitions
+            if partitions:
+                out[r.name] = partitions
+    return out
 
 
 def _per_region(cache: Mapping[tuple[int, ...], WidthTry], j: int, chosen: tuple[int, ...]) -> list[dict[str, Any]]:

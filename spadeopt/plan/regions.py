@@ -73,7 +73,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from spadeopt.errors import OptimizeError, UsageError
+from spadeopt.errors import UsageError
 from spadeopt.kinds import kind_of, selectivity
 from spadeopt.kinds.source import partitioning
 from spadeopt.model.graph import ARRIVAL, DYNAMIC, PARTITIONED, STATIC, AppGraph, PortRef, Stream
@@ -83,10 +83,10 @@ MAX_REGION_WIDTH = 256  # widest region of any plan (declared, --width, plan.jso
 ORDERINGS = (STATIC, DYNAMIC, ARRIVAL)
 
 
-class WidthError(UsageError, OptimizeError):
-    """A region wider than its partitioned source has partitions: a usage error for a width
-    the user gave (exit 2), and a width vector FATM's search cannot plan (``OptimizeError``:
-    its scorer skips the vector)."""
+class WidthError(UsageError):
+    """A region wider than its partitioned source has partitions (exit 2). FATM's width
+    search never tries one (``optimize.widths.region_caps``), so it is always a width the
+    user gave: ``--width``, a declared width or a plan.json."""
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,7 @@ from typing import Any
 import zmq
 
 from spadeopt import wire
-from spadeopt.connectors.base import Source, as_source
+from spadeopt.connectors.base import LimitedSource, Source, as_source
 from spadeopt.model.schema import ungid
 from spadeopt.protocol import SEQ as FISSION_SEQ
 from spadeopt.runtime import transport
@@ -329,9 +329,9 @@ class PERuntime:
         timeline = stats[3]
         next_mark = 0.0
         size = self.batch_size
-        if self.source_limit is not None and name not in self._split_sources:
-            iterable = itertools.islice(iterable, self.source_limit)  # a live source is refused before the run
         src = as_source(iterable)
+        if self.source_limit is not None and name not in self._split_sources:
+            src = LimitedSource(src, self.source_limit)  # a live source is refused before the run
         if self.checkpoints is not None:  # positions recorded, rewound on restore
             src = self.checkpoints.track(name, src)
         self.connectors[name] = src

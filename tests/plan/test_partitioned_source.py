@@ -15,6 +15,7 @@ from spadeopt.codegen.render import render_build
 from spadeopt.connectors import redis_source, tcp_source
 from spadeopt.errors import CodegenError, OptimizeError, UsageError
 from spadeopt.optimize.strategies import plan_for
+from spadeopt.optimize.widths import choose_widths, region_caps
 from spadeopt.plan.discover import discover_regions
 from spadeopt.plan.explain import explain_text
 from spadeopt.plan.fission import physical_graph
@@ -70,16 +71,23 @@ def test_discovery_proposes_a_region_led_by_the_partitioned_source():
     assert "partitioned_by=[attributes]" in dict(found.outside)["orders"]
 
 
-def test_a_width_above_the_stream_keys_is_refused_and_fatm_skips_it():
+def test_a_width_above_the_stream_keys_is_refused_and_fatm_never_tries_it():
     g = porders.build({"width": 2})
     shape = check_region(g, "live", ("orders", "paid", "totals", "report"))
     assert shape.partitions == 4
     with pytest.raises(WidthError, match="width 6 is more than the 4 stream keys source 'orders' reads"):
         resolve_regions(g, "manual", {"live": 6})
     r = Region("live", ("orders", "paid", "totals", "report"), 5, ("customer",), ARRIVAL, "source")
-    with pytest.raises(OptimizeError):  # FATM's width search scores such a vector as unplannable
+    with pytest.raises(WidthError):  # the rewrite keeps the rule too
         physical_graph(g, (r,))
-    assert issubclass(WidthError, UsageError)
+    assert issubclass(WidthError, UsageError) and not issubclass(WidthError, OptimizeError)
+    # FATM's width search is capped at the partitions: on 16 cores it tries 1..4 only
+    caps = region_caps(g, (r,), ("live",))
+    assert caps == {"live": 4}
+    tried = []
+    chosen, doc = choose_widths((r,), ("live",), 16, lambda rs: tried.append(rs[0].width) or 100.0 * rs[0].width,
+                                caps=caps)
+    assert sorted(tried) == [1, 2, 3, 4] and chosen[0].width == 4 and doc["caps"] == {"live": 4}
 
 
 def test_a_checkpointing_build_of_an_arrival_region_is_refused():
