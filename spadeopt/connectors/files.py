@@ -14,7 +14,7 @@ import json
 from collections.abc import Callable, Iterator
 
 from spadeopt.connectors.base import RecordSource
-from spadeopt.connectors.formats import CASTS, row_caster
+from spadeopt.connectors.formats import CASTS, row_caster, typed_picker
 
 
 def _csv_records(path: str, schema: list[list[str]]) -> Iterator[tuple]:
@@ -33,7 +33,7 @@ def _csv_records(path: str, schema: list[list[str]]) -> Iterator[tuple]:
 
 
 def _jsonl_records(path: str, schema: list[list[str]]) -> Iterator[tuple]:
-    cast = row_caster(schema)
+    cast, pick = row_caster(schema), typed_picker(schema)
     names = [n for n, _ in schema]
     with open(path, encoding="utf-8") as f:
         for lineno, line in enumerate(f, 1):
@@ -43,6 +43,13 @@ def _jsonl_records(path: str, schema: list[list[str]]) -> Iterator[tuple]:
                 except json.JSONDecodeError as exc:
                     msg = f"{path}:{lineno}: not a JSON object ({exc})"
                     raise ValueError(msg) from None
+                try:
+                    rec = pick(obj)  # every value already of its attribute's type: no cast
+                except (KeyError, TypeError):
+                    rec = None  # said below
+                if rec is not None:
+                    yield rec
+                    continue
                 try:
                     values = [obj[n] for n in names]
                 except (KeyError, TypeError):

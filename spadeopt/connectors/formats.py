@@ -80,6 +80,34 @@ def row_caster(schema: list[list[str]], casts: dict[str, Callable] = CASTS):
     return cast
 
 
+def typed_picker(schema: list[list[str]]) -> Callable[[Any], tuple | None]:
+    """``pick(obj)``: a decoded JSON / msgpack object's attribute values as the schema's
+    tuple, when each already has its attribute's exact type (``int``, ``float``, ``str``,
+    ``bool``); ``None`` when any needs a cast or a check (an int for a float attribute, a
+    whole float for an int one, a string of hex): the caller's ``row_caster`` path then
+    casts it or says why not. ``KeyError`` / ``TypeError`` when ``obj`` lacks an attribute
+    or is no mapping. About 0.13 us for two attributes where that path takes 1.1 us
+    (2026-11-26). Compiled from the schema as ``json_encoder`` is: the code names only
+    local slots, the attribute names are constants in its scope.
+
+    >>> pick = typed_picker([["k", "int"], ["x", "float"]])
+    >>> pick({"x": 2.5, "k": 1, "extra": None}), pick({"k": 1, "x": 2})
+    ((1, 2.5), None)
+    """
+    types = [t for _, t in schema]
+    if not types or any(t not in ("int", "float", "str", "bool") for t in types):
+        return lambda obj: None
+    slots = [f"a{i}" for i in range(len(types))]
+    scope: dict[str, Any] = {f"N{i}": n for i, (n, _) in enumerate(schema)}
+    code = ("def pick(obj):\n"
+            + "".join(f"    {a} = obj[N{i}]\n" for i, a in enumerate(slots))
+            + f"    if {' and '.join(f'type({a}) is {t}' for a, t in zip(slots, types, strict=True))}:\n"
+            + f"        return ({', '.join(slots)},)\n"
+            + "    return None\n")
+    exec(compile(code, f"<typed_picker {len(types)} attributes>", "exec"), scope)  # noqa: S102 - slots only
+    return scope["pick"]
+
+
 def decoder(fmt: str, schema: list[list[str]], field: str = "value") -> Callable[[Any, Callable[[], str]], tuple]:
     """``decode(value, where)`` -> a tuple of the schema's types, for value format ``fmt``:
 
@@ -151,6 +179,66 @@ def decoder(fmt: str, schema: list[list[str]], field: str = "value") -> Callable
     return decode
 
 
+_FAST = {  # attribute type -> (the value's exact type, the %-format of its JSON text)
+    "int": ("int", "%d"),
+    "float": ("float", "%r"),
+    "str": ("str", "%s"),
+    "bool": ("bool", "%s"),
+    "bytes": ("bytes", '"%s"'),
+}
+
+
+def json_encoder(names: list[str], types: list[str]) -> Callable[[tuple], str]:
+    """``encode(tuple)`` -> exactly ``json.dumps(dict(zip(names, t)))`` (bytes as hex),
+    about 4x faster for a tuple of the schema's types (2026-11-26: 0.45 vs 1.9 us for
+    three numbers; every JSON sink writes one per tuple).
+
+    One ``%`` format per schema does the work when every value has its attribute's exact
+    type (``int``, ``float`` finite, ``str``, ``bool``, ``bytes``); any other tuple (a
+    NaN, an int in a float attribute, None, a numpy scalar) goes through ``json.dumps``,
+    so the text is json.dumps's in every case. The function is compiled from the schema:
+    its code names only local slots (``a0``, ``a1``...); attribute names appear solely
+    inside the format string, JSON-escaped, never as code.
+
+    >>> enc = json_encoder(["k", "x", "s", "ok"], ["int", "float", "str", "bool"])
+    >>> enc((1, 2.5, "ab", True))
+    '{"k": 1, "x": 2.5, "s": "ab", "ok": true}'
+    >>> enc((1, float("nan"), "a", False)) == json.dumps({"k": 1, "x": float("nan"), "s": "a", "ok": False})
+    True
+    """
+    if len(names) != len(types) or any(t not in _FAST for t in types):
+        raise ValueError(f"json_encoder: a schema of {len(names)} names and types {types!r}")
+    esc = json.encoder.encode_basestring_ascii
+    slots = [f"a{i}" for i in range(len(names))]
+    fmt = "{" + ", ".join(esc(n).replace("%", "%%") + ": " + _FAST[t][1] for n, t in zip(names, types, strict=True)) + "}"
+    checks = []
+    values = []
+    for a, t in zip(slots, types, strict=True):
+        checks.append(f"type({a}) is {_FAST[t][0]}")
+        if t == "float":
+            checks.append(f"{a} - {a} == 0.0")  # finite: NaN and infinities take json.dumps's path
+        values.append({"str": f"esc({a})", "bool": f"('true' if {a} else 'false')",
+                       "bytes": f"{a}.hex()"}.get(t, a))
+    unpack = ", ".join(slots) + ("," if len(slots) == 1 else "")
+    code = (f"def encode(t):\n"
+            f"    {unpack} = t\n"
+            f"    if {' and '.join(checks) or 'True'}:\n"
+            f"        return FMT % ({', '.join(values)}{',' if len(values) == 1 else ''})\n"
+            f"    return slow(t)\n")
+    hexes = [i for i, t in enumerate(types) if t == "bytes"]
+
+    def slow(t: tuple) -> str:
+        if len(t) != len(names):
+            raise ValueError(f"a tuple of {len(t)} values for the {len(names)} attributes {', '.join(names)}")
+        if hexes:
+            t = tuple(v.hex() if i in hexes and isinstance(v, bytes) else v for i, v in enumerate(t))
+        return json.dumps(dict(zip(names, t, strict=True)))
+
+    scope: dict[str, Any] = {"FMT": fmt, "esc": esc, "slow": slow}
+    exec(compile(code, f"<json_encoder {len(names)} attributes>", "exec"), scope)  # noqa: S102 - built above from slots only
+    return scope["encode"]
+
+
 def encoder(fmt: str, names: list[str], types: list[str]) -> Callable[[tuple], Any]:
     """``encode(tuple)`` -> the value written for format ``fmt`` (``fields``: a dict of
     field -> text). JSON writes bytes as hex and NaN/infinity as ``NaN``/``Infinity``,
@@ -161,7 +249,7 @@ def encoder(fmt: str, names: list[str], types: list[str]) -> Callable[[tuple], A
         return tuple(v.hex() if i in hexes else v for i, v in enumerate(t)) if hexes else t
 
     if fmt == "json":
-        return lambda t: json.dumps(dict(zip(names, plain(t), strict=True)))
+        return json_encoder(names, types)
     if fmt == "csv":
         import io
 

@@ -18,13 +18,12 @@ MULTI/EXEC, skipping an id already committed). Semantics and options:
 from __future__ import annotations
 
 import json
-import json.encoder
 import json.scanner
 import threading
 from typing import Any
 
 from spadeopt.connectors.base import ConnectorError, Sink, Source
-from spadeopt.connectors.formats import LIVE_CASTS, decoder, encoder, row_caster
+from spadeopt.connectors.formats import LIVE_CASTS, decoder, encoder, row_caster, typed_picker
 from spadeopt.connectors.redis_conn import BrokerAddress, connect
 
 MAX_SEQ = 18446744073709551615
@@ -97,6 +96,7 @@ class RedisStreamSource(Source):
         self._scan = json.scanner.make_scanner(json.JSONDecoder()) if format == "json" else None
         self._names = [n for n, _ in value_schema]
         self._cast = row_caster(value_schema, LIVE_CASTS)
+        self._pick = typed_picker(value_schema)  # the values already of their types: no cast
         self.client = None
         self.conn = None  # the connection XREAD goes through (``_xread``)
         self.pos: dict[str, str] = {}  # key -> last ID read (exclusive start of the next read)
@@ -235,14 +235,15 @@ class RedisStreamSource(Source):
         if self.format == "fields" or self.id_index is not None:
             recs = [self._record(key, i, parse_id(i), _pairs(f)) for i, f in entries]
         elif self._scan is not None:
-            recs, scan, names, cast, fb = [], self._scan, self._names, self._cast, self._field_b
+            recs, scan, names, cast, pick, fb = [], self._scan, self._names, self._cast, self._pick, self._field_b
             for i, f in entries:
                 if len(f) == 2 and f[0] == fb:
                     try:
                         text = f[1].decode()
                         obj, at = scan(text, 0)
                         if at == len(text):
-                            recs.append(cast([obj[n] for n in names], _nowhere))
+                            rec = pick(obj)
+                            recs.append(rec if rec is not None else cast([obj[n] for n in names], _nowhere))
                             continue
                     except (StopIteration, ValueError, KeyError, TypeError, AttributeError):
                         pass  # not a whole JSON object of the schema: decode() says why
@@ -364,8 +365,8 @@ class RedisStreamSink(Sink):
     development VM under load); the replies of a batch are read after the next batch is
     sent, so the broker appends one batch while the PE makes the next (``flush`` and
     ``close`` read the last; ``count`` and ``last_id`` are what the broker confirmed). A
-    JSON value is made by the C encoder of ``json.dumps`` called once per tuple (the same
-    text without its Python wrappers). ``format="fields"`` (a map of fields per entry)
+    JSON value is made by ``formats.json_encoder`` (json.dumps's text, one format per
+    schema). ``format="fields"`` (a map of fields per entry)
     goes through redis-py's pipeline.
 
     In a checkpointing run (``stage``) the sink is exactly once: ``write`` keeps the
@@ -395,13 +396,6 @@ class RedisStreamSink(Sink):
         self.count = 0
         self.last_id: str | None = None
         self._owed = 0  # replies of the batch sent last, not read yet (_collect)
-        # JSON values: one C encoder called per tuple, the text json.dumps writes (bytes
-        # attributes need their hex: those go through ``encode``)
-        self._json = None
-        if format == "json" and "bytes" not in types and json.encoder.c_make_encoder is not None:
-            c_enc = json.encoder.c_make_encoder(None, None, json.encoder.encode_basestring_ascii, None, ": ", ", ",
-                                                False, False, True)
-            self._json = lambda t, names=names, c_enc=c_enc: "".join(c_enc(dict(zip(names, t, strict=True)), 0))
         args = [b"XADD", key.encode()]
         if maxlen is not None:
             args += [b"MAXLEN", b"~", str(maxlen).encode()]
@@ -447,7 +441,7 @@ class RedisStreamSink(Sink):
     def _write_packed(self, batch: list[tuple]) -> None:
         """Send the batch's XADDs, then read the *previous* batch's replies: the broker
         appends this batch while the PE goes on (the last replies are read by ``flush``)."""
-        enc, head = self._json or self.encode, self._head
+        enc, head = self.encode, self._head
         parts = []
         for t in batch:
             v = enc(t)

@@ -8,9 +8,10 @@ removes the parts, and any part left by a node that died is hidden and marked.
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
+
+from spadeopt.connectors.formats import json_encoder
 
 PART_SUFFIX = ".jsonl.part"
 
@@ -61,7 +62,6 @@ class Sink:
         self.name = name
         self.count = 0
         self.names = names
-        self._hex = [i for i, t in enumerate(types) if t == "bytes"]
         self._file = None
         self.staged = False  # checkpointing: lines wait for their checkpoint (stage, take)
         self._stage: list[str] = []
@@ -71,6 +71,7 @@ class Sink:
             self.write = self._write_connector
             return
         if mode == "file" and out_dir:
+            self._encode = json_encoder(names, types)  # json.dumps's text, bytes as hex
             self.path = Path(out_dir) / part_name(name)
             self._file = open(self.path, "w", encoding="utf-8")  # noqa: SIM115
         self.write = self._write_file if self._file else self._count
@@ -83,11 +84,9 @@ class Sink:
         self.count += len(batch)
 
     def _write_file(self, batch) -> None:
-        self.count += len(batch)
-        names, hexes, dumps = self.names, self._hex, json.dumps
-        if hexes:
-            batch = [tuple(v.hex() if i in hexes else v for i, v in enumerate(t)) for t in batch]
-        self._file.write("".join(dumps(dict(zip(names, t, strict=True))) + "\n" for t in batch))
+        if batch:
+            self.count += len(batch)
+            self._file.write("\n".join(map(self._encode, batch)) + "\n")
 
     def stage(self) -> None:
         """Checkpointing runs (``runtime.checkpoint``): a file sink's lines are kept until

@@ -153,13 +153,18 @@ def test_zeromq_drops_a_frame_over_max_frame_and_the_guard_names_the_link(port):
         wire.decode_batch(sock.recv(), None, max_frame=1000)
     assert not guard.dropped
     c.send(b"x" * (1000 + transport.FRAME_MARGIN))
-    c.send(b"lost")  # behind it in the same stream
+    c.send(b"lost")  # behind it
     deadline = time.time() + 5
     while not guard.dropped and time.time() < deadline:
         time.sleep(0.01)
     assert guard.dropped == {DOMAIN: "L1"}
     c.send(b"after")
-    assert sock.poll(5000) and sock.recv() == b"after"
+    got = []  # "lost" is dropped with the connection or, when it was still queued in the
+    while sock.poll(5000):  # PUSH socket at the drop, sent again on the new one: either is fine
+        got.append(sock.recv())
+        if got[-1] == b"after":
+            break
+    assert got and got[-1] == b"after" and set(got) <= {b"lost", b"after"}, got
     assert guard.refusals() == {}
     c.close(0)
 
