@@ -19,6 +19,7 @@ import time
 from collections import deque
 from pathlib import Path
 
+import msgpack
 import pytest
 
 from spadeopt.codegen.render import generate
@@ -47,6 +48,37 @@ def test_state_codec_keeps_types():
     assert back == state
     assert type(back[("k1", 2)][0]) is deque and back[("k1", 2)][0].maxlen == 4
     assert type(back["plain"]["a"][1]) is tuple and type(back["plain"]["a"][1][1]) is tuple
+
+
+def _shape(x):
+    """Every container's type (and a deque's maxlen) all the way down, and every leaf's type."""
+    if type(x) is dict:
+        return ("dict", {k: (type(k).__name__, _shape(v)) for k, v in x.items()})
+    if type(x) in (list, tuple, deque):
+        return (type(x).__name__, getattr(x, "maxlen", None), [_shape(v) for v in x])
+    return type(x).__name__
+
+
+def test_state_codec_fast_path_keeps_types():
+    """Collections of flat rows (a window's groups) are packed in one call; what comes back
+    is what the slow path gives: lists stay lists, rows tuples, keys as they were. Rows
+    that are not flat (a tuple or list inside, an int past 64 bits) take the slow path."""
+    from spadeopt.runtime import checkpoint as ck
+
+    state = {"groups": {"k1": [("k1", 0.5, 3), ("k1", 0.75, 4)], "k2": [], "k3": [("k3", 1.0, True, None, b"\x01")]},
+             "by_two": {("a", 1): [("a", 1, 2.0)], ("b", 2): [("b", 2, 3.0)]},
+             "rows": [(1, "x"), (2, "y")], "window": deque([(1, 2.5), (2, 3.5)], maxlen=25),
+             "sliding": {"k": [deque([("k", 1)], maxlen=3), 7]},
+             "nested": {"k": [("k", (1, 2)), ("k", [3])]}, "big": {"k": [("k", 2**70)]}, "mixed": [(1,), [2], 3],
+             "empty": ([], {}, deque())}
+    assert type(ck._fast(state["groups"])) is msgpack.ExtType and type(ck._fast(state["rows"])) is msgpack.ExtType
+    assert type(ck._fast(state["nested"])) is dict and type(ck._fast(state["big"])) is dict
+    back = decode_state(encode_state(state))
+    assert back == state and _shape(back) == _shape(state)
+    with pytest.raises(CheckpointError):  # an extension inside flat rows is refused, never built
+        decode_state(msgpack.packb(msgpack.ExtType(ck._ROWS, msgpack.packb([[msgpack.ExtType(2, b"\x90")]]))))
+    with pytest.raises(CheckpointError):  # groups whose values are not lists of rows
+        decode_state(msgpack.packb(msgpack.ExtType(ck._GROUPS, msgpack.packb({"k": 1}))))
 
 
 def test_state_codec_refuses_objects_and_garbage():
