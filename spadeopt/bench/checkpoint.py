@@ -90,7 +90,7 @@ def _case(name: str, graph, fusion: str, ref: str, interval: float, repeat: int,
     from spadeopt.codegen.render import generate
     from spadeopt.optimize.strategies import plan_for
 
-    plain, ckpt = [], []
+    plain, ckpt, loads = [], [], []
     same = True
     with tempfile.TemporaryDirectory(prefix="spo-bench-ckpt-") as tmp:
         root = Path(tmp)
@@ -103,6 +103,7 @@ def _case(name: str, graph, fusion: str, ref: str, interval: float, repeat: int,
             same = same and a["sinks"] == c["sinks"]
             plain.append(a["tuples_per_s"])
             ckpt.append(c)
+            loads.append(round(os.getloadavg()[0], 2))
             log(f"  {name} [{i + 1}/{repeat}]: without {a['tuples_per_s']:,.0f}/s, with checkpoints every "
                 f"{interval:g} s {c['tuples_per_s']:,.0f}/s ({c['checkpoints']} checkpoints, load average "
                 f"{os.getloadavg()[0]:.1f})")
@@ -119,7 +120,8 @@ def _case(name: str, graph, fusion: str, ref: str, interval: float, repeat: int,
             "sink_bytes_total": statistics.median(c["committed_sink_bytes"] for c in ckpt),  # the whole output
             "checkpoint_s_median": statistics.median(times) if times else None,
             "checkpoint_s_max": max(times) if times else None,
-            "samples": {"without": plain, "with": rates}}
+            "samples": {"without": plain, "with": rates},
+            "load_average": loads}  # the 1-minute load average after each pair (others' work on the cores)
 
 
 def run(out_dir: Path, quick: bool = False, repeat: int = 3, interval: float = 1.0, log=print) -> dict[str, Any]:
@@ -129,6 +131,7 @@ def run(out_dir: Path, quick: bool = False, repeat: int = 3, interval: float = 1
     bargain_tuples = 60_000 if quick else 600_000
     keyed_n = 100_000 if quick else 1_500_000
     cases = []
+    load_at_start = round(os.getloadavg()[0], 2)
     graph, ref = load_graph("apps/bargain.py", {"tuples": str(bargain_tuples)})
     # FALL: bargain's FMAN plan fuses the source with the final merges, a cycle of PEs that
     # aligned barriers cannot cross (refused by deploy.checkpoints.run; docs/decisions.md)
@@ -137,9 +140,12 @@ def run(out_dir: Path, quick: bool = False, repeat: int = 3, interval: float = 1
     for fusion in ("all", "none"):
         cases.append(_case(f"keyed windows ({keyed_n:,} readings, 2000 keys)", kg, fusion, __name__, interval,
                            repeat, log))
-    doc = {"benchmark": "checkpoint", "when": time.strftime("%Y-%m-%dT%H:%M:%S"), "host": platform.node(),
+    doc = {"benchmark": "checkpoint",
+           "command": "spadeopt bench checkpoint" + (" --quick" if quick else "") + f" --out {out_dir}",
+           "when": time.strftime("%Y-%m-%dT%H:%M:%S"), "host": platform.node(),
            "python": platform.python_version(), "cpus": os.cpu_count(), "repeat": repeat,
-           "interval_s": interval, "cases": cases,
+           "interval_s": interval, "load_average": {"start": load_at_start, "end": round(os.getloadavg()[0], 2)},
+           "cases": cases,
            "note": "one invocation, with and without checkpoints alternating on the same builds; the machine "
                    "(2 cores) was shared with other work, so the figures are noisy: compare the ratios. "
                    "checkpoint_s is trigger -> every PE's part stored (alignment included); state_bytes is "
