@@ -24,13 +24,13 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
+from spadeopt.deploy.spawn import Zygote, forking, start_pe
 from spadeopt.plan.deployment import DeployedLink, Deployment
 
 ERROR_TAG = "SPADEOPT-PE-FAILURE"
@@ -43,19 +43,20 @@ class PEFailed(RuntimeError):
     """Raised in the agent; its message carries a JSON report after ERROR_TAG."""
 
 
+def pe_env(pythonpath: str | None) -> dict[str, str]:
+    """The environment of a node's PEs (and of the zygote that forks them)."""
+    env = dict(os.environ)
+    env.setdefault("PYTHONHASHSEED", "0")
+    if pythonpath:  # the shipped app's source, appended to sys.path (runtime.loader)
+        env["SPADEOPT_APP_PATH"] = pythonpath
+    return env
+
+
 class _Proc:
-    def __init__(self, pe: str, cfg: dict, log: Path, events: queue.Queue) -> None:
+    def __init__(self, pe: str, cfg: dict, log: Path, events: queue.Queue, zygote: Zygote | None) -> None:
         self.pe = pe
         self.log = log
-        env = dict(os.environ)
-        env.setdefault("PYTHONHASHSEED", "0")
-        if cfg.get("pythonpath"):  # the shipped app's source, appended to sys.path (runtime.loader)
-            env["SPADEOPT_APP_PATH"] = cfg["pythonpath"]
-        self.popen = subprocess.Popen(  # -P: no working directory ahead of the standard library
-            [sys.executable, "-P", "-m", "spadeopt.runtime.pe_main", json.dumps(cfg)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=open(log, "wb"),  # noqa: SIM115
-            text=True, bufsize=1, env=env, start_new_session=True,
-        )
+        self.popen = start_pe(cfg, pe_env(cfg.get("pythonpath")), log, zygote)
         threading.Thread(target=self._read, args=(events,), daemon=True).start()
 
     def _read(self, events: queue.Queue) -> None:
@@ -105,12 +106,15 @@ def run_node(node: int, deploy: Deployment, build_dir: str, out_dir: str | None,
     ipc_dir = tempfile.mkdtemp(prefix="spo-")
     events: queue.Queue = queue.Queue()
     procs: dict[str, _Proc] = {}
+    zygote: Zygote | None = None
     Path(log_dir).mkdir(parents=True, exist_ok=True)
     if progress_dir:
         Path(progress_dir).mkdir(parents=True, exist_ok=True)
     if out_dir:
         Path(out_dir).mkdir(parents=True, exist_ok=True)
     try:
+        if len(pes) > 1 and forking():  # one PE: an exec costs what the forker's start does
+            zygote = Zygote(pe_env(pythonpath), Path(log_dir, f"forker-{node}.log"))
         for pe in pes:
             cfg = {"pe": pe.pe, "module": str(Path(build_dir, pe.module).resolve()),
                    "app_ref": deploy.app_ref, "out_dir": out_dir, "ipc_dir": ipc_dir,
@@ -126,7 +130,7 @@ def run_node(node: int, deploy: Deployment, build_dir: str, out_dir: str | None,
                    "schemas": {ln.dst: None if ln.schema is None else [list(a) for a in ln.schema]
                                for ln in links if ln.dst_pe == pe.pe},
                    "pythonpath": pythonpath}
-            procs[pe.pe] = _Proc(pe.pe, cfg, Path(log_dir, f"{pe.pe}.log"), events)
+            procs[pe.pe] = _Proc(pe.pe, cfg, Path(log_dir, f"{pe.pe}.log"), events, zygote)
         bound = _collect(events, procs, "bound", node)
         endpoints: dict[str, dict[str, dict[str, str]]] = {}
         keys: dict[str, dict[str, Any]] = {}  # public keys only
@@ -160,6 +164,8 @@ def run_node(node: int, deploy: Deployment, build_dir: str, out_dir: str | None,
     finally:
         for p in procs.values():
             p.kill()
+        if zygote is not None:
+            zygote.close()
         shutil.rmtree(ipc_dir, ignore_errors=True)
 
 
