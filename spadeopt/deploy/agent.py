@@ -89,11 +89,15 @@ class _Proc:
 
 def run_node(node: int, deploy: Deployment, build_dir: str, out_dir: str | None,
              log_dir: str, gather=None, barrier=None, host: str | None = None,
-             progress_dir: str | None = None, pythonpath: str | None = None) -> dict[str, Any]:
+             progress_dir: str | None = None, pythonpath: str | None = None,
+             control=None) -> dict[str, Any]:
     """Run this node's PEs to completion; return their stats.
 
     ``gather(str) -> list[str]`` exchanges endpoint tables between nodes (allGather);
     ``barrier()`` synchronises the start. Both default to single-node no-ops.
+    ``control`` (a ``rendezvous.Meeting``) carries the driver's stop requests while the
+    PEs run: with one, a node whose PEs read a live, unbounded source ends them as a
+    local run's stop file does (``progress_dir`` is then this node's own).
     """
     gather = gather or (lambda msg: [msg])
     barrier = barrier or (lambda: None)
@@ -148,7 +152,16 @@ def run_node(node: int, deploy: Deployment, build_dir: str, out_dir: str | None,
             p.send({"cmd": "start"})
         stall = run.stall_timeout or DEFAULT_STALL_TIMEOUT_S
         beat_file = Path(progress_dir, f"agent-{node}.beat") if progress_dir else None
-        done = _collect(events, procs, "done", node, timeout=None, stall=stall, beat_file=beat_file)
+        on_tick = None
+        if control is not None and progress_dir:
+            def on_tick() -> None:
+                if control.stop_requested():
+                    live = is_live_run(Path(progress_dir))
+                    if live:
+                        Path(progress_dir, STOP_FILE).write_text(f"{time.time()}\n")
+                    control.answer_stop(live)
+        done = _collect(events, procs, "done", node, timeout=None, stall=stall, beat_file=beat_file,
+                        on_tick=on_tick)
         if beat_file is not None:  # waiting for the other nodes below is not a silent agent
             beat_file.unlink(missing_ok=True)
         barrier()  # every node's PEs are done, so every tuple has been received
@@ -188,9 +201,10 @@ def _wiring(pe: str, links: tuple[DeployedLink, ...], endpoints: dict, keys: dic
 
 def _collect(events: queue.Queue, procs: dict[str, _Proc], want: str, node: int,
              timeout: float | None = STARTUP_TIMEOUT_S, stall: float | None = None,
-             beat_file: Path | None = None) -> dict[str, dict]:
+             beat_file: Path | None = None, on_tick=None) -> dict[str, dict]:
     """Wait until every PE reported ``want``; fail on an error, an exit, ``timeout``,
-    or (``stall``) when no PE of the node advanced for that many seconds."""
+    or (``stall``) when no PE of the node advanced for that many seconds. ``on_tick()``
+    is called at least once a second while waiting (with ``stall``)."""
     got: dict[str, dict] = {}
     deadline = None if timeout is None else time.time() + timeout
     watch = _StallWatch(procs, stall) if stall else None
@@ -198,6 +212,8 @@ def _collect(events: queue.Queue, procs: dict[str, _Proc], want: str, node: int,
     while len(got) < len(procs):
         try:
             wait = None if deadline is None else max(0.0, deadline - time.time())
+            if on_tick is not None:
+                on_tick()
             if watch is not None:
                 wait = 1.0 if wait is None else min(wait, 1.0)
                 if beat_file is not None and time.time() - touched >= 1.0:
@@ -273,6 +289,18 @@ class _StallWatch:
         return {"pe": first, "message": msg, "log": self.procs[first].log_tail() if first else ""}
 
 
+def is_live_run(progress_dir: Path) -> bool:
+    """Does a PE whose progress file is in ``progress_dir`` read a source without an end
+    of its own (``runtime.pe``'s progress file says ``unbounded``)?"""
+    for f in progress_dir.glob("*.json"):
+        try:
+            if json.loads(f.read_text()).get("unbounded"):
+                return True
+        except (OSError, json.JSONDecodeError, AttributeError):
+            continue
+    return False
+
+
 def _touch(path: Path) -> None:
     """The agent's own heartbeat, for a driver that can see the progress directory."""
     try:
@@ -315,7 +343,8 @@ def barrier_task(deploy: Deployment, job: dict[str, Any], iterator):
         out_dir, log_dir, progress_dir = job["out_dir"], job["log_dir"], job["progress_dir"]
         if job["return_outputs"]:
             out_dir = str(Path(work, "out")) if out_dir else None
-            log_dir, progress_dir = str(Path(work, "logs")), None
+            # the node's own progress files: its PEs' stop file and whether they are live
+            log_dir, progress_dir = str(Path(work, "logs")), str(Path(work, "progress"))
             if deploy.settings.profile:
                 deploy = deploy.with_settings(profile=dataclasses.replace(deploy.settings.profile,
                                                                           run_dir=str(Path(work, "profile"))))
@@ -325,7 +354,8 @@ def barrier_task(deploy: Deployment, job: dict[str, Any], iterator):
         sync = {} if meeting is None else {"gather": meeting.gather, "barrier": meeting.barrier}
         try:
             result = run_node(node, deploy, local.build_dir, out_dir, log_dir, host=host,
-                              progress_dir=progress_dir, pythonpath=local.pythonpath, **sync)
+                              progress_dir=progress_dir, pythonpath=local.pythonpath,
+                              control=meeting if job["return_outputs"] else None, **sync)
         finally:
             if meeting is not None:
                 meeting.close()

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from spadeopt.deploy import sparkauth
-from spadeopt.deploy.agent import ERROR_TAG, STOP_FILE, barrier_task
+from spadeopt.deploy.agent import ERROR_TAG, STOP_FILE, barrier_task, is_live_run
 from spadeopt.deploy.masters import is_local, local_cluster_cores
 from spadeopt.deploy.options import RunOptions
 from spadeopt.deploy.procs import running
@@ -281,7 +281,9 @@ def run_build(build_dir: Path, options: RunOptions | None = None, *, sampling: S
     _SHIPPED.append(ship_dir)  # kept while this session lives (see _SHIPPED)
     bundle = ship.pack(build_dir, deploy.app_ref, ship_dir, say=say)
     sc.addFile(str(bundle.path))
-    meeting = rendezvous.Rendezvous(nodes, local) if nodes > 1 else None  # one node meets nobody
+    # several nodes meet on the driver; on a non-local master it is also how a stop request
+    # reaches the agents (one node there too); one local node meets nobody
+    meeting = rendezvous.Rendezvous(nodes, local) if nodes > 1 or not local else None
     job = {"bundle": bundle.path.name, "app_ref": bundle.app_ref, "return_outputs": not local,
            "out_dir": str(out_dir) if out_dir else None, "log_dir": str(log_dir),
            "progress_dir": str(progress_dir) if local else None,
@@ -326,11 +328,18 @@ def run_build(build_dir: Path, options: RunOptions | None = None, *, sampling: S
                                        f"the job was cancelled")
                 except KeyboardInterrupt:
                     # a live app's normal end: its sources stop, the rest drains; else (or a
-                    # second time) the run is cancelled below and its sinks discarded
-                    if stopping or not local or not _live(progress_dir):
+                    # second time) the run is cancelled below and its sinks discarded. On a
+                    # non-local master the agents are asked through the rendezvous (they see
+                    # their own PEs' progress files; the driver sees none)
+                    if stopping:
+                        raise
+                    if local:
+                        if not is_live_run(progress_dir):
+                            raise
+                        request_stop(progress_dir)
+                    elif meeting is None or not meeting.request_stop():
                         raise
                     stopping = True
-                    request_stop(progress_dir)
                     say("stop requested: the sources end, in-flight tuples drain, windows close as at the end "
                         "of their input, sinks flush (Ctrl-C again to cancel and discard the sinks)")
         if "error" in box:
@@ -367,17 +376,6 @@ def request_stop(progress_dir: Path) -> None:
     progress_dir = Path(progress_dir)
     progress_dir.mkdir(parents=True, exist_ok=True)
     (progress_dir / STOP_FILE).write_text(f"{time.time()}\n")
-
-
-def _live(progress_dir: Path) -> bool:
-    """Does a PE of this run read a source without an end of its own (its progress file says so)?"""
-    for f in progress_dir.glob("*.json"):
-        try:
-            if json.loads(f.read_text()).get("unbounded"):
-                return True
-        except (OSError, json.JSONDecodeError, AttributeError):
-            continue
-    return False
 
 
 @contextlib.contextmanager

@@ -16,9 +16,18 @@ answered when every node sent its ``r``-th message. A node that never comes is a
 Spark task, and a barrier stage kills its other tasks; an agent also gives up after
 ``timeout`` seconds of a round that has a deadline (the first two), naming the round.
 
+It is also the driver's way to the agents while a run goes on: a stop request (Ctrl-C or
+SIGTERM on a non-local master, where the PEs cannot see the driver's stop file) is sent
+to every agent (``Rendezvous.request_stop``); an agent whose PEs read a live, unbounded
+source ends them as a local run's stop file does and answers ``stopping``, any other
+answers ``bounded`` (round ``STATUS``, answered by nobody). The driver then lets the run
+drain, or cancels it when no node is live, as a local run does.
+
 Nothing received is trusted before it is checked: a message is msgpack of a map with
 exactly the keys token (compared in constant time), round, node (ints in range) and
-msg (str); anything else is dropped and counted.
+msg (str); anything else is dropped and counted. An agent takes from the driver only a
+list of strings (a round's answer) or the stop request, on a CURVE link whose server key
+came with the job.
 """
 
 from __future__ import annotations
@@ -35,6 +44,8 @@ import zmq
 from spadeopt.runtime.security import keypair
 
 POLL_MS = 20
+STATUS = 15  # the round of an agent's answer to a stop request: recorded, never answered
+STOP = {"stop": True}  # the driver's stop request
 
 
 class Rendezvous:
@@ -55,6 +66,10 @@ class Rendezvous:
         self.endpoint = f"tcp://{'127.0.0.1' if local else socket.getfqdn()}:{port}"
         self.rounds: dict[int, dict[int, tuple[bytes, str]]] = {}
         self.rejected = 0
+        self.idents: dict[int, bytes] = {}  # node -> its agent's socket identity
+        self.answers: dict[int, str] = {}  # node -> its answer to the stop request
+        self._answered = threading.Condition()
+        self._stop_asked = threading.Event()  # sent by the loop thread (the socket is its own)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True, name="node-rendezvous")
         self._thread.start()
@@ -64,7 +79,13 @@ class Rendezvous:
         return {"endpoint": self.endpoint, "server_key": self.server_key, "token": self.token}
 
     def _loop(self) -> None:
+        sent_stop: set[int] = set()
         while not self._stop.is_set():
+            if self._stop_asked.is_set():
+                for node, ident in list(self.idents.items()):
+                    if node not in sent_stop:
+                        self.sock.send_multipart([ident, msgpack.packb(STOP)])
+                        sent_stop.add(node)
             if not self.sock.poll(POLL_MS):
                 continue
             try:
@@ -72,6 +93,12 @@ class Rendezvous:
                 r, node, msg = self._check(data)
             except (zmq.Again, ValueError):
                 self.rejected += 1
+                continue
+            self.idents.setdefault(node, ident)
+            if r == STATUS:
+                with self._answered:
+                    self.answers[node] = msg
+                    self._answered.notify_all()
                 continue
             got = self.rounds.setdefault(r, {})
             got[node] = (ident, msg)
@@ -92,6 +119,16 @@ class Rendezvous:
                 or type(msg) is not str:
             raise ValueError("bad round, node or message")
         return r, node, msg
+
+    def request_stop(self, timeout: float = 5.0) -> bool:
+        """Ask every agent to end its PEs' live sources; True when a node answered that it
+        is stopping (its PEs read a live, unbounded source), False when every node
+        answered ``bounded`` or not within ``timeout`` seconds (the caller cancels)."""
+        self._stop_asked.set()
+        with self._answered:
+            self._answered.wait_for(lambda: "stopping" in self.answers.values()
+                                    or len(self.answers) == self.nodes, timeout)
+            return "stopping" in self.answers.values()
 
     def close(self) -> None:
         self._stop.set()
@@ -115,14 +152,42 @@ class Meeting:
     def gather(self, msg: str, deadline: bool = True) -> list[str]:
         r = self.round
         self.round += 1
-        self.sock.send(msgpack.packb({"token": self.token, "round": r, "node": self.node, "msg": msg}))
+        self._send(r, msg)
         waited = 0.0
-        while not self.sock.poll(1000):
-            waited += 1.0
-            if deadline and waited >= self.timeout:
-                raise TimeoutError(f"node {self.node}: the other nodes did not reach meeting {r + 1} of the run "
-                                   f"within {self.timeout:.0f} s (driver {self.sock.getsockopt_string(zmq.LAST_ENDPOINT)})")
+        while True:
+            while not self.sock.poll(1000):
+                waited += 1.0
+                if deadline and waited >= self.timeout:
+                    raise TimeoutError(f"node {self.node}: the other nodes did not reach meeting {r + 1} of the "
+                                       f"run within {self.timeout:.0f} s "
+                                       f"(driver {self.sock.getsockopt_string(zmq.LAST_ENDPOINT)})")
+            got = self._take()
+            if got is not None:
+                return got
+            self.stop_asked = False  # this node's PEs are done (or not started): nothing to stop
+            self.answer_stop(False)
+
+    def stop_requested(self) -> bool:
+        """Has the driver asked for a stop since the last call? (Never blocks.)"""
+        while self.sock.poll(0):
+            self._take()  # a round's answer cannot come while the run goes on: none is asked
+        asked, self.stop_asked = self.stop_asked, False
+        return asked
+
+    def answer_stop(self, stopping: bool) -> None:
+        self._send(STATUS, "stopping" if stopping else "bounded")
+
+    stop_asked = False
+
+    def _send(self, r: int, msg: str) -> None:
+        self.sock.send(msgpack.packb({"token": self.token, "round": r, "node": self.node, "msg": msg}))
+
+    def _take(self) -> list[str] | None:
+        """The next message from the driver: a round's answer, or None for a stop request."""
         got = msgpack.unpackb(self.sock.recv(), raw=False)
+        if got == STOP:
+            self.stop_asked = True
+            return None
         if type(got) is not list or not all(type(m) is str for m in got):
             raise ValueError(f"node {self.node}: a malformed reply from the driver's rendezvous")
         return got

@@ -66,3 +66,62 @@ def test_a_client_without_the_servers_key_cannot_talk_to_it():
     assert not plain.poll(500)  # no CURVE handshake: nothing gets through
     plain.close(0)
     r.close()
+
+
+def _met(r: Rendezvous, nodes: int) -> list[Meeting]:
+    """``nodes`` agents that have met once (so the driver knows where they are)."""
+    ms = [Meeting(r.address(), n, timeout=30) for n in range(nodes)]
+    threads = [threading.Thread(target=m.gather, args=(f"node {m.node}",)) for m in ms]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    return ms
+
+
+@pytest.mark.parametrize(("live", "want"), [((True, False), True), ((False, False), False)])
+def test_a_stop_request_reaches_every_agent_and_a_live_node_makes_it_a_stop(live, want):
+    r = Rendezvous(2, local=True)
+    ms = _met(r, 2)
+    result: list[bool] = []
+    asker = threading.Thread(target=lambda: result.append(r.request_stop(timeout=20)))
+    asker.start()
+    try:
+        for m, is_live in zip(ms, live, strict=True):  # each agent, as run_node's tick does
+            for _ in range(200):
+                if m.stop_requested():
+                    m.answer_stop(is_live)
+                    break
+                threading.Event().wait(0.02)
+            else:
+                raise AssertionError(f"node {m.node} never saw the stop request")
+        asker.join(30)
+        assert result == [want]  # (a "stopping" answer ends the wait at once)
+        for _ in range(200):
+            if len(r.answers) == 2:
+                break
+            threading.Event().wait(0.02)
+        assert r.answers == {0: "stopping" if live[0] else "bounded", 1: "bounded"}
+        assert not any(m.stop_requested() for m in ms)  # asked once
+    finally:
+        for m in ms:
+            m.close()
+        r.close()
+
+
+def test_a_stop_request_during_a_meeting_is_answered_bounded_and_the_meeting_goes_on():
+    r = Rendezvous(2, local=True)
+    ms = _met(r, 2)
+    got: dict[int, list[str]] = {}
+    t0 = threading.Thread(target=lambda: got.setdefault(0, ms[0].gather("end of 0")))
+    t0.start()  # node 0 waits in the last meeting; node 1 has not come yet
+    try:
+        assert r.request_stop(timeout=2) is False  # node 0 answered bounded; node 1 never did
+        assert r.answers == {0: "bounded"}
+        got[1] = ms[1].gather("end of 1")
+        t0.join(30)
+        assert got == {0: ["end of 0", "end of 1"], 1: ["end of 0", "end of 1"]}
+    finally:
+        for m in ms:
+            m.close()
+        r.close()

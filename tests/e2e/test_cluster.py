@@ -148,6 +148,44 @@ def test_chain_runs_on_two_isolated_hosts_with_outputs_back_on_the_driver(spark_
     assert _sinks(out) == _sinks(tmp_path / "local") and (out / "sink.jsonl").stat().st_size > 0
 
 
+def test_ctrl_c_ends_a_live_run_on_two_isolated_hosts_like_its_sources_end(spark_cluster, tmp_path):
+    """The PEs on the cluster cannot see the driver's stop file: the stop request reaches
+    the agents through the driver's rendezvous, the one with the live source ends it, the
+    run drains and commits its sinks (exit 0), as a local run does."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    build, out = tmp_path / "b", tmp_path / "out"
+    proc = subprocess.Popen([PY, "-m", "spadeopt", "run", "tests/apps/tcp_relay.py", "-p", f"port={port}",
+                             "--fusion", "none", "--nodes", "2", "--cores", "1", "--master", spark_cluster.master_url,
+                             "--build-dir", str(build), "--out", str(out), "--json", str(tmp_path / "r.json")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=_env())
+    try:
+        deadline, conn = time.time() + 180, None
+        while conn is None:  # the source's PE listens once the job runs on the cluster
+            try:
+                conn = socket.create_connection(("127.0.0.1", port), timeout=5)
+            except OSError:
+                assert proc.poll() is None and time.time() < deadline, "the live source never listened"
+                time.sleep(0.5)
+        with conn:
+            conn.sendall(b"".join(b'{"seq": %d, "word": "w%d"}\n' % (i, i) for i in range(500)))
+            time.sleep(4)  # read and through the pipeline well before the stop
+            proc.send_signal(signal.SIGINT)
+            stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, stderr[-4000:]
+    assert "stop requested" in stderr and "Traceback" not in stderr
+    rows = [json.loads(line) for line in (out / "out.jsonl").read_text().splitlines()]
+    assert rows == [{"seq": i, "word": f"w{i}", "twice": 2 * i} for i in range(500)]
+    assert json.loads((tmp_path / "r.json").read_text())["stopped_by"] == "request"
+
+
 def test_profile_optimize_and_the_deploy_json_spark_submit_line(spark_cluster, tmp_path):
     """Profile bargain on the cluster (samples come back), refine there, optimize for 2 nodes,
     then run the build through deploy.json's spark-submit line with only the master changed.
