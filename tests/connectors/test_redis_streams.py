@@ -196,3 +196,29 @@ def test_bad_connector_arguments_are_all_reported():
     for part in ("keys must be", "format 'yaml'", "start must be", "group= and consumer=", "until must be",
                  "count must be", "carries credentials"):
         assert part in text
+
+
+def test_reads_sent_ahead_on_a_backlog_give_every_entry_once_in_order(redis_client, keyspace):
+    """A full reply sends the next XREAD at once (``_xread``); a read that asks for other
+    positions (a count limit cut the batch, a key ended) drops that reply and asks again;
+    closing with a reply owed leaves a connection nobody reuses."""
+    key = f"{keyspace}:ahead"
+    pipe = redis_client.pipeline(transaction=False)
+    for j in range(2000):
+        pipe.xadd(key, {"value": json.dumps({"id": j, "sym": "s", "px": j + 0.5})})
+    ids = [i.decode() for i in pipe.execute()]
+    assert _all(_source(redis_source(key, until="end")), n=512) == [(j, "s", j + 0.5) for j in range(2000)]
+    src = _source(redis_source(key, count=1000))
+    src.open()
+    got = src.read(512)
+    assert src._ahead is not None  # a full reply: the next batch was asked for
+    got += src.read(512)  # the limit cuts it to 488: other positions, the reply sent ahead is dropped
+    assert src.read(512) is None and got == [(j, "s", j + 0.5) for j in range(1000)]
+    assert src.position() == {key: ids[999]}
+    src.close()
+    src = _source(redis_source(key, until="end"))
+    src.open()
+    assert len(src.read(512)) == 512 and src._ahead is not None
+    src.close()  # a reply still owed
+    again = _source(redis_source(key, until="end"))
+    assert len(_all(again, n=512)) == 2000
