@@ -65,8 +65,8 @@ broker: $(STAMP) ## start the project's Redis broker (127.0.0.1:16379, password 
 broker-stop: $(STAMP) ## stop the broker `make broker` started (only that process: pid and start time checked)
 	$(BIN)/spadeopt broker stop
 
-test: $(STAMP) check-java broker ## run the whole test suite (real Spark in local mode)
-	$(BIN)/python -m pytest -q --durations=20
+test: $(STAMP) check-java broker ## run the whole test suite (real Spark in local mode) on two pytest workers
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=20
 
 test-fast: $(STAMP) broker ## the tests that start no Spark and are not slow (<= 3 min); an unmarked one that starts Spark fails
 	SPADEOPT_NO_SPARK=1 $(BIN)/python -m pytest -q -m "not spark and not slow"
