@@ -142,6 +142,7 @@ class Meeting:
     def __init__(self, address: dict[str, str], node: int, timeout: float) -> None:
         self.node, self.token, self.timeout = node, address["token"], timeout
         self.round = 0
+        self.stop_asked = False  # a stop request came and was not yet taken (stop_requested)
         self.sock = zmq.Context.instance().socket(zmq.DEALER)
         self.sock.setsockopt(zmq.LINGER, 0)
         pub, sec = keypair()
@@ -176,8 +177,6 @@ class Meeting:
 
     def answer_stop(self, stopping: bool) -> None:
         self._send(STATUS, "stopping" if stopping else "bounded")
-
-    stop_asked = False
 
     def _send(self, r: int, msg: str) -> None:
         self.sock.send(msgpack.packb({"token": self.token, "round": r, "node": self.node, "msg": msg}))

@@ -61,8 +61,8 @@ def _preload() -> None:
 
 
 def _child(cfg: dict, title: str, fds: list[int], closing: list[int]) -> None:
-    """In the forked child: become the PE. Never returns."""
-    code = 1
+    """In the forked child: become the PE. Never returns (``pe_main.main`` exits itself;
+    anything that escapes it is a set-up failure, exit 1)."""
     try:
         os.setsid()
         signal.set_wakeup_fd(-1)
@@ -89,7 +89,7 @@ def _child(cfg: dict, title: str, fds: list[int], closing: list[int]) -> None:
 
         traceback.print_exc()
     finally:
-        os._exit(code)
+        os._exit(1)
 
 
 def serve(sock: socket.socket) -> None:
