@@ -15,10 +15,11 @@ logical (width-1) graph. For a candidate width vector (one width per region):
    - a region that starts at a splittable source has no split: each copy of the source
      reads ``1/w`` of the splits, so it gets ``1/w`` of the source's load like any copy;
    - the split costs ``model.split_s(ordering)`` CPU seconds per tuple entering the
-     region, the merge ``model.merge_s(ordering)`` per tuple leaving it (static-rate or
+     region (a region entered by several streams has a split per entry, each costed at
+     its own entry's rate), the merge ``model.merge_s(ordering)`` per tuple leaving it (static-rate or
      sequence-number variant; paper 000's ``c_p``, measured per host by ``spadeopt
      calibrate`` with ``spadeopt.refine.fission_cost``, see docs/decisions.md);
-   - the stream into the region now ends at the split, which sends ``rate/w`` to each
+   - each stream into the region now ends at its split, which sends ``rate/w`` to each
      channel (tuples of a dynamic region grow by the 9-byte sequence number); each
      channel sends ``rate/w`` to the merge, which sends the full rate on to the
      region's subscribers. Links are mapped with their multiplicity, so every
@@ -100,23 +101,27 @@ def _map_region(graph: AppGraph, r: Region, load: Mapping[str, float],
     for o in r.operators:
         for c in range(w):
             out_load[Region.channel_op(o, c)] = load.get(o, 0.0) / w
-    # the entering stream: one profile link (src -> entry op) stands for it (none when the
-    # region starts at a splittable source: each copy reads its splits, no split, no link)
-    entry = (shape.entry.src.op, shape.entry.dst.op) if shape.entry is not None else None
-    n_entry = sum(1 for s in graph.streams if (s.src.op, s.dst.op) == entry)
+    # each entering stream: one profile link (src -> entry op) stands for it and goes to its
+    # own split (a region entered by several streams has one split per entry,
+    # ``Region.split_of``); none when the region starts at a source: no split, no link. Links
+    # of one (src, dst) pair (a producer entering twice, as a self-join) go to its entries
+    # in stream order.
+    entries = shape.entries or ((shape.entry,) if shape.entry is not None else ())
+    pending: dict[tuple[str, str], list[str]] = {}
+    for i, e in enumerate(entries):
+        pending.setdefault((e.src.op, e.dst.op), []).append(r.split_of(i))
+    in_rate = {r.split_of(i): 0.0 for i in range(len(entries))}
     out: list[Link] = []
-    in_rate = 0.0
     exit_rate: float | None = None
-    seen_entry = 0
     for a, b, rate, size in links:
         a_in, b_in = a in members, b in members
         if not a_in and not b_in:
             out.append((a, b, rate, size))
-        elif not a_in and (a, b) == entry and seen_entry < n_entry:
-            seen_entry += 1
-            in_rate += rate
-            out.append((a, r.split, rate, size))
-            out += [(r.split, Region.channel_op(b, c), rate / w, size + extra) for c in range(w)]
+        elif not a_in and pending.get((a, b)):
+            split = pending[(a, b)].pop(0)
+            in_rate[split] += rate
+            out.append((a, split, rate, size))
+            out += [(split, Region.channel_op(b, c), rate / w, size + extra) for c in range(w)]
         elif a_in and b_in:
             out += [(Region.channel_op(a, c), Region.channel_op(b, c), rate / w, size + extra) for c in range(w)]
         elif a_in and not b_in:  # the one exit port (check_region), to each subscriber
@@ -130,8 +135,8 @@ def _map_region(graph: AppGraph, r: Region, load: Mapping[str, float],
     if exit_rate is None:  # the profile saw no tuple leave the region (unseen streams become
         exit_rate = 0.0    # zero-rate links in problem_for)
     mode = r.ordering
-    if entry is not None:
-        out_load[r.split] = in_rate * model.split_s(mode)
+    for split, rate in in_rate.items():  # each split costs per tuple of its own entry
+        out_load[split] = rate * model.split_s(mode)
     if shape.exit is not None:  # a region that ends in counting sinks has no merge
         out_load[r.merge] = exit_rate * model.merge_s(mode)
     return out_load, out
