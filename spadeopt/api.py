@@ -137,6 +137,8 @@ def run(target: str, fusion: str = "none", params: Mapping[str, str] | None = No
             build_dir = Path("build") / graph.name / plan.strategy
             claim_dir(build_dir, "build", "--build-dir (default)", force)
         b = generate(graph, plan, Path(build_dir), ref)
+        for note in b.notes:  # what its checkpoints guarantee short of a failure-free run's output
+            options.say(f"checkpoints: {note}")
         if options.verify_fission is not None:
             verify.verify(graph, ref, plan, b.directory, options, options.verify_fission)
         result = _launch(b.directory, options)

@@ -133,6 +133,8 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     print(explain_text(build.directory))
     print(f"\nwrote {len(build.plan.pes)} PE module(s), plan.json, deploy.json and explain.json to "
           f"{build.directory}; run it with: spadeopt run {build.directory}")
+    for note in build.notes:  # what its checkpoints guarantee short of a failure-free run's output
+        print(f"checkpoints: {note}")
     return 0
 
 
@@ -167,6 +169,8 @@ def cmd_build(args: argparse.Namespace) -> int:
     b = api.build(args.app, args.fusion, _params(args.p), args.nodes, args.cores, args.o, force=args.force,
                   widths=parse_widths(args.width), collapse=not args.no_collapse, checkpoints=args.checkpoints)
     print(f"wrote {len(b.plan.pes)} PE module(s), plan.json and deploy.json to {b.directory}")
+    for note in b.notes:  # what its checkpoints guarantee short of a failure-free run's output
+        print(f"checkpoints: {note}")
     return 0
 
 

@@ -78,6 +78,7 @@ class Build:
     directory: Path
     plan: Plan
     deploy: Deployment
+    notes: tuple[str, ...] = ()  # what its checkpoints guarantee short of a failure-free run's output (said)
 
 
 def spark_settings(plan: Plan) -> dict[str, Any]:
@@ -163,7 +164,18 @@ def write_dir_atomically(directory: Path, files: dict[str, str], kind: str = "bu
         raise
 
 
+def checkpoint_notes(graph: AppGraph, plan: Plan) -> tuple[str, ...]:
+    """What a checkpointing build guarantees short of "exactly a failure-free run's
+    output" (each operator kind's ``checkpoint_note``: an arrival merge's is per
+    partition key), for ``build`` and ``run`` to say; () for a build without checkpoints."""
+    if not plan.checkpoints:
+        return ()
+    physical = physical_graph(graph, plan.regions)
+    return tuple(n for op in physical.operators if (n := kind_of(op).checkpoint_note(physical, op)))
+
+
 def generate(graph: AppGraph, plan: Plan, out_dir: Path, app_ref: str, *, sample_groups: bool = True) -> Build:
     files = render_build(graph, plan, app_ref, Path(out_dir).resolve(), sample_groups=sample_groups)
     write_dir_atomically(Path(out_dir), files)
-    return Build(Path(out_dir), plan, Deployment.from_json(json.loads(files["deploy.json"])))
+    return Build(Path(out_dir), plan, Deployment.from_json(json.loads(files["deploy.json"])),
+                 checkpoint_notes(graph, plan))

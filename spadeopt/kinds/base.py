@@ -78,6 +78,10 @@ def _checkpointable(op: Operator) -> str | None:
     return None
 
 
+def _no_checkpoint_note(graph: AppGraph, op: Operator) -> str | None:
+    return None
+
+
 def _no_final_rows(op: Operator) -> bool:
     return False
 
@@ -115,6 +119,11 @@ class Kind:
     ``exprs`` and ``raw`` and its template a static run's loop and a sampled follower,
     so a chain of such operators may compile into one loop, ``codegen.collapse``, and a
     static one may follow its publisher's sampling countdown, ``codegen.spec``).
+
+    Checkpoints: ``checkpoint_problem(op)`` why a checkpointing build must refuse it;
+    ``checkpoint_note(graph, op)`` (``graph`` the physical graph) what a checkpointing
+    build guarantees for it short of "a failure-free run's output, exactly", said by
+    ``spadeopt build`` and ``run`` (``codegen.render.checkpoint_notes``).
     """
 
     name: str
@@ -134,6 +143,7 @@ class Kind:
     never_blocks: bool = True
     passes_pulses: bool = True
     checkpoint_problem: Callable[[Operator], str | None] = _checkpointable  # why its state cannot be checkpointed
+    checkpoint_note: Callable[[AppGraph, Operator], str | None] = _no_checkpoint_note  # a weaker guarantee
     collapsible: bool = False
 
 

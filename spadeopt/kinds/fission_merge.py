@@ -2,7 +2,16 @@
 ``runtime.fission.BlockMerge`` (static regions: restores the width-1 order), ``SeqMerge``
 (dynamic: it consumes the sequence numbers and pulses, so it passes no pulse on), or, in
 a region led by a partitioned source (``arrival``), each channel's batches passed on as
-they come (the guarantee is each partition key's order, which a channel keeps)."""
+they come (the guarantee is each partition key's order, which a channel keeps).
+
+Checkpoints: the static and dynamic merges register their state (queues, heads,
+floors); the arrival merge holds none (it forwards each batch in the call that brings
+it). Its channels' source copies store their own stream keys' entry IDs, and the PE
+holding the merge aligns barrier ``n`` on all its channel inputs before it snapshots
+and passes it on, as for any PE with several inputs (``runtime.checkpoint``). A restart
+replays each channel from its own position, so the interleaving across partition keys
+may differ from the failed run's: the guarantee after the merge is per partition key
+(``checkpoint_note``; docs/decisions.md, "Checkpoints of arrival regions (issue 29)")."""
 
 from __future__ import annotations
 
@@ -10,7 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from spadeopt.kinds.base import Imports, Kind
-from spadeopt.model.graph import ARRIVAL, AppGraph, Operator
+from spadeopt.kinds.source import SourceParams, partitioning
+from spadeopt.model.graph import ARRIVAL, AppGraph, Operator, PortRef
 
 
 @dataclass(frozen=True)
@@ -25,13 +35,32 @@ def lower(graph: AppGraph, op: Operator, imports: Imports) -> dict[str, Any]:
     return {"mode": p.ordering, "width": p.width, "block": p.block}
 
 
-def checkpoint_problem(op: Operator) -> str | None:
-    if op.params.ordering == ARRIVAL:
-        return (f"parallel region merge '{op.name}' interleaves channels led by a partitioned source by "
-                f"arrival, and checkpoints of such a region are not supported yet; run without "
-                f"--checkpoint-interval, or at width 1 (--width REGION=1)")
-    return None
+def _partitioned_by(graph: AppGraph, op: Operator) -> tuple[str, ...]:
+    """The ``partitioned_by`` of the source leading the arrival region ``op`` merges (its
+    channel 0 upstream of ``in0``: a chain of copies back to the source's copy)."""
+    at = op
+    while at.inputs:
+        pubs = graph.publishers(PortRef(at.name, at.inputs[0].name))
+        if not pubs:
+            return ()
+        at = graph.op(pubs[0].op)
+    found = partitioning(at) if isinstance(at.params, SourceParams) else None
+    return found[1] if found else ()
+
+
+def checkpoint_note(graph: AppGraph, op: Operator) -> str | None:
+    """An arrival merge in a checkpointing build: exactly once per partition key, not in one
+    order across keys (a restart replays each channel from its own position, so the
+    channels interleave differently from the failed run)."""
+    if op.params.ordering != ARRIVAL:
+        return None
+    by = ", ".join(_partitioned_by(graph, op)) or "partition key"
+    return (f"{op.line or f'merge {op.name!r}'} merges its channels by arrival: after a restart from a checkpoint "
+            f"the interleaving across {by} values may differ from the failed run's, so the sinks after it that are "
+            f"exactly once (files, counts, Redis streams) are exactly once per {by}: each {by} value gets exactly "
+            f"the rows a failure-free run gives it, in the same order, none lost or doubled; the order across "
+            f"values is not kept")
 
 
 KIND = Kind("fission_merge", None, None, lower, "ops/fission_merge.py.j2", never_blocks=False,
-            passes_pulses=False, checkpoint_problem=checkpoint_problem)
+            passes_pulses=False, checkpoint_note=checkpoint_note)

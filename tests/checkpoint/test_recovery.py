@@ -109,17 +109,18 @@ def _attempts(tmp_path: Path, fusion: str, kills: int, n: int, spin_us: int, wid
 
 
 def run_with_kills(tmp_path: Path, b, kills: int, interval: float, settings: dict | None = None,
-                   killed_hook=None) -> tuple[Path, list, list[dict]]:
+                   killed_hook=None, victims: list[str] | None = None) -> tuple[Path, list, list[dict]]:
     """Run build ``b`` on one node with checkpoints every ``interval`` s (the restart loop
     of ``deploy.checkpoints.run`` by hand, no JVM): after each new checkpoint kill -9 one
-    PE (in turn) and restart from the last complete checkpoint, ``kills`` times. Returns
-    (out dir, the checkpoint each restart restored, each restart's times: ``killed``,
-    ``running`` (every PE said hello again), ``output`` (a sink took a tuple again), in
-    seconds since the epoch). ``killed_hook(k)`` is called after the k-th kill."""
+    PE (in turn: ``victims``, or every PE in name order) and restart from the last
+    complete checkpoint, ``kills`` times. Returns (out dir, the checkpoint each restart
+    restored, each restart's times: ``killed``, ``running`` (every PE said hello again),
+    ``output`` (a sink took a tuple again), in seconds since the epoch).
+    ``killed_hook(k)`` is called after the k-th kill."""
     store = CheckpointStore(tmp_path / "chk", keep=2)
     out, progress = tmp_path / "out", tmp_path / "progress"
     restarts, times, restore, killed = [], [], None, 0
-    pes = sorted(p.pe for p in b.deploy.pes)
+    pes = list(victims) if victims else sorted(p.pe for p in b.deploy.pes)
     while True:
         coord = Coordinator(store, b.deploy, interval, restore)
         deploy = b.deploy.with_settings(checkpoint=coord.channel(), **(settings or {}))

@@ -1,7 +1,7 @@
 """A parallel region led by a partitioned Redis Streams source (plan.regions ``ARRIVAL``):
 the rewrite has no split, each channel's source copy reads its share of the stream keys,
 the merge interleaves by arrival (no sequence number anywhere); plan.json, explain and
-discovery show it; the rules (keys, width, event time, checkpoints) refuse what would
+discovery show it; the rules (keys, width, event time) refuse what would
 not keep each partition key's width-1 rows. No broker needed: nothing here connects."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import dataclasses
 import pytest
 
 from spadeopt import App, api, count_window, time_window
-from spadeopt.codegen.render import render_build
+from spadeopt.codegen.render import checkpoint_notes, render_build
 from spadeopt.connectors import redis_source, tcp_source
-from spadeopt.errors import CodegenError, OptimizeError, UsageError
+from spadeopt.errors import OptimizeError, UsageError
 from spadeopt.optimize.strategies import plan_for
 from spadeopt.optimize.widths import choose_widths, region_caps
 from spadeopt.plan.discover import discover_regions
@@ -90,14 +90,18 @@ def test_a_width_above_the_stream_keys_is_refused_and_fatm_never_tries_it():
     assert sorted(tried) == [1, 2, 3, 4] and chosen[0].width == 4 and doc["caps"] == {"live": 4}
 
 
-def test_a_checkpointing_build_of_an_arrival_region_is_refused():
+def test_a_checkpointing_build_of_an_arrival_region_builds_and_says_its_guarantee_is_per_customer():
+    """Checkpoints of arrival regions (issue 29): no longer refused; the guarantee is
+    named (tests/checkpoint/test_arrival_checkpoints.py runs and kills them)."""
     g = porders.build({"width": 2})
     plan = dataclasses.replace(plan_for(g, "manual"), checkpoints=True)
-    with pytest.raises(CodegenError, match="live__merge' interleaves channels led by a partitioned source by "
-                                           "arrival, and checkpoints of such a region are not supported"):
-        render_build(g, plan, APP)
-    render_build(porders.build({"width": 1}), dataclasses.replace(plan_for(porders.build({"width": 1}), "manual"),
-                                                                  checkpoints=True), APP)  # width 1: fine
+    render_build(g, plan, APP)
+    notes = checkpoint_notes(g, plan)
+    assert len(notes) == 1 and notes[0].startswith("parallel region 'live' merges its channels by arrival")
+    assert "exactly once per customer" in notes[0]
+    assert checkpoint_notes(g, plan_for(g, "manual")) == ()  # without checkpoints: nothing to say
+    w1 = porders.build({"width": 1})
+    assert checkpoint_notes(w1, dataclasses.replace(plan_for(w1, "manual"), checkpoints=True)) == ()
 
 
 def _app(source, *, window=None, parallel=("src", "f", "agg")) -> App:
