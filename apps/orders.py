@@ -12,7 +12,10 @@ the same orders from a JSON-lines file instead, ``output=file`` writes the total
 ``totals`` file sink: the answers are the same rows (per customer in the same order).
 
 Bounded by default (``until=end``: the streams' ends seen when the run starts), so
-``spadeopt run`` ends; ``-p until=`` makes it a live, unbounded source.
+``spadeopt run`` ends; ``-p until=`` makes it a live, unbounded source, and ``-p
+start=end`` makes it read only the orders fed after it started (``spadeopt compare
+apps/orders.py -p until= -p start=end --duration 20`` beside a running ``feed --rate``:
+throughput and latency of each strategy on the live feed).
 
     make broker
     python -m apps.orders feed --orders 5000                 # writes orders to orders:0..3
@@ -35,11 +38,11 @@ SCHEMA = "order_id:int, customer:str, amount:float"
 
 @app
 def orders(keys: int = 4, prefix: str = "orders", input: str = "broker", output: str = "broker",
-           window: int = 5, until: str = "end") -> App:
+           window: int = 5, until: str = "end", start: str = "beginning") -> App:
     a = App("orders")
     if input == "broker":
         o = a.source("orders", SCHEMA, connector=redis_source(
-            [f"{prefix}:{k}" for k in range(keys)], until=until or None, partitioned_by=["customer"]))
+            [f"{prefix}:{k}" for k in range(keys)], until=until or None, start=start, partitioned_by=["customer"]))
     else:
         o = a.source("orders", SCHEMA, file=input, format="jsonl")
     paid = a.functor("paid", o, filter="amount > 0",

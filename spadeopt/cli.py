@@ -160,7 +160,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     end_status()
     print(table(doc))
     print(f"\nfigures: {args.out / 'compare.json'}, plot: {args.out / 'compare.png'}")
-    return 0 if not doc["failed"] and doc["answers"]["identical"] else 1
+    return 0 if not doc["failed"] and doc["answers"]["identical"] is not False else 1
 
 
 def cmd_build(args: argparse.Namespace) -> int:
@@ -365,6 +365,8 @@ def parser() -> argparse.ArgumentParser:
                     help="fusion to profile under for FATM (default all: profiling is fusion-transparent, "
                          "and one PE measures operators without process contention)")
     cp.add_argument("--sample-rate", type=float, default=0.01, help="stride sampling s when profiling (default 0.01)")
+    cp.add_argument("--duration", type=float, metavar="S", help="end every run's sources after S seconds (required "
+                    "for an app with live, unbounded sources: each run reads the feed for S seconds)")
     cp.add_argument("--out", type=Path, required=True, help="directory for compare.json and compare.png")
     cp.add_argument("--force", action="store_true", help=FORCE_HELP)
     conf_arg(cp)

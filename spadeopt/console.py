@@ -37,6 +37,10 @@ def result_table(result) -> str:
             ("source tuples", f"{result.tuples:,}"), ("throughput", f"{result.throughput:,.0f} tuples/s"),
             ("wall time", f"{result.wall_s:.2f} s")]
     rows += [(f"sink {k}", f"{v:,} tuples") for k, v in result.sinks.items()]
+    lat = getattr(result, "latency", None)
+    if lat:
+        rows.append(("latency", f"p50 {lat['p50_ms']:,.1f} ms, p99 {lat['p99_ms']:,.1f} ms, max {lat['max_ms']:,.1f} ms "
+                                f"(source -> sink, {lat['markers']:,} markers)"))
     for name, rep in getattr(result, "connectors", {}).items():
         if "lag" in rep:  # a live source: where it stopped, and what was left behind it
             lag = "?" if rep["lag"] is None else f"{rep['lag']:,}"

@@ -21,10 +21,14 @@ was wrong.
 
 from __future__ import annotations
 
+import math
+import struct
+
 import msgpack
 
 FINAL_TAG = b"\xc1"
 BARRIER_TAG = b"\xc2"  # a checkpoint barrier (spadeopt.runtime.checkpoint); a batch never starts with 0xc2
+MARKER_TAG = b"\xc3"  # a latency marker (spadeopt.runtime.latency); a batch never starts with 0xc3
 DEFAULT_MAX_FRAME = 64 * 1024 * 1024  # bytes; a larger frame is an error at the receiver
 DEFAULT_BATCH = 512  # tuples per frame between PEs (plan.deployment.RunSettings.batch_size)
 DEFAULT_HWM = 32  # frames queued per link (ZeroMQ's high-water mark)
@@ -103,6 +107,27 @@ def parse_barrier(data) -> tuple[int, str]:
         return int.from_bytes(bytes(data[1:9]), "big"), bytes(data[9:]).decode()
     except UnicodeDecodeError:
         raise WireError(f"malformed checkpoint barrier: {_describe(data)}") from None
+
+
+def marker_frame(origin: str, seq: int, t0: float) -> bytes:
+    """A latency marker: the tag, its sequence number per origin (8 bytes), the wall time
+    its origin's records came in (an IEEE double), the origin (a source operator's name)."""
+    return MARKER_TAG + seq.to_bytes(8, "big") + struct.pack(">d", t0) + origin.encode()
+
+
+def parse_marker(data) -> tuple[str, int, float]:
+    """``(origin, seq, t0)`` of a latency marker frame; ``WireError`` if malformed (a
+    length out of bounds, an origin that is not UTF-8, a time that is not finite)."""
+    if len(data) < 18 or len(data) > 17 + 256:
+        raise WireError(f"malformed latency marker: {_describe(data)}")
+    try:
+        origin = bytes(data[17:]).decode()
+    except UnicodeDecodeError:
+        raise WireError(f"malformed latency marker: {_describe(data)}") from None
+    (t0,) = struct.unpack(">d", bytes(data[9:17]))
+    if not math.isfinite(t0):
+        raise WireError(f"malformed latency marker: time {t0!r}")
+    return origin, int.from_bytes(bytes(data[1:9]), "big"), t0
 
 
 def _describe(data) -> str:

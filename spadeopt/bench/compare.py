@@ -11,6 +11,15 @@ same profile. Whenever there is a profile (FATM is among the strategies, or
 plans with (:func:`spadeopt.api.predict_build`; for FATM it equals explain.json's
 ``rate.predicted``), reported as "planned" beside the measured rate. A strategy that fails is reported with
 its error; the others still run.
+
+Latency is reported beside throughput: each run's source -> sink latency markers
+(``runtime.latency``: p50 / p99, the median of the runs). Under a bounded replay the
+sources read as fast as they can, so it is mostly time spent in full queues: a plan's
+buffering at its throughput. For an app with live, unbounded sources (a broker feed),
+every run reads the feed for ``--duration`` seconds (required: such a run has no end of
+its own), the feed must be running (e.g. ``python -m apps.orders feed``), throughput is
+then the rate the feed gave, and latency what a user of the live app sees; the runs'
+answers are not compared, since each read whatever the feed sent while it ran.
 """
 
 from __future__ import annotations
@@ -48,6 +57,7 @@ def compare(app_ref: str, out_dir: Path, strategies: Sequence[str] = ("none", "a
     from spadeopt import api
     from spadeopt.deploy.launcher import run_build
     from spadeopt.deploy.preflight import preflight
+    from spadeopt.kinds.source import unbounded
     from spadeopt.outputs import claim_dir, mark_dir
 
     options = options or RunOptions()
@@ -66,6 +76,11 @@ def compare(app_ref: str, out_dir: Path, strategies: Sequence[str] = ("none", "a
         raise UsageError(f"--sample-rate must be in (0, 1], got {sample_rate}")
     out_dir = claim_dir(out_dir, "compare", "--out", options.force)
     graph, _ = api.load_graph(app_ref, params)  # fail early on a bad app
+    live = sorted(op.name for op in graph.operators if op.is_source and unbounded(op))
+    if live and options.duration is None:
+        raise UsageError(f"app '{graph.name}' reads live, unbounded source(s) {', '.join(live)}: give --duration S, "
+                         f"so that every run reads the feed for S seconds and ends (keep a feed running meanwhile, "
+                         f"e.g. python -m apps.orders feed), or bound the sources (e.g. until='end')")
     plan = api.make_plan(graph, "none", nodes, cores)
     preflight(graph, master, plan.nodes, plan.cores, say)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -108,7 +123,7 @@ def compare(app_ref: str, out_dir: Path, strategies: Sequence[str] = ("none", "a
             runs[st].append(res.to_json())
             answers[st].add(_digest(sinks_dir))
     doc = _summarise(graph.name, app_ref, dict(params or {}), nodes, cores, master, repeat, runs, errors)
-    doc["answers"] = _answers(answers)
+    doc["answers"] = _answers(answers, live)
     doc["command"] = command
     for st, row in doc["strategies"].items():
         if profile is None:
@@ -159,10 +174,13 @@ def _digest(sinks_dir: Path) -> str:
     return h.hexdigest()
 
 
-def _answers(answers: Mapping[str, set[str]]) -> dict[str, Any]:
-    """Did every run of every strategy write byte-identical sink files?"""
+def _answers(answers: Mapping[str, set[str]], live: Sequence[str] = ()) -> dict[str, Any]:
+    """Did every run of every strategy write byte-identical sink files? ``identical`` is
+    None when the app read live sources: each run read what the feed sent meanwhile."""
     digests = {st: sorted(d) for st, d in answers.items() if d}
     distinct = {d for ds in digests.values() for d in ds}
+    if live:
+        return {"identical": None, "live_sources": list(live), "sha256": digests}
     return {"identical": len(distinct) <= 1, "sha256": digests}
 
 
@@ -191,7 +209,7 @@ def _summarise(app, app_ref, params, nodes, cores, master, repeat, runs, errors)
         rows[st] = {"label": LABELS[st], "throughput_median": med, "throughput": thr,
                     "pes": mid["pes"], "nodes_used": mid["nodes_used"], "cpu_per_node": mid["cpu_per_node"],
                     "sinks": mid["sinks"], "wall_s": [r["wall_s"] for r in rs],
-                    "per_pe": _per_pe(mid)}
+                    "per_pe": _per_pe(mid), **_latency(rs)}
     base = rows.get("auto", {}).get("throughput_median")
     best_other = max((r["throughput_median"] for st, r in rows.items() if st in ("all", "manual", "auto1")),
                      default=None)
@@ -205,6 +223,16 @@ def _summarise(app, app_ref, params, nodes, cores, master, repeat, runs, errors)
             "note": "steady-state aggregate source rate, median of the repeats; runs interleaved"}
 
 
+def _latency(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Each run's latency markers (p50 / p90 / p99 / max ms) and the medians of p50 and p99."""
+    lat = [r.get("latency") for r in runs]
+    got = [x for x in lat if x]
+    if not got:
+        return {"latency": lat}
+    return {"latency": lat, "latency_p50_ms": statistics.median(x["p50_ms"] for x in got),
+            "latency_p99_ms": statistics.median(x["p99_ms"] for x in got)}
+
+
 def _per_pe(run: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Each PE of one run: node, CPU seconds, wall seconds and their ratio (cores it used)."""
     return [{"pe": p["pe"], "node": p["node"], "cpu_s": p["cpu_s"], "wall_s": p["wall_s"],
@@ -214,8 +242,8 @@ def _per_pe(run: Mapping[str, Any]) -> list[dict[str, Any]]:
 def table(doc: dict[str, Any]) -> str:
     lines = [f"{doc['app']} on {doc['master']} ({doc['nodes']} node(s) x {doc['cores']} core(s)), "
              f"median of {doc['repeat']} run(s)", "",
-             f"{'strategy':<9}{'tuples/s':>12}{'vs FATM':>9}{'PEs':>6}{'nodes':>7}{'planned':>11}{'pl/meas':>8}"
-             f"{'/FALL':>7}  CPU s per node"]
+             f"{'strategy':<9}{'tuples/s':>12}{'p50 ms':>9}{'p99 ms':>9}{'vs FATM':>9}{'PEs':>6}{'nodes':>7}"
+             f"{'planned':>11}{'pl/meas':>8}{'/FALL':>7}  CPU s per node"]
     for st in ORDER:
         row = doc["strategies"].get(st)
         if row is None:
@@ -227,7 +255,8 @@ def table(doc: dict[str, Any]) -> str:
         planned = f"{row['planned_rate']:,.0f}" if row.get("planned_rate") else "-"
         ratio = f"{row['predicted_over_measured']:.2f}" if row.get("predicted_over_measured") else "-"
         vs_fall = f"{row['versus_fall']:.2f}" if row.get("versus_fall") else "-"
-        lines.append(f"{row['label']:<9}{row['throughput_median']:>12,.0f}{rel:>9}{row['pes']:>6}"
+        p50, p99 = (f"{row[k]:,.1f}" if row.get(k) is not None else "-" for k in ("latency_p50_ms", "latency_p99_ms"))
+        lines.append(f"{row['label']:<9}{row['throughput_median']:>12,.0f}{p50:>9}{p99:>9}{rel:>9}{row['pes']:>6}"
                      f"{row['nodes_used']:>7}{planned:>11}{ratio:>8}{vs_fall:>7}  {cpu}")
     first = True
     for st in ("auto1", "auto"):
@@ -250,8 +279,15 @@ def table(doc: dict[str, Any]) -> str:
                      "both from this compare's runs (free of the machine's speed during the probe)")
     if doc.get("fatm_over_best_other"):
         lines.append(f"FATM / best of FALL, FMAN, FATM-w1 measured: {doc['fatm_over_best_other']:.2f}x")
+    if any(r.get("latency_p50_ms") is not None for r in doc["strategies"].values()):
+        lines.append("p50 / p99 ms = source -> sink latency markers, median of the runs" + (
+            " (live sources: what a user of the live feed sees)" if (doc.get("answers") or {}).get("live_sources")
+            else " (a bounded replay reads as fast as it can: mostly time in full queues)"))
     ans = doc.get("answers")
-    if ans and ans["sha256"]:
+    if ans and ans.get("live_sources"):
+        lines.append(f"answers: not compared, the runs read the live source(s) {', '.join(ans['live_sources'])} "
+                     f"(each what the feed sent while it ran)")
+    elif ans and ans["sha256"]:
         lines.append("answers: every run of every strategy wrote byte-identical sink files" if ans["identical"]
                      else "ANSWERS DIFFER between runs or strategies: " + "; ".join(
                          f"{LABELS[st]} {', '.join(d[:12] for d in ds)}" for st, ds in ans["sha256"].items()))
@@ -269,7 +305,9 @@ def plot(doc: dict[str, Any], path: Path) -> None:
     if not rows:
         return
     base = doc["strategies"].get("auto", {}).get("throughput_median")
-    fig, ax = plt.subplots(figsize=(6, 4))
+    lat = [(st, r) for st, r in rows if r.get("latency_p50_ms") is not None]
+    fig, axes = plt.subplots(1, 2 if lat else 1, figsize=(11 if lat else 6, 4), squeeze=False)
+    ax = axes[0][0]
     names = [r["label"] for _, r in rows]
     if base:
         vals = [r["throughput_median"] / base for _, r in rows]
@@ -295,6 +333,22 @@ def plot(doc: dict[str, Any], path: Path) -> None:
         ax.legend(loc="upper left", fontsize=8)
     ax.set_title(f"{doc['app']}: fusion strategies ({doc['master']})")
     ax.set_ylim(0, max(v + h for v, h in zip(vals, hi, strict=True)) * 1.3)
+    if lat:
+        _plot_latency(axes[0][1], lat, bool((doc.get("answers") or {}).get("live_sources")))
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def _plot_latency(ax, rows: list[tuple[str, dict[str, Any]]], live: bool) -> None:
+    """p50 and p99 source -> sink latency per strategy (median of the runs), log scale."""
+    xs = range(len(rows))
+    ax.bar([x - 0.2 for x in xs], [r["latency_p50_ms"] for _, r in rows], 0.4, label="p50",
+           color=[COLORS[st] for st, _ in rows])
+    ax.bar([x + 0.2 for x in xs], [r["latency_p99_ms"] for _, r in rows], 0.4, label="p99",
+           color=[COLORS[st] for st, _ in rows], alpha=0.5, hatch="//")
+    ax.set_xticks(list(xs), [r["label"] for _, r in rows])
+    ax.set_yscale("log")
+    ax.set_ylabel("source -> sink latency, ms (median of the runs)")
+    ax.set_title("latency (live feed)" if live else "latency (bounded replay: queues full)")
+    ax.legend(fontsize=8)

@@ -20,7 +20,9 @@ then ``seconds`` of paced events, then a wait until every event is out, then a s
 request (the run drains and ends, exit as a live run's normal end).
 
 Figures: ``OUT/latency.json`` (per engine and rate: p50 / p90 / p99 / max ms, events sent and
-received, the rate achieved by the producer, the load average) and ``OUT/latency.png``.
+received, the rate achieved by the producer, the load average; for spadeopt also the run's
+own latency markers, ``markers``, which ``spadeopt run`` and ``compare`` report: from the
+input entry's ID time to the sinks, warm-up included) and ``OUT/latency.png``.
 """
 
 from __future__ import annotations
@@ -171,9 +173,11 @@ def _measure(client, prefix: str, rate: float, seconds: float, start, stop, log)
         drained = _drained(client, out_key, pings + sent, DRAIN_TIMEOUT)
         time.sleep(0.2)  # the last pings, if any
     finally:
-        stop(handle)
+        result = stop(handle)
         producer.close()
     doc = summarize(_out_entries(client, out_key), sent)
+    if getattr(result, "latency", None):  # the run's own markers (runtime.latency), warm-up included
+        doc["markers"] = result.latency
     doc["drained"] = drained  # False: events still missing DRAIN_TIMEOUT s after the feed ended (saturated)
     doc.update(rate=rate, achieved_rate=round(sent / took, 1), seconds=round(took, 2), load_average=round(load, 2))
     log(f"  {rate:>8,.0f}/s (achieved {doc['achieved_rate']:,.0f}/s): p50 {doc.get('p50_ms')} ms, "
@@ -207,6 +211,7 @@ def _spadeopt_engine(build_dir: Path, options):
             raise RuntimeError("latency bench: the spadeopt run did not end within 120 s of its stop request")
         if "error" in box:
             raise box["error"]
+        return box.get("result")
 
     return start, stop
 

@@ -18,6 +18,8 @@ A **source** is opened at a position, then read a batch at a time *without block
   A checkpoint stores a resumable source's state at the last record passed on to the
   operators and restores it this way; any other source is replayed by count (it gives
   the same records in the same order every time: a generator, a file).
+* ``arrived()``: optional, when the oldest record of the last read came in by the
+  feed's clock (a broker entry's ID time), for latency markers (``runtime.latency``).
 * ``lag()``: records known to be waiting behind the position (entries behind a
   stream's end, bytes of ready files not yet read), or None when the source cannot
   know (a socket).
@@ -80,6 +82,13 @@ class Source:
         return None
 
     def lag(self) -> int | None:
+        return None
+
+    def arrived(self) -> float | None:
+        """When the oldest record of the last read that returned records came in, in
+        seconds since the epoch by the feed's own clock (a broker: the entry's ID time),
+        or None when the source cannot tell: the PE then counts latency from its read
+        (``runtime.latency``)."""
         return None
 
     def resume_state(self) -> Any:

@@ -104,6 +104,7 @@ class RedisStreamSource(Source):
         self.end: dict[str, tuple[int, int]] = {}  # until="end": key -> last ID at open
         self.done: set[str] = set()
         self.read_count = 0
+        self._arrived: float | None = None  # arrived(): the oldest entry's ID time, last read
         self.dead = 0
         self._unacked: dict[str, list[bytes]] = {}
         self._base: dict[str, tuple[int, int]] = {}  # key -> (entries after the start at open, entries-added at open)
@@ -184,10 +185,14 @@ class RedisStreamSource(Source):
             if len(self.done) == len(self.keys):
                 return None
         out: list[tuple] = []
+        oldest = None  # ms of the oldest entry ID read (arrived())
         for key in active:
             entries = got.get(key)
             if not entries:
                 continue
+            ms = parse_id(entries[0][0])[0]
+            if oldest is None or ms < oldest:
+                oldest = ms
             end = self.end.get(key)
             if end is not None and parse_id(entries[-1][0]) >= end:  # IDs grow: only the tail can pass the end
                 self.done.add(key)
@@ -207,7 +212,14 @@ class RedisStreamSource(Source):
             if self.group:
                 self._unacked.setdefault(key, []).extend(i for i, _ in entries)
         self.read_count += len(out)
+        if out and oldest is not None:
+            self._arrived = oldest / 1000.0
         return out
+
+    def arrived(self) -> float | None:
+        """The ID time of the oldest entry of the last read that returned records: when
+        the broker took it (its clock), for latency markers."""
+        return self._arrived
 
     def _xread(self, keys: list[str], count: int) -> dict[str, list]:
         """XREAD COUNT ``count`` of ``keys`` after their positions, on the source's own

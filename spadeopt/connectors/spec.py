@@ -47,6 +47,12 @@ def is_live(module: str, qualname: str) -> bool:
     return f"{module}:{qualname}" in LIVE_FACTORIES
 
 
+def is_unbounded(module: str, qualname: str, args: dict[str, Any]) -> bool:
+    """Is this source live with no end of its own (no ``until``, no ``count``)? A run of it
+    ends only on a stop request or ``--duration`` (``connectors.base.Source.unbounded``)."""
+    return is_live(module, qualname) and args.get("until") is None and args.get("count") is None
+
+
 def _broker(broker: str | None, password_file: str | None, problems: list[str]):
     from spadeopt.connectors.redis_conn import parse_url
 

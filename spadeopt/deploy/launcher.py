@@ -34,6 +34,7 @@ from spadeopt.deploy.procs import running
 from spadeopt.errors import EnvironmentProblem, RunError, UsageError
 from spadeopt.plan.artefacts import load_deploy
 from spadeopt.plan.deployment import Deployment, Sampling
+from spadeopt.runtime.latency import summary
 
 _SESSION: Any = None
 _SESSION_KEY: tuple | None = None
@@ -228,6 +229,7 @@ class RunResult:
     checkpoints: dict[str, Any] | None = None  # a checkpointing run's report (deploy.checkpoints)
     stopped_by: str | None = None  # "request" (Ctrl-C, SIGTERM) or "duration": the sources were ended
     connectors: dict[str, Any] = field(default_factory=dict)  # live source -> position, lag; sink -> report
+    latency: dict[str, Any] | None = None  # source -> sink latency markers: p50/p90/p99/max ms (runtime.latency)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -565,11 +567,12 @@ def _result(deploy: Deployment, reports: list[dict], master: str, wall: float, b
         p["sources"] = {k: v[:3] for k, v in p["sources"].items()}
     stopped = sorted({st.get("stopped_by") for r in reports for st in r["pes"]} - {None})
     connectors = {name: rep for r in reports for st in r["pes"] for name, rep in st.get("connectors", {}).items()}
+    latency = summary(ms for r in reports for st in r["pes"] for ms in st.get("latency_ms") or ())
     return RunResult(deploy.app, deploy.strategy, master, deploy.nodes, len(deploy.pes), thr,
                      wall, tuples, sorted(per_pe, key=lambda p: p["pe"]), dict(sorted(sinks.items())), used,
                      build_dir, steady_rate(timelines) or thr, cpu_node,
                      stopped_by="request" if "request" in stopped else (stopped[0] if stopped else None),
-                     connectors=dict(sorted(connectors.items())))
+                     connectors=dict(sorted(connectors.items())), latency=latency)
 
 
 def steady_rate(timelines: list[list[tuple[float, int]]], warmup: float = 0.2) -> float:

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from spadeopt.connectors.spec import ConnectorSpec, is_live
+from spadeopt.connectors.spec import ConnectorSpec, is_live, is_unbounded
 from spadeopt.connectors.spec import partitioning as connector_partitioning
 from spadeopt.errors import UsageError
 from spadeopt.kinds.base import Decl, Imports, Kind, derive_declared, parse_schema, symbol_of
@@ -117,6 +117,13 @@ def lower(graph: AppGraph, op: Operator, imports: Imports) -> dict[str, Any]:
     return {"gen": alias(p.generator, imports), "args": args, "split": p.split, "part": p.part,
             "parts": p.parts, "seq": out is not None and SEQ in out,
             "live": is_live(p.generator.module, p.generator.qualname)}
+
+
+def unbounded(op: Operator) -> bool:
+    """A live connector source with no end of its own: a run of it ends only on a stop
+    request or ``--duration`` (``connectors.spec.is_unbounded``)."""
+    p = op.params
+    return is_unbounded(p.generator.module, p.generator.qualname, dict(p.args))
 
 
 def partitioning(op: Operator) -> tuple[int, tuple[str, ...]] | None:

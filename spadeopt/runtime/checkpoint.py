@@ -546,6 +546,9 @@ class Checkpointer:
         from spadeopt.runtime.pe import LinkError
 
         rt = self.rt
+        if frame.buffer[:1] == wire.MARKER_TAG:  # a latency marker held with its link's frames
+            rt.take_marker(port, frame, frame.buffer)
+            return
         try:
             batch = wire.decode_batch(frame.buffer, port.types, rt.max_frame, port.pulsed)
         except wire.WireError as exc:

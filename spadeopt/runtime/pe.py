@@ -44,6 +44,7 @@ from spadeopt.model.schema import ungid
 from spadeopt.protocol import SEQ as FISSION_SEQ
 from spadeopt.runtime import transport
 from spadeopt.runtime.fission import read_splits as fission_read_splits
+from spadeopt.runtime.latency import MARK_EVERY, Latency
 from spadeopt.runtime.ordered import Ordered
 from spadeopt.runtime.security import Guard, keypair, make_client, make_server
 from spadeopt.runtime.sinks import Sink
@@ -188,6 +189,8 @@ class PERuntime:
         self.received = 0  # frames taken off the input sockets (progress, for stall detection)
         self.states: dict[str, tuple] = {}  # operator -> its state objects (checkpointing builds: rt.state)
         self.checkpoints: Any = None  # a runtime.checkpoint.Checkpointer when the run takes checkpoints
+        self.latency = Latency()  # latency markers sent, taken and recorded (runtime.latency)
+        self._came_in = 0.0  # wall time the oldest record of the sources thread's next batch came in
 
     # ---- called by generated build(rt) -----------------------------------------------
     def sender(self, ref: str, locked: bool = False) -> transport.Sender:
@@ -327,7 +330,7 @@ class PERuntime:
         (``check_shape``). The source is closed however the loop ends."""
         stats = self.source_stats[name] = [0, None, None, []]  # count, first, last, timeline
         timeline = stats[3]
-        next_mark = 0.0
+        next_mark = next_marker = 0.0
         size = self.batch_size
         src = as_source(iterable)
         if self.source_limit is not None and name not in self._split_sources:
@@ -352,12 +355,16 @@ class PERuntime:
                 n_batch = len(batch)  # counted as given: the consumer may append a fission pulse
                 if self.checkpoints is not None:  # the position is what the operators were given
                     self.checkpoints.emitted(name, n_batch)
+                came_in = self._came_in
                 yield batch
                 stats[0] += n_batch
                 now = stats[2] = time.time()
                 if now >= next_mark:  # a point every 0.2 s, for steady-state rates
                     timeline.append((now, stats[0]))
                     next_mark = now + 0.2
+                if now >= next_marker:  # the batch went through this PE's operators: a latency marker
+                    self._mark(name, came_in, now)
+                    next_marker = now + MARK_EVERY
                 n += 1
                 if thread_point and n % 64 == 0:
                     thread_point.sample_thread(self._source_cpu_ns(name))
@@ -373,6 +380,7 @@ class PERuntime:
     def _batches(self, src: Source, size: int) -> Iterator[list]:
         """A bounded source's batches as it reads them (it is never idle)."""
         while not (self.stop or self.stop_sources):
+            self._came_in = time.time()
             batch = src.read(size)
             if batch is None:
                 return
@@ -387,6 +395,7 @@ class PERuntime:
         request), what is held is passed on, then the loop ends. Every ``LAG_EVERY``
         seconds the source's ``lag()`` is sampled here, in its own thread."""
         delay, clock = self.max_batch_delay, time.monotonic
+        unbounded = src.unbounded  # a feed's own clock counts only for a live feed (a backlog replay: the read)
         held: list = []
         first = next_lag = 0.0
         while not (self.stop or self.stop_sources):
@@ -402,6 +411,8 @@ class PERuntime:
                     held += got
                 else:
                     held, first = got, now
+                    came_in = src.arrived() if unbounded else None
+                    self._came_in = time.time() if came_in is None else came_in
             if held and (len(held) >= size or now - first >= delay):
                 out, held = held, []
                 yield out
@@ -410,6 +421,30 @@ class PERuntime:
             yield []
         if held and not self.stop:
             yield held
+
+    def _mark(self, origin: str, came_in: float, now: float) -> None:
+        """A latency marker of source ``origin`` whose batch came in at ``came_in`` and has
+        just gone through this PE's operators (sources thread; ``runtime.latency``)."""
+        if self.sinks:
+            self.latency.record((now - came_in) * 1000.0)
+        frame = wire.marker_frame(origin, self.latency.next_seq(origin), came_in)
+        for s in self.senders.values():
+            s.marker(frame)
+
+    def take_marker(self, port: InputPort, frame: zmq.Frame, data) -> None:
+        """A latency marker off ``port``: every frame before it on its link has been
+        processed; recorded when this PE has sinks, passed on once (``runtime.latency``)."""
+        try:
+            origin, seq, came_in = wire.parse_marker(data)
+        except wire.WireError as exc:
+            raise LinkError(self.pe_id, port, frame.get("User-Id") if self.secure else None, str(exc)) from None
+        if not self.latency.take(origin, seq):
+            return
+        if self.sinks:
+            self.latency.record((time.time() - came_in) * 1000.0)
+        out = bytes(data)
+        for s in self.senders.values():
+            s.marker(out)
 
     def _sample_lag(self, name: str, src: Source) -> None:
         try:
@@ -488,6 +523,9 @@ class PERuntime:
             threading.Thread(target=self._watch_stop, daemon=True, name="stop").start()
         if self.progress_file:
             threading.Thread(target=self._report_progress, daemon=True, name="progress").start()
+        if not (self.sources and self.inputs):  # one thread sends on every port: markers may go on any
+            for s in self.senders.values():
+                s.sole = True
         threads = [threading.Thread(target=self._guard, args=("sources", self.drive_sources),
                                     daemon=True, name="sources")] if self.sources else []
         for t in threads:
@@ -516,6 +554,7 @@ class PERuntime:
             "stopped_by": self.stopped_by,
             "refused": self.guard.refusals() if self.guard is not None else {},
             "secure_links": self.secure,
+            "latency_ms": self.latency.samples,
         }
 
     def progress(self) -> tuple[int, dict[str, list[str]]]:
@@ -685,8 +724,12 @@ class PERuntime:
         ck = self.checkpoints
         if ck is not None and ck.intercept(port, frame, data):  # barriers, blocked links
             return False
-        if data[:1] == wire.FINAL_TAG:
+        tag = data[:1]
+        if tag == wire.FINAL_TAG:
             return self._final(port, frame, self.secure)
+        if tag == wire.MARKER_TAG:
+            self.take_marker(port, frame, data)
+            return False
         try:
             batch = wire.decode_batch(data, port.types, self.max_frame, port.pulsed)
         except wire.WireError as exc:

@@ -49,9 +49,13 @@ class Sender:
         self.max_frame = max_frame
         self._packer = packer()
         self._lock = threading.Lock() if locked else None
+        self.owner: int | None = None  # an unlocked port: the thread that sends its batches
+        self.sole = False  # True: one thread of the PE sends on its ports (markers from it need no owner check)
 
     def __call__(self, batch) -> None:
         if self._lock is None:
+            if self.owner is None:
+                self.owner = threading.get_ident()
             data = self._packer.pack(batch)
             if len(data) > self.max_frame:
                 self._too_large(batch, data)
@@ -78,6 +82,21 @@ class Sender:
     def barrier(self, checkpoint: int) -> None:
         """Checkpoint ``checkpoint``'s barrier on every link, after every batch sent before it."""
         self._control(lambda link: barrier_frame(link, checkpoint))
+
+    def marker(self, frame: bytes) -> None:
+        """A latency marker (``runtime.latency``) on every link, behind the batches sent so
+        far, when the calling thread may send on this port: always under the lock of a
+        port threads share, else only from the thread that sends its batches (ZeroMQ
+        sockets are not thread-safe): the PE's one thread (``sole``) or the one that sent
+        its first batch; until then, in a PE of two threads, the port is skipped."""
+        if self._lock is None:
+            if self.sole or self.owner == threading.get_ident():
+                for s in self.sockets:
+                    s.send(frame)
+            return
+        with self._lock:
+            for s in self.sockets:
+                s.send(frame)
 
     def _control(self, frame) -> None:
         """A control frame on every link, under the batches' lock when threads share this
