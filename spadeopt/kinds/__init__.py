@@ -12,6 +12,8 @@ from spadeopt.errors import UsageError
 from spadeopt.kinds import (
     aggregate,
     custom,
+    exchange_merge,
+    exchange_split,
     fission_merge,
     fission_split,
     functor,
@@ -26,7 +28,8 @@ from spadeopt.kinds.base import Kind
 from spadeopt.model.graph import Operator
 
 BUILTIN: tuple[Kind, ...] = tuple(m.KIND for m in (
-    source, functor, aggregate, join, split, union, merge, custom, sink, fission_split, fission_merge))
+    source, functor, aggregate, join, split, union, merge, custom, sink, fission_split, fission_merge,
+    exchange_split, exchange_merge))
 
 KINDS: dict[str, Kind] = {k.name: k for k in BUILTIN}
 

@@ -9,6 +9,10 @@ send, and below ``2**(b + 1)``. A join in a region (``Kind.number_bits``) number
 match by its processing position at width 1: ``(order value, side, number of the tuple
 that triggered it)`` packed into one int, ``((key << 1 | side) << b) | n`` with ``key``
 the order value mapped monotonically into ``[0, 2**64)``, so below ``2**(65 + b)``.
+A key exchange between two regions (``kinds.exchange_split``) renumbers each tuple leaving
+the upstream region ``(n << EXCHANGE_BITS) | i``, ``i`` its index among the tuples of
+that channel numbered ``n`` (one trigger's several rows), so every number entering the
+downstream region is distinct and ordered as width 1: ``EXCHANGE_BITS`` more bits.
 Numbers from ``2**64`` up cross PEs as big ints (``wire``). ``plan.fission.final_base``
 is ``2**b`` for an operator; codegen gives it to every operator that flushes or
 renumbers (``ctx["final_base"]``).
@@ -23,6 +27,7 @@ from spadeopt.model.graph import AppGraph, Operator, PortRef
 from spadeopt.protocol import FINAL_BASE, SEQ
 
 SPLIT_BITS = FINAL_BASE.bit_length() - 1  # the split numbers tuples below 2**62
+EXCHANGE_BITS = 24  # rows one upstream number may carry through a key exchange: below 2**24
 
 
 def input_bits(graph: AppGraph, op: Operator, kind_of: Callable[[Operator], Kind]) -> int:

@@ -97,7 +97,7 @@ from spadeopt.optimize.result import FusionResult
 from spadeopt.optimize.widths import choose_widths, free_regions, region_caps
 from spadeopt.plan.discover import Discovery, discover_regions
 from spadeopt.plan.plan import Plan, make_plan
-from spadeopt.plan.regions import MAX_REGION_WIDTH, resolve_regions
+from spadeopt.plan.regions import MAX_REGION_WIDTH, choose_exchanges, resolve_regions
 
 __all__ = [
     "MAX_FRAC_LADDER",
@@ -200,6 +200,7 @@ def _fuse_auto(graph: AppGraph, prof: OperatorProfile, comm: CommModel, nodes: i
         regions, fission_doc["search"] = choose_widths(regions, free, nodes * cores, evaluate.rated,
                                                        stop_early=bool(found & set(free)),
                                                        caps=region_caps(graph, regions, free))
+        regions = choose_exchanges(graph, regions)  # as the scorer planned them (fatm_search.WidthScorer)
         searched = evaluate.plans
     ctx = SearchContext(graph, prof, comm, nodes, cores, min_util, capacity_frac, absorb, model, frac, cache)
     choice = best_over_max_frac(ctx, regions, max_frac, rate, searched)
@@ -269,7 +270,7 @@ def candidate_regions(graph: AppGraph, widths: Mapping[str, int] | None, fission
         w = widths.get(r.name, 1)
         if isinstance(w, bool) or not isinstance(w, int) or not 1 <= w <= MAX_REGION_WIDTH:
             raise UsageError(f"region '{r.name}': width must be an integer from 1 to {MAX_REGION_WIDTH}, got {w!r}")
-    regions = (*declared, *(replace(r, width=widths.get(r.name, 1)) for r in found))
+    regions = choose_exchanges(graph, (*declared, *(replace(r, width=widths.get(r.name, 1)) for r in found)))
     free = () if not fission else (*free_regions(graph, widths, fission),
                                    *(r.name for r in found if r.name not in widths))
     return regions, free, discovery

@@ -66,7 +66,7 @@ from spadeopt.optimize.result import FusionResult
 from spadeopt.optimize.widths import physical_profile
 from spadeopt.plan.fission import physical_graph
 from spadeopt.plan.plan import Plan, make_plan
-from spadeopt.plan.regions import Region
+from spadeopt.plan.regions import Region, choose_exchanges
 
 Regions = tuple[Region, ...]  # a width vector: every declared region with its width
 
@@ -335,7 +335,10 @@ class WidthScorer:
         return self.rated(regions).rate
 
     def rated(self, regions: Regions) -> Rated:
-        """The vector's predicted rate and crossing tuples, as :mod:`spadeopt.optimize.ranking` ranks it."""
+        """The vector's predicted rate and crossing tuples, as :mod:`spadeopt.optimize.ranking` ranks it.
+        Two adjacent regions both wider than 1 are planned with a key exchange between them
+        when it is legal (``plan.regions.choose_exchanges``), as the final plan runs them."""
+        regions = choose_exchanges(self.ctx.graph, regions)
         try:
             scored = score_plan(self.ctx, regions, self.max_frac, "max", SCORE_STEPS)
         except OptimizeError:

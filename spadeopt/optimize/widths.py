@@ -23,7 +23,11 @@ logical (width-1) graph. For a candidate width vector (one width per region):
      channel (tuples of a dynamic region grow by the 9-byte sequence number); each
      channel sends ``rate/w`` to the merge, which sends the full rate on to the
      region's subscribers. Links are mapped with their multiplicity, so every
-     physical stream has one link; the transport cost of each is the calibration's.
+     physical stream has one link; the transport cost of each is the calibration's;
+   - a key exchange between two regions (``plan.regions.choose_exchanges``) replaces the
+     upstream merge and the downstream split: each upstream channel's sender costs a
+     dynamic split per tuple it sends and sends ``1/w2`` of its rate to each downstream
+     channel's receiver, which costs a dynamic merge per tuple (``_map_exchange``).
 
 3. The existing planner runs on the physical problem: the rate search of
    :mod:`spadeopt.optimize.rate` with GreedyFuse and placement at each rate. Its
@@ -62,8 +66,8 @@ from spadeopt.errors import OptimizeError
 from spadeopt.model.graph import AppGraph
 from spadeopt.optimize.predict import DEFAULT_MODEL, PerfModel
 from spadeopt.optimize.ranking import MODEL_ERROR, TIE, Rated, tie_break
-from spadeopt.plan.fission import rewrite_region
-from spadeopt.plan.regions import DYNAMIC, Region, check_region
+from spadeopt.plan.fission import physical_graph, rewrite_region
+from spadeopt.plan.regions import DYNAMIC, EXCHANGE, Region, check_region
 
 SEQ_BYTES = 9.0  # msgpack of the sequence number a dynamic region's tuples carry
 EXHAUSTIVE_MAX = 64  # width vectors tried exhaustively; above this, coordinate ascent
@@ -87,8 +91,47 @@ def physical_profile(graph: AppGraph, prof, regions: tuple[Region, ...], physica
     wide = [r for r in regions if r.width > 1]
     for i, r in enumerate(wide):
         load, links = _map_region(g, r, load, links, model)
-        g = physical if physical is not None and i == len(wide) - 1 else rewrite_region(g, r)
+        if i < len(wide) - 1:
+            g = rewrite_region(g, r)
+    by_name = {r.name: r for r in regions}
+    for r in wide:
+        if r.fed == EXCHANGE:
+            load, links = _map_exchange(by_name[r.after], r, load, links, model)
+    g = physical if physical is not None else physical_graph(graph, regions)
     return replace(prof, fingerprint=g.fingerprint, load=load, links=tuple(links))
+
+
+def _map_exchange(up: Region, down: Region, load: Mapping[str, float], links: list[Link],
+                  model: PerfModel) -> tuple[dict[str, float], list[Link]]:
+    """The mapped profile of ``up`` and ``down`` (both mapped as if a merge and a split stood
+    between them) with a key exchange instead: each upstream channel's exit link goes to
+    its ``exchange_split`` (costed as a dynamic split per tuple), which sends ``1/w2`` of it
+    to each downstream channel's ``exchange_merge`` (costed as a dynamic merge per tuple it
+    passes on), which feeds its channel; the merge and the split are gone. Uniform keys
+    assumed, as for a split."""
+    chan_up = {Region.channel_op(o, c): c for o in up.operators for c in range(up.width)}
+    chan_down = {Region.channel_op(o, d): d for o in down.operators for d in range(down.width)}
+    w2 = down.width
+    out: list[Link] = []
+    sent = [0.0] * up.width
+    got = [0.0] * w2
+    for a, b, rate, size in links:
+        if b == up.merge and a in chan_up:
+            c = chan_up[a]
+            sent[c] += rate
+            out.append((a, down.exchange_split(c), rate, size))
+            out += [(down.exchange_split(c), down.exchange_merge(d), rate / w2, size) for d in range(w2)]
+        elif a == down.split and b in chan_down:
+            got[chan_down[b]] += rate
+            out.append((down.exchange_merge(chan_down[b]), b, rate, size))
+        elif not (a == up.merge and b == down.split):
+            out.append((a, b, rate, size))
+    new_load = {n: u for n, u in load.items() if n not in (up.merge, down.split)}
+    for c, rate in enumerate(sent):
+        new_load[down.exchange_split(c)] = rate * model.split_s(DYNAMIC)
+    for d, rate in enumerate(got):
+        new_load[down.exchange_merge(d)] = rate * model.merge_s(DYNAMIC)
+    return new_load, out
 
 
 def _map_region(graph: AppGraph, r: Region, load: Mapping[str, float],

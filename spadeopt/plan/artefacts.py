@@ -25,7 +25,7 @@ from typing import Any
 from spadeopt.errors import ArtefactError, PlanError
 from spadeopt.model.schema import FILE_NAME_RULE, TYPES, is_file_name, is_identifier, is_port_name
 from spadeopt.plan.deployment import Deployment
-from spadeopt.plan.regions import MAX_REGION_WIDTH, ORDERINGS
+from spadeopt.plan.regions import FEDS, MAX_REGION_WIDTH, ORDERINGS
 
 MAX_NODES = 1 << 20  # nodes of one plan (a bound on memory: the optimizer plans 100,000 nodes)
 MAX_CORES = 4096  # cores per node of one plan
@@ -184,7 +184,8 @@ def check_plan_json(doc: Any, path: str | Path) -> None:
         f.int_in(r, at, "width", 1, MAX_REGION_WIDTH)
         f.names(r, at, "key", is_identifier, IDENT_RULE)
         f.value(r, at, "ordering", lambda v: v in ORDERINGS, " or ".join(map(repr, ORDERINGS)))
-        f.value(r, at, "fed", lambda v: v in ("split", "source"), "'split' or 'source'", required=False)
+        f.value(r, at, "fed", lambda v: v in FEDS, " or ".join(map(repr, FEDS)), required=False)
+        f.value(r, at, "after", is_identifier, IDENT_RULE, required=False)
     f.raise_any("plan", PLAN_HINT)
 
 

@@ -17,7 +17,7 @@ from typing import Any
 from spadeopt.errors import UsageError
 from spadeopt.plan.artefacts import read_explain
 from spadeopt.plan.plan import Plan
-from spadeopt.plan.regions import Region
+from spadeopt.plan.regions import EXCHANGE, Region
 
 
 def regions_text(plan: Plan) -> list[str]:
@@ -29,7 +29,14 @@ def regions_text(plan: Plan) -> list[str]:
         feed = (f"hash of {', '.join(r.key)}" if r.key else "round robin") if r.has_split else (
             f"each channel reads its own stream keys (partitioned by {', '.join(r.key)})"
             if r.ordering == "arrival" else "each channel reads its own source splits")
-        if r.width > 1 and r.merge not in pe_of:  # the region ends in counting sinks
+        if r.fed == EXCHANGE:
+            feed = (f"key exchange from region '{r.after}' (each of its channels sends by "
+                    f"{'hash of ' + ', '.join(r.key) if r.key else 'round robin'} straight to these channels, "
+                    f"each merging them by sequence number)")
+        into = next((d.name for d in plan.regions if d.fed == EXCHANGE and d.after == r.name), None)
+        if r.width > 1 and into is not None:
+            merge = f"no merge (its channels send to region '{into}' by key exchange)"
+        elif r.width > 1 and r.merge not in pe_of:  # the region ends in counting sinks
             merge = "no merge (each channel's counting sink counts; the run reports the sum)"
         else:
             merge = {"static": "weighted round robin merge", "arrival": "arrival merge (the order is kept per "
@@ -41,6 +48,11 @@ def regions_text(plan: Plan) -> list[str]:
                 if op not in pe_of:  # a region led by a splittable source has no split
                     continue
                 lines.append(f"  {what:<8} {op} in {pe_of[op]} on node {node[pe_of[op]]}")
+            if r.fed == EXCHANGE:
+                ups = next((u.width for u in plan.regions if u.name == r.after), 0)
+                for what, ops in (("xsplit", [r.exchange_split(c) for c in range(ups)]),
+                                  ("xmerge", [r.exchange_merge(d) for d in range(r.width)])):
+                    lines.append(f"  {what:<8} " + ", ".join(f"{o} in {pe_of.get(o)}" for o in ops))
             for c in range(r.width):
                 pes = sorted({pe_of[Region.channel_op(o, c)] for o in r.operators})
                 nodes = sorted({node[p] for p in pes})

@@ -15,6 +15,16 @@ A region of width k > 1 becomes, in the physical graph:
 - a ``fission_merge`` operator ``<region>__merge`` collecting the k copies of the one
   output port that leaves the region, and publishing to its original subscribers.
 
+Two regions one after the other (the second entered by the first's output alone), both
+wider than 1, are joined by a *key exchange* when ``plan.regions.choose_exchanges`` says
+so (the second region's ``fed == "exchange"``): the first region's merge and the second's
+split are replaced by an ``exchange_split`` ``<second>__xsplit<c>`` at the end of each of
+the first region's channels (hashing the second region's key into its width, renumbering
+each tuple ``(n << EXCHANGE_BITS) | i``, ``kinds.numbering``) and an ``exchange_merge``
+``<second>__xmerge<d>`` at the head of each of the second region's channels (merging the
+senders by number, pulses passed on), so each downstream channel sees its keys' part of
+the width-1 stream in the width-1 order; the second region's merge restores the rest.
+
 In a dynamic region the channel copies carry the split's sequence number as a hidden
 last attribute (``_fission_seq``): every copy's input and output schemas gain it, and
 its parameters are rewritten to forward it (each kind's ``channel_params``: a functor
@@ -39,6 +49,8 @@ import dataclasses
 
 from spadeopt.errors import UsageError
 from spadeopt.kinds import kind_of
+from spadeopt.kinds.exchange_merge import ExchangeMergeParams
+from spadeopt.kinds.exchange_split import ExchangeSplitParams
 from spadeopt.kinds.fission_merge import FissionMergeParams
 from spadeopt.kinds.fission_split import FissionSplitParams
 from spadeopt.kinds.numbering import input_bits
@@ -54,7 +66,17 @@ from spadeopt.model.graph import (
     Stream,
 )
 from spadeopt.model.schema import Schema
-from spadeopt.plan.regions import ARRIVAL, BLOCK, DYNAMIC, Region, check_region, check_width
+from spadeopt.plan.regions import (
+    ARRIVAL,
+    BLOCK,
+    DYNAMIC,
+    EXCHANGE,
+    Region,
+    check_region,
+    check_width,
+    exchange_problem,
+    feeding_region,
+)
 from spadeopt.protocol import SEQ  # SEQ: the hidden sequence-number attribute
 
 
@@ -205,16 +227,78 @@ def rewrite_region(graph: AppGraph, region: Region) -> AppGraph:
 def physical_graph(graph: AppGraph, regions: tuple[Region, ...]) -> AppGraph:
     """The graph that fusion, placement and codegen work on: every region of width > 1
     rewritten into split, channels and merge (regions are rewritten one after another,
-    so a region may follow another's merge). Computed once per graph and regions: the
-    plan, its check, codegen and the optimizer share the result (``AppGraph.memo``)."""
+    so a region may follow another's merge), then every key exchange (a region with
+    ``fed == "exchange"``) put in place of the merge and split between its two regions
+    (:func:`_exchange`). Computed once per graph and regions: the plan, its check,
+    codegen and the optimizer share the result (``AppGraph.memo``)."""
     key = ("physical", tuple(r for r in regions if r.width > 1))
     out = graph.memo.get(key)
     if out is None:
         out = graph
         for r in key[1]:
             out = _rewrite_one(out, r)
+        by_name = {r.name: r for r in regions}
+        for r in key[1]:
+            if r.fed == EXCHANGE:
+                up = by_name.get(r.after)
+                problem = (f"it names no region '{r.after}' of the plan" if up is None else
+                           f"region '{up.name}' runs at width 1" if up.width < 2 else
+                           exchange_problem(graph, up, r))
+                if problem is None and feeding_region(graph, regions, r) != up:
+                    problem = f"it is not entered by region '{up.name}''s output"
+                if problem is not None:
+                    raise UsageError(f"parallel region '{r.name}' is fed by an exchange from region "
+                                     f"'{r.after}', but {problem}; plan it again")
+                out = _exchange(out, up, r)
         graph.memo[key] = out
     return out
+
+
+def _exchange(graph: AppGraph, up: Region, down: Region) -> AppGraph:
+    """``graph`` (both regions rewritten) with the merge of ``up`` and the split of ``down``
+    replaced by a key exchange: ``exchange_split`` ``<down>__xsplit<c>`` at the end of each
+    of ``up``'s channels, hashing ``down``'s key into ``down.width`` outputs, and
+    ``exchange_merge`` ``<down>__xmerge<d>`` at the head of each of ``down``'s channels,
+    merging the ``up.width`` senders by number. Each sender joins its upstream channel and
+    each receiver its downstream channel (``Annotations.channels``; FMAN's fuse groups)."""
+    merge, split = up.merge, down.split
+    into = sorted((int(s.dst.port[2:]), s.src) for s in graph.streams if s.dst.op == merge)
+    outof = sorted((int(s.src.port[3:]), s.dst) for s in graph.streams if s.src.op == split)
+    schema = graph.op(merge).inputs[0].schema  # the upstream channels' exit schema, with the number
+    senders = [Operator(down.exchange_split(c), "exchange_split", (InPort("in", schema),),
+                        tuple(OutPort(f"out{d}", schema) for d in range(down.width)),
+                        ExchangeSplitParams(down.width, down.key, BLOCK), STATEFUL, (),
+                        f"key exchange into parallel region '{down.name}'") for c in range(up.width)]
+    receivers = [Operator(down.exchange_merge(d), "exchange_merge",
+                          tuple(InPort(f"in{c}", schema) for c in range(up.width)), (OutPort("out", schema),),
+                          ExchangeMergeParams(up.width), STATEFUL, (),
+                          f"key exchange into parallel region '{down.name}'") for d in range(down.width)]
+    ops: list[Operator] = []
+    for op in graph.operators:
+        ops.extend(senders if op.name == merge else receivers if op.name == split else (op,))
+    streams: list[Stream] = []
+    for s in graph.streams:
+        if s.dst.op == merge and s.dst.port == "in0":
+            streams.extend(Stream(src, PortRef(down.exchange_split(c), "in")) for c, src in into)
+            streams.extend(Stream(PortRef(down.exchange_split(c), f"out{d}"), PortRef(down.exchange_merge(d), f"in{c}"))
+                           for c in range(up.width) for d in range(down.width))
+        elif s.src.op == split and s.src.port == "out0":
+            streams.extend(Stream(PortRef(down.exchange_merge(d), "out"), dst) for d, dst in outof)
+        elif merge not in (s.src.op, s.dst.op) and split not in (s.src.op, s.dst.op):
+            streams.append(s)
+    ann = graph.annotations
+    fuse = [g for g in ann.fuse if merge not in g and split not in g]
+    fuse += [(src.op, down.exchange_split(c)) for c, src in into]
+    fuse += [(down.exchange_merge(d), dst.op) for d, dst in outof]
+    channels = []
+    for chans in ann.channels:
+        if Region.channel_op(up.operators[0], 0) in chans[0]:
+            chans = tuple((*ch, down.exchange_split(c)) for c, ch in enumerate(chans))
+        elif Region.channel_op(down.operators[0], 0) in chans[0]:
+            chans = tuple((down.exchange_merge(d), *ch) for d, ch in enumerate(chans))
+        channels.append(chans)
+    ann = dataclasses.replace(ann, fuse=tuple(fuse), channels=tuple(channels))
+    return AppGraph(graph.name, tuple(ops), tuple(streams), ann, graph.params, graph.module)
 
 
 def final_base(graph: AppGraph, op: Operator) -> int:

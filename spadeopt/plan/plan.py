@@ -22,7 +22,7 @@ from spadeopt.model.analysis import recursion_cycles
 from spadeopt.model.graph import AppGraph
 from spadeopt.plan.artefacts import MAX_CORES, MAX_NODES, check_plan_json
 from spadeopt.plan.fission import physical_graph
-from spadeopt.plan.regions import Region
+from spadeopt.plan.regions import EXCHANGE, Region
 
 SCHEMA_VERSION = 1
 # NONE and FALL are reference points defined by their shape (one PE per operator, one
@@ -79,8 +79,16 @@ class Plan:
             node = {p.pe_id: p.node for p in self.pes}
             if r.has_split:
                 doc["split"] = {"operator": r.split, "pe": pe_of.get(r.split), "node": node.get(pe_of.get(r.split))}
-            if r.merge in pe_of:  # none when the region ends in counting sinks
+            if r.merge in pe_of:  # none when the region ends in counting sinks or sends by key exchange
                 doc["merge"] = {"operator": r.merge, "pe": pe_of.get(r.merge), "node": node.get(pe_of.get(r.merge))}
+            if r.fed == EXCHANGE:  # the senders at the end of region r.after's channels, the receivers at r's
+                up = next((u.width for u in self.regions if u.name == r.after), 0)
+                senders = [r.exchange_split(c) for c in range(up)]
+                doc["exchange"] = {
+                    "from": r.after,
+                    "splits": [{"operator": o, "pe": pe_of.get(o), "node": node.get(pe_of.get(o))} for o in senders],
+                    "merges": [{"operator": r.exchange_merge(c), "pe": pe_of.get(r.exchange_merge(c)),
+                                "node": node.get(pe_of.get(r.exchange_merge(c)))} for c in range(r.width)]}
             doc["routing"] = r.routing
             doc["channels"] = [
                 {f"{o}@{c}": {"operator": Region.channel_op(o, c), "pe": pe_of.get(Region.channel_op(o, c)),

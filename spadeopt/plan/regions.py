@@ -58,6 +58,13 @@ stream (every channel would), and the merge interleaves the channels by arrival
 (``ARRIVAL``: no sequence numbers, no pulses). Each value of ``partitioned_by`` then gets
 its width-1 rows in its width-1 order.
 
+Two adjacent regions (the second entered by the first's output alone) with keys that do
+not match exchange tuples channel to channel when both run wider than 1 (a *key exchange*,
+:func:`choose_exchanges`; ``plan.fission``): the first region's channels must carry numbers
+comparable across channels (not a region led by a partitioned source, whose channels
+interleave by arrival: merge and split are kept, :func:`exchange_problem` says why), and
+the second must be dynamic with no event-time window.
+
 Ordering. A region made only of functors without a filter is *static-rate* (every
 operator emits exactly one tuple per input, 004's case): the split deals fixed blocks
 of tuples round robin and the merge takes them back in the same blocks, with no
@@ -70,7 +77,7 @@ tuples in sequence order and strips the number.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from spadeopt.errors import UsageError
@@ -79,6 +86,8 @@ from spadeopt.kinds.source import partitioning
 from spadeopt.model.graph import ARRIVAL, DYNAMIC, PARTITIONED, STATIC, AppGraph, PortRef, Stream
 
 BLOCK = 64  # tuples per round-robin block (split and merge agree on it)
+EXCHANGE = "exchange"  # Region.fed of a region whose channels receive from the region before it
+FEDS = ("split", "source", EXCHANGE)
 MAX_REGION_WIDTH = 256  # widest region of any plan (declared, --width, plan.json)
 ORDERINGS = (STATIC, DYNAMIC, ARRIVAL)
 
@@ -99,7 +108,9 @@ class Region:
     key: tuple[str, ...] = ()  # partition key (empty: stateless, dealt round robin)
     ordering: str = DYNAMIC  # STATIC: weighted round robin; DYNAMIC: sequence numbers; ARRIVAL: arrival
     fed: str = "split"  # "split": a split deals the entering stream; "source": it starts at a splittable
-    #                     or partitioned source
+    #                     or partitioned source; "exchange": the channels of the region before it send
+    #                     straight to its channels (choose_exchanges, plan.fission)
+    after: str = ""  # fed == "exchange": the region whose channels send to this one's
 
     @property
     def has_split(self) -> bool:
@@ -122,20 +133,32 @@ class Region:
         """The physical name of ``op``'s copy in ``channel`` (shown as ``op@channel``)."""
         return f"{op}__{channel}"
 
+    def exchange_split(self, channel: int) -> str:
+        """The exchange's hash split at the end of the upstream region's ``channel``
+        (a region fed by an exchange, ``fed == "exchange"``)."""
+        return f"{self.name}__xsplit{channel}"
+
+    def exchange_merge(self, channel: int) -> str:
+        """The exchange's merge at the head of this region's ``channel``."""
+        return f"{self.name}__xmerge{channel}"
+
     @property
     def routing(self) -> str:
+        if self.fed == EXCHANGE:
+            return "exchange_hash" if self.key else "exchange_round_robin"
         if not self.has_split:
             return "source_partitions" if self.ordering == ARRIVAL else "source_splits"
         return "hash" if self.key else "round_robin"
 
     def to_json(self) -> dict:
         return {"name": self.name, "operators": list(self.operators), "width": self.width,
-                "key": list(self.key), "ordering": self.ordering, "fed": self.fed}
+                "key": list(self.key), "ordering": self.ordering, "fed": self.fed,
+                **({"after": self.after} if self.fed == EXCHANGE else {})}
 
     @classmethod
     def from_json(cls, doc: dict) -> Region:
         return cls(doc["name"], tuple(doc["operators"]), int(doc["width"]), tuple(doc["key"]),
-                   doc["ordering"], doc.get("fed", "split"))
+                   doc["ordering"], doc.get("fed", "split"), doc.get("after", ""))
 
 
 @dataclass(frozen=True)
@@ -543,6 +566,62 @@ def _event_time(graph: AppGraph, ops: tuple[str, ...], ix: RegionIndex, members:
     return op, attr, window
 
 
+def feeding_region(graph: AppGraph, regions: tuple[Region, ...], down: Region) -> Region | None:
+    """The region whose output port is the stream entering ``down`` (its first entry), or None."""
+    entry = check_region(graph, down.name, down.operators).entry
+    if entry is None:
+        return None
+    return next((r for r in regions if r.name != down.name and entry.src.op in r.operators), None)
+
+
+def exchange_problem(graph: AppGraph, up: Region, down: Region) -> str | None:
+    """Why the channels of region ``up`` cannot send straight to the channels of region
+    ``down`` (a key exchange: a hash split at the end of each of ``up``'s channels, a merge
+    by sequence number at the head of each of ``down``'s, no merge and split between the
+    regions), or None when they can. ``down`` must be fed by ``up``'s output alone;
+    ``up``'s channels must carry numbers comparable across channels (a dynamic region, or
+    a static one numbered for the exchange; not a region led by a partitioned source,
+    whose channels interleave by arrival); ``down`` must be dynamic and have no event-time
+    window (its watermark copies need a split that sees the whole stream)."""
+    us = check_region(graph, up.name, up.operators)
+    ds = check_region(graph, down.name, down.operators)
+    if ds.entry is None or len(ds.entries) != 1 or us.exit is None or ds.entry.src != us.exit:
+        return f"region '{down.name}' is not entered by region '{up.name}''s output alone"
+    others = [s for s in graph.streams if s.src == us.exit and s.dst.op not in up.operators and s != ds.entry]
+    if others:
+        return (f"region '{up.name}''s output {us.exit} also feeds {', '.join(str(s.dst) for s in others)}, "
+                f"which needs its merge")
+    if us.ordering == ARRIVAL:
+        return (f"region '{up.name}' is led by partitioned source '{us.source}': its channels are merged by "
+                f"arrival and carry no sequence numbers, so the channels of region '{down.name}' could not "
+                f"merge them in one order")
+    if ds.ordering != DYNAMIC:
+        return (f"region '{down.name}' is static-rate (functors only, no key): it needs no exchange, put its "
+                f"operators in region '{up.name}'")
+    if ds.watermark is not None:
+        return (f"region '{down.name}' holds event-time window '{ds.watermark[0]}', whose watermark copies "
+                f"come from one split that sees the whole stream")
+    return None
+
+
+def choose_exchanges(graph: AppGraph, regions: tuple[Region, ...]) -> tuple[Region, ...]:
+    """``regions`` with each region that follows another (its entering stream is that
+    region's output) fed by a key exchange from it when both run wider than 1 and
+    :func:`exchange_problem` allows it (``fed == "exchange"``, ``after`` naming the
+    other); every other region fed as its shape says. A static-rate region that feeds an
+    exchange runs dynamic (numbered), since the receiving channels merge by number."""
+    shapes = {r.name: check_region(graph, r.name, r.operators) for r in regions}
+    out = {r.name: replace(r, ordering=shapes[r.name].ordering, fed=shapes[r.name].fed, after="") for r in regions}
+    for down in regions:
+        up = feeding_region(graph, regions, down)
+        if up is None or up.width < 2 or down.width < 2 or exchange_problem(graph, up, down) is not None:
+            continue
+        out[down.name] = replace(out[down.name], fed=EXCHANGE, after=up.name)
+        if out[up.name].ordering == STATIC:
+            out[up.name] = replace(out[up.name], ordering=DYNAMIC)
+    return tuple(out[r.name] for r in regions)
+
+
 def resolve_regions(graph: AppGraph, strategy: str, widths: dict[str, int] | None) -> tuple[Region, ...]:
     """The plan's regions: each declared region at its width (``widths`` overrides; the
     declared width counts under FMAN only, every other strategy defaults to 1). Regions
@@ -566,7 +645,7 @@ def resolve_regions(graph: AppGraph, strategy: str, widths: dict[str, int] | Non
         shape = check_region(graph, name, ops)
         check_width(name, width, shape)
         out.append(Region(name, ops, width, shape.key, shape.ordering, shape.fed))
-    return tuple(out)
+    return choose_exchanges(graph, tuple(out))
 
 
 def check_width(name: str, width: int, shape: Shape) -> None:

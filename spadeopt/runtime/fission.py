@@ -20,6 +20,9 @@ pulse as its floor, so a channel that filters out everything still lets the othe
 tuples go. Memory: a merge only buffers what one channel delivers ahead of another;
 the split blocks on a full link, so a channel runs ahead of a slower one by at most
 what fits in the slower channel's links (ZeroMQ high-water marks).
+
+``ExchangeMerge`` (a key exchange between two regions): ``SeqMerge`` at the head of a
+downstream channel, keeping the numbers and passing a pulse on.
 """
 
 from __future__ import annotations
@@ -84,6 +87,11 @@ class SeqMerge(_ChannelQueues):
         return self._end(channel)
 
     def _release(self) -> list[tuple]:
+        return [t[:-1] for t in self._take()[0]]
+
+    def _take(self) -> tuple[list[tuple], int | None]:
+        """The tuples that may leave now, in number order (numbers kept), and the mark:
+        the smallest number a live channel may still deliver (None: every channel ended)."""
         queues, heads = self.queues, self.heads
         mark = None
         for q, h, live, floor in zip(queues, heads, self.live, self.floor, strict=True):
@@ -92,7 +100,7 @@ class SeqMerge(_ChannelQueues):
                 if mark is None or last < mark:
                     mark = last
         if mark is not None and mark < 0:
-            return []
+            return [], mark
         parts = []
         for i, q in enumerate(queues):
             h = heads[i]
@@ -105,9 +113,29 @@ class SeqMerge(_ChannelQueues):
             parts.append(q[h:end] if h or end < n else q)
             self._consume(i, end)
         if not parts:
-            return []
-        merged = parts[0] if len(parts) == 1 else sorted(chain.from_iterable(parts), key=_SEQ)
-        return [t[:-1] for t in merged]
+            return [], mark
+        return (parts[0] if len(parts) == 1 else sorted(chain.from_iterable(parts), key=_SEQ)), mark
+
+
+class ExchangeMerge(SeqMerge):
+    """The receiving end of a key exchange (``kinds.exchange_merge``): the upstream
+    channels' tuples for this downstream channel merged by number as ``SeqMerge`` does,
+    but the numbers are kept (the channel's operators carry them on) and every batch
+    released ends with a pulse, the mark (no upstream channel can still send a smaller
+    number), whenever it grew: 002's shuffle merger, each upstream channel's pulses kept
+    as its floor, so the downstream channel's own pulses are one per batch, not one per
+    upstream channel. The exchange numbers every tuple distinctly, so ties cannot occur."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__(n)
+        self.sent = -1  # the last pulse passed on
+
+    def _release(self) -> list[tuple]:
+        out, mark = self._take()
+        if mark is not None and mark > self.sent:
+            self.sent = mark
+            out = [*out, (mark,)]
+        return out
 
 
 class BlockMerge(_ChannelQueues):

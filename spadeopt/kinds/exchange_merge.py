@@ -1,0 +1,28 @@
+"""``exchange_merge``: the receiving end of a key exchange between two parallel regions,
+made by ``plan.fission`` (never by apps). One sits at the head of every channel of the
+downstream region and merges what the upstream channels' ``exchange_split`` copies send
+it by number (``runtime.fission.ExchangeMerge``: 002's shuffle merger, one pulse per
+upstream channel kept as its floor): the channel sees exactly its keys' subsequence of
+the width-1 stream, in the width-1 order, numbers kept, and a pulse ends every batch it
+sends, so the channel runs as if a split had dealt it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from spadeopt.kinds.base import Imports, Kind
+from spadeopt.model.graph import AppGraph, Operator
+
+
+@dataclass(frozen=True)
+class ExchangeMergeParams:
+    width: int  # the upstream region's channels (inputs in0 .. in<width-1>)
+
+
+def lower(graph: AppGraph, op: Operator, imports: Imports) -> dict[str, Any]:
+    return {"width": op.params.width}
+
+
+KIND = Kind("exchange_merge", None, None, lower, "ops/exchange_merge.py.j2", never_blocks=False,
+            passes_pulses=False)

@@ -1,0 +1,42 @@
+"""``exchange_split``: the sending end of a key exchange between two parallel regions,
+made by ``plan.fission`` (never by apps). One sits at the end of every channel of the
+upstream region and deals that channel's tuples to the downstream region's channels by
+a stable hash of the downstream key (the same hash as ``fission_split``'s), or in
+blocks round robin when the downstream region has no key.
+
+It renumbers each tuple ``(n << EXCHANGE_BITS) | i`` (``kinds.numbering``): ``n`` the
+upstream number (comparable across the upstream channels), ``i`` its index among this
+channel's tuples numbered ``n``, so the numbers entering the downstream region are
+distinct and in the width-1 order. Every output batch ends with a pulse, the smallest
+number the channel may still send (``protocol``'s pulse: a 1-tuple); the receiving
+``exchange_merge`` merges by number."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from spadeopt.kinds.base import Imports, Kind
+from spadeopt.kinds.lowering import stable_hash
+from spadeopt.kinds.numbering import EXCHANGE_BITS
+from spadeopt.model.graph import AppGraph, Operator
+
+
+@dataclass(frozen=True)
+class ExchangeSplitParams:
+    width: int  # the downstream region's channels
+    key: tuple[str, ...]  # hash these attributes; empty: deal blocks round robin
+    block: int  # tuples per round-robin block
+
+
+def lower(graph: AppGraph, op: Operator, imports: Imports) -> dict[str, Any]:
+    p, schema = op.params, op.in_port("in").schema  # the number is last: key positions as without it
+    h = None
+    if p.key:
+        parts = [stable_hash(a, schema) for a in p.key]
+        h = parts[0] if len(parts) == 1 else f"hash(({', '.join(parts)}))"
+    return {"hash": h, "width": p.width, "block": p.block, "bits": EXCHANGE_BITS}
+
+
+KIND = Kind("exchange_split", None, None, lower, "ops/exchange_split.py.j2", never_blocks=False,
+            passes_pulses=False, number_bits=EXCHANGE_BITS)
