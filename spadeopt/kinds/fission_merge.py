@@ -20,7 +20,7 @@ from typing import Any
 
 from spadeopt.kinds.base import Imports, Kind
 from spadeopt.kinds.source import SourceParams, partitioning
-from spadeopt.model.graph import ARRIVAL, AppGraph, Operator, PortRef
+from spadeopt.model.graph import ARRIVAL, STATELESS, AppGraph, Operator, PortRef
 
 
 @dataclass(frozen=True)
@@ -48,18 +48,47 @@ def _partitioned_by(graph: AppGraph, op: Operator) -> tuple[str, ...]:
     return found[1] if found else ()
 
 
+def _mixing_after(graph: AppGraph, op: Operator, by: tuple[str, ...]) -> list[str]:
+    """Operators after the merge ``op`` (not sinks) whose state is not kept per value of
+    ``by``: stateful, or partitioned on a key without every attribute of ``by``. Their
+    rows depend on how the channels interleave."""
+    seen: set[str] = set()
+    todo = [op]
+    mixing = []
+    while todo:
+        at = todo.pop()
+        for out in at.outputs:
+            for sub in graph.subscribers(PortRef(at.name, out.name)):
+                nxt = graph.op(sub.op)
+                if nxt.name in seen:
+                    continue
+                seen.add(nxt.name)
+                todo.append(nxt)
+                if nxt.outputs and nxt.state != STATELESS and not (by and set(by) <= set(nxt.key)):
+                    mixing.append(nxt.name)
+    return sorted(mixing)
+
+
 def checkpoint_note(graph: AppGraph, op: Operator) -> str | None:
     """An arrival merge in a checkpointing build: exactly once per partition key, not in one
     order across keys (a restart replays each channel from its own position, so the
-    channels interleave differently from the failed run)."""
+    channels interleave differently from the failed run); operators after the merge that
+    keep state across keys are named (their rows depend on that interleaving)."""
     if op.params.ordering != ARRIVAL:
         return None
-    by = ", ".join(_partitioned_by(graph, op)) or "partition key"
-    return (f"{op.line or f'merge {op.name!r}'} merges its channels by arrival: after a restart from a checkpoint "
+    attrs = _partitioned_by(graph, op)
+    by = ", ".join(attrs) or "partition key"
+    note = (f"{op.line or f'merge {op.name!r}'} merges its channels by arrival: after a restart from a checkpoint "
             f"the interleaving across {by} values may differ from the failed run's, so the sinks after it that are "
             f"exactly once (files, counts, Redis streams) are exactly once per {by}: each {by} value gets exactly "
             f"the rows a failure-free run gives it, in the same order, none lost or doubled; the order across "
             f"values is not kept")
+    mixing = _mixing_after(graph, op, attrs)
+    if mixing:
+        note += (f"; {', '.join(repr(m) for m in mixing)} after the merge keep{'s' if len(mixing) == 1 else ''} "
+                 f"state across {by} values, so {'its' if len(mixing) == 1 else 'their'} rows depend on the "
+                 f"interleaving and may differ from a failure-free run's after a restart (as between two runs)")
+    return note
 
 
 KIND = Kind("fission_merge", None, None, lower, "ops/fission_merge.py.j2", never_blocks=False,

@@ -8,7 +8,9 @@ filter, ``seen`` (a custom operator partitioned by customer: it numbers each cus
 orders, its state a count per customer, and burns ``spin_us`` of CPU every 16 tuples
 of its channel so a run lasts long enough to be killed), a count window of 3 orders per
 customer and a functor. The arrival merge feeds a file sink ``out`` and, with ``bus``,
-a Redis sink writing the same rows to stream ``bus``. ``width=1`` declares no region.
+a Redis sink writing the same rows to stream ``bus``; ``tail=k`` adds a count window of
+``k`` rows over every customer after the merge (state across customers: its rows depend
+on the interleaving). ``width=1`` declares no region.
 """
 
 from __future__ import annotations
@@ -68,7 +70,8 @@ class Seen:
 
 
 @app
-def arrivalck(prefix: str = "orders", keys: int = 4, width: int = 2, spin_us: int = 0, bus: str = "") -> App:
+def arrivalck(prefix: str = "orders", keys: int = 4, width: int = 2, spin_us: int = 0, bus: str = "",
+              tail: int = 0) -> App:
     a = App("arrivalck")
     o = a.source("orders", SCHEMA, connector=redis_source(
         [f"{prefix}:{k}" for k in range(keys)], until="end", partitioned_by=["customer"]))
@@ -84,6 +87,9 @@ def arrivalck(prefix: str = "orders", keys: int = 4, width: int = 2, spin_us: in
     a.sink("out", r)
     if bus:
         a.sink("bus", r, connector=redis_sink(bus))
+    if tail:
+        a.sink("tails", a.aggregate("tail", r, window=count_window(tail), output={"rows:int": "count()",
+                                                                                 "total:float": "sum(total)"}))
     if width > 1:
         a.parallel("orders", "paid", "seen", "totals", "report", width=width, name="live")
     return a

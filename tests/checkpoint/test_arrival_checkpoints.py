@@ -72,6 +72,13 @@ def test_a_checkpointing_build_of_an_arrival_region_builds_and_says_the_guarante
         assert f'rt.state("seen__{c}"' in chan and f'rt.state("totals__{c}"' in chan
     plain = cli("build", REF, "--fusion", "manual", "-o", tmp_path / "p")
     assert plain.returncode == 0 and "checkpoints:" not in plain.stdout
+    assert "after the merge keep" not in res.stdout
+    # an operator after the merge keeping state across customers is named: its rows follow the interleaving
+    tail = cli("build", REF, "-p", "tail=5", "--fusion", "manual", "--checkpoints", "-o", tmp_path / "t")
+    assert tail.returncode == 0, tail.stderr
+    assert "exactly once per customer" in tail.stdout
+    assert ("; 'tail' after the merge keeps state across customer values, so its rows depend on the interleaving "
+            "and may differ from a failure-free run's after a restart") in tail.stdout
 
 
 def _copy(prefix: str, part: int, parts: int = 2) -> RedisStreamSource:
