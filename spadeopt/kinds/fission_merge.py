@@ -19,6 +19,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from spadeopt.kinds.base import Imports, Kind
+from spadeopt.kinds.exchange_merge import ExchangeMergeParams
+from spadeopt.kinds.exchange_split import ExchangeSplitParams
+from spadeopt.kinds.fission_split import FissionSplitParams
 from spadeopt.kinds.source import SourceParams, partitioning
 from spadeopt.model.graph import ARRIVAL, STATELESS, AppGraph, Operator, PortRef
 
@@ -48,10 +51,15 @@ def _partitioned_by(graph: AppGraph, op: Operator) -> tuple[str, ...]:
     return found[1] if found else ()
 
 
+_REGION_PARTS = (FissionSplitParams, FissionMergeParams, ExchangeSplitParams, ExchangeMergeParams)
+
+
 def _mixing_after(graph: AppGraph, op: Operator, by: tuple[str, ...]) -> list[str]:
     """Operators after the merge ``op`` (not sinks) whose state is not kept per value of
     ``by``: stateful, or partitioned on a key without every attribute of ``by``. Their
-    rows depend on how the channels interleave."""
+    rows depend on how the channels interleave. The splits, merges and exchanges of
+    regions further on are not counted: a region gives its operators' width-1 rows in
+    its input's order, so only its operators' own state matters."""
     seen: set[str] = set()
     todo = [op]
     mixing = []
@@ -64,7 +72,8 @@ def _mixing_after(graph: AppGraph, op: Operator, by: tuple[str, ...]) -> list[st
                     continue
                 seen.add(nxt.name)
                 todo.append(nxt)
-                if nxt.outputs and nxt.state != STATELESS and not (by and set(by) <= set(nxt.key)):
+                if nxt.outputs and nxt.state != STATELESS and not (by and set(by) <= set(nxt.key)) \
+                        and not isinstance(nxt.params, _REGION_PARTS):
                     mixing.append(nxt.name)
     return sorted(mixing)
 

@@ -31,7 +31,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from spadeopt.codegen.render import generate, render_build
+from spadeopt import App, count_window
+from spadeopt.codegen.render import checkpoint_notes, generate, render_build
 from spadeopt.connectors import redis_source
 from spadeopt.connectors.redis_streams import RedisStreamSource
 from spadeopt.deploy.local import run_local
@@ -79,6 +80,27 @@ def test_a_checkpointing_build_of_an_arrival_region_builds_and_says_the_guarante
     assert "exactly once per customer" in tail.stdout
     assert ("; 'tail' after the merge keeps state across customer values, so its rows depend on the interleaving "
             "and may differ from a failure-free run's after a restart") in tail.stdout
+
+
+@pytest.mark.parametrize(("key", "named"), [("customer", ""), ("n", "'again__0', 'again__1' after the merge keep")])
+def test_a_region_after_the_merge_is_judged_by_its_operators_not_its_split_and_merge(key, named):
+    """A second region after the arrival merge gives its operators' width-1 rows in its
+    input's order: keyed on customer it keeps the guarantee per customer; keyed on another
+    attribute its operators mix customers, and the note names them."""
+    a = App("t2")
+    o = a.source("orders", "order_id:int, customer:str, amount:float", connector=redis_source(
+        [f"o:{k}" for k in range(KEYS)], until="end", partitioned_by=["customer"]))
+    w = a.aggregate("totals", a.functor("paid", o, filter="amount > 0"), window=count_window(3), by=["customer"],
+                    output={"customer": "last(customer)", "n:int": "count()"})
+    a.sink("out", a.aggregate("again", w, window=count_window(2), by=[key],
+                              output={"customer": "last(customer)", "n:int": "sum(n)"}))
+    a.parallel("orders", "paid", "totals", width=2, name="r1")
+    a.parallel("again", width=2, name="r2")
+    g = a.build()
+    (note,) = checkpoint_notes(g, dataclasses.replace(plan_for(g, "manual"), checkpoints=True))
+    assert note.startswith("parallel region 'r1' merges its channels by arrival") and "per customer" in note
+    assert "split" not in note and "r2__merge" not in note
+    assert (named in note) if named else "after the merge keep" not in note
 
 
 def _copy(prefix: str, part: int, parts: int = 2) -> RedisStreamSource:
