@@ -17,7 +17,12 @@ channels), with the PE as the unit (docs/decisions.md, "Checkpoints"):
   record passed on: the entry ID per stream key) and its sinks (committed count; the file
   lines since the last barrier; a transactional sink's uncommitted epochs), sends the
   snapshot to the coordinator, sends barrier ``n`` on every outgoing link (after
-  everything emitted before it), then releases the held frames.
+  everything emitted before it), then releases the held frames. A parallel region led
+  by a partitioned broker source needs nothing more: each channel's copy of the source
+  is a source of its PE (its own keys, so its own entry IDs), and the PE holding the
+  arrival merge aligns on every channel like any PE with several inputs (the guarantee
+  after that merge is per partition key: docs/decisions.md, "Checkpoints of arrival
+  regions (issue 29)").
 * When every PE's part is stored the coordinator says checkpoint ``n`` is complete; a
   transactional sink (the Redis sink) then commits its epochs up to ``n`` (entries and a
   marker of ``n`` in one transaction, an id already marked skipped). A restored part's
