@@ -1,10 +1,13 @@
 """The node agent: spawns one node's PEs, wires them to the other nodes, waits for them.
 
 Runs inside a Spark barrier task (one per node), or directly for a single node. The
-PE endpoints of all nodes are exchanged with ``BarrierTaskContext.allGather``. If any
-PE fails, every PE of the node is killed and the task fails with a message the driver
-turns into a clear error; Spark then kills the other nodes' tasks, whose PEs exit when
-their agent's pipe closes.
+PE endpoints of all nodes are exchanged on the driver's rendezvous
+(``deploy.rendezvous``). If any PE fails, every PE of the node is killed and the task
+fails with a message the driver turns into a clear error; Spark then kills the other
+nodes' tasks, whose PEs exit when their agent's pipe closes. In a checkpointed run
+that may restart in place, the agent reports the failure to the driver instead, and
+every agent starts its PEs again from the last complete checkpoint when the driver
+says so (``run_node``'s ``in_place``), without a new Spark stage.
 
 Links are authenticated (``spadeopt.runtime.security``): each PE reports the public
 keys it made with its endpoints; the agents exchange them with the endpoints and hand
@@ -30,6 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from spadeopt.deploy.rendezvous import Restart
 from spadeopt.deploy.spawn import Zygote, forking, start_pe
 from spadeopt.plan.deployment import DeployedLink, Deployment
 
@@ -37,10 +41,19 @@ ERROR_TAG = "SPADEOPT-PE-FAILURE"
 STARTUP_TIMEOUT_S = 120.0
 DEFAULT_STALL_TIMEOUT_S = 300.0
 STOP_FILE = "stop"  # in a local run's progress directory: its PEs' sources end (launcher.request_stop)
+CONTROL_POLL_S = 0.05  # how often a running agent that may restart in place looks for the driver's restart
 
 
 class PEFailed(RuntimeError):
-    """Raised in the agent; its message carries a JSON report after ERROR_TAG."""
+    """Raised in the agent; its message carries a JSON report after ERROR_TAG (``report``)."""
+
+    def __init__(self, message: str, report: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.report = report
+
+
+def _tagged(report: dict[str, Any]) -> str:
+    return f"{ERROR_TAG}{json.dumps(report)}{ERROR_TAG}"
 
 
 def pe_env(pythonpath: str | None) -> dict[str, str]:
@@ -90,7 +103,7 @@ class _Proc:
 def run_node(node: int, deploy: Deployment, build_dir: str, out_dir: str | None,
              log_dir: str, gather=None, barrier=None, host: str | None = None,
              progress_dir: str | None = None, pythonpath: str | None = None,
-             control=None) -> dict[str, Any]:
+             control=None, in_place: bool = False) -> dict[str, Any]:
     """Run this node's PEs to completion; return their stats.
 
     ``gather(str) -> list[str]`` exchanges endpoint tables between nodes (allGather);
@@ -98,88 +111,149 @@ def run_node(node: int, deploy: Deployment, build_dir: str, out_dir: str | None,
     ``control`` (a ``rendezvous.Meeting``) carries the driver's stop requests while the
     PEs run: with one, a node whose PEs read a live, unbounded source ends them as a
     local run's stop file does (``progress_dir`` is then this node's own).
+
+    ``in_place`` (a checkpointed run, with ``control``): a PE that fails once every PE
+    of the node has started is reported to the driver instead of failing the task; the
+    driver restarts every agent's PEs from the last complete checkpoint (a new
+    coordinator channel) or refuses, and then the task fails as without. A restart that
+    fails before the PEs run again fails the task too (the driver restarts the stage).
     """
     gather = gather or (lambda msg: [msg])
     barrier = barrier or (lambda: None)
     pes = deploy.pes_on(node)
-    links = deploy.links
-    my_pes = {p.pe for p in pes}
-    needs_tcp = any(ln.transport == "tcp" and ln.dst_pe in my_pes for ln in links)
-    run = deploy.settings
-    host = host or "127.0.0.1"
-    ipc_dir = tempfile.mkdtemp(prefix="spo-")
-    events: queue.Queue = queue.Queue()
-    procs: dict[str, _Proc] = {}
+    ipc_root = tempfile.mkdtemp(prefix="spo-")
     zygote: Zygote | None = None
     Path(log_dir).mkdir(parents=True, exist_ok=True)
     if progress_dir:
         Path(progress_dir).mkdir(parents=True, exist_ok=True)
     if out_dir:
         Path(out_dir).mkdir(parents=True, exist_ok=True)
+    in_place = in_place and control is not None and deploy.settings.checkpoint is not None
+    channel = deploy.settings.checkpoint.to_json() if deploy.settings.checkpoint else None
+    procs: dict[str, _Proc] = {}
+    restarts: list[dict[str, Any]] = []
+    gen = 0
     try:
         if len(pes) > 1 and forking():  # one PE: an exec costs what the forker's start does
             zygote = Zygote(pe_env(pythonpath), Path(log_dir, f"forker-{node}.log"))
-        for pe in pes:
-            cfg = {"pe": pe.pe, "module": str(Path(build_dir, pe.module).resolve()),
-                   "app_ref": deploy.app_ref, "out_dir": out_dir, "ipc_dir": ipc_dir,
-                   "host": host if needs_tcp else None,
-                   "batch_size": run.batch_size, "hwm": run.hwm,
-                   "profile": run.profile.to_json() if run.profile else None, "duration": run.duration,
-                   "progress_file": str(Path(progress_dir, f"{pe.pe}.json")) if progress_dir else None,
-                   "insecure_links": run.insecure_links, "max_frame": run.max_frame,
-                   "max_batch_delay": run.max_batch_delay,
-                   "source_limit": run.source_limit,
-                   "stop_file": str(Path(progress_dir, STOP_FILE)) if progress_dir else None,
-                   "out_links": [ln.id for ln in links if ln.src_pe == pe.pe],
-                   "schemas": {ln.dst: None if ln.schema is None else [list(a) for a in ln.schema]
-                               for ln in links if ln.dst_pe == pe.pe},
-                   "pythonpath": pythonpath}
-            procs[pe.pe] = _Proc(pe.pe, cfg, Path(log_dir, f"{pe.pe}.log"), events, zygote)
-        bound = _collect(events, procs, "bound", node)
-        endpoints: dict[str, dict[str, dict[str, str]]] = {}
-        keys: dict[str, dict[str, Any]] = {}  # public keys only
-        for msg in gather(json.dumps({pe: {"endpoints": ev["endpoints"], "keys": ev.get("keys") or {}}
-                                      for pe, ev in bound.items()})):
-            for pe_id, got in json.loads(msg).items():
-                endpoints[pe_id], keys[pe_id] = got["endpoints"], got["keys"]
-        for pe in pes:
-            procs[pe.pe].send({"cmd": "connect", **_wiring(pe.pe, links, endpoints, keys),  # checkpoints: stdin
-                               "checkpoint": run.checkpoint.to_json() if run.checkpoint else None})
-        _collect(events, procs, "ready", node)
-        barrier()
-        t0 = time.time()
-        for p in procs.values():
-            p.send({"cmd": "start"})
-        stall = run.stall_timeout or DEFAULT_STALL_TIMEOUT_S
-        beat_file = Path(progress_dir, f"agent-{node}.beat") if progress_dir else None
-        on_tick = None
-        if control is not None and progress_dir:
-            def on_tick() -> None:
-                if control.stop_requested():
-                    live = is_live_run(Path(progress_dir))
-                    if live:
-                        Path(progress_dir, STOP_FILE).write_text(f"{time.time()}\n")
-                    control.answer_stop(live)
-        done = _collect(events, procs, "done", node, timeout=None, stall=stall, beat_file=beat_file,
-                        on_tick=on_tick)
-        if beat_file is not None:  # waiting for the other nodes below is not a silent agent
-            beat_file.unlink(missing_ok=True)
-        barrier()  # every node's PEs are done, so every tuple has been received
-        for p in procs.values():
-            p.send({"cmd": "exit"})
-        for p in procs.values():
+        while True:
+            ipc_dir = str(Path(ipc_root, f"g{gen}"))
+            Path(ipc_dir).mkdir(mode=0o700)  # private, as mkdtemp made the root
+            started: list[bool] = []  # set once every PE of this generation took "start"
             try:
-                p.popen.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-        return {"node": node, "host": socket.gethostname(), "executor_pid": os.getpid(),
-                "started": t0, "pes": [done[p]["stats"] for p in sorted(done)]}
+                result = _generation(node, deploy, build_dir, out_dir, log_dir, gather, barrier, host,
+                                     progress_dir, pythonpath, control, ipc_dir, zygote, channel, procs, started,
+                                     in_place)
+                result["restarts_in_place"] = restarts
+                return result
+            except Restart as asked:  # another node's PE failed: stop ours, start again
+                _stop_all(procs)
+                restart, cause = asked, None
+            except PEFailed as exc:
+                _stop_all(procs)
+                if not (in_place and started):
+                    raise
+                restart = control.report_failure(json.dumps(exc.report))
+                if restart is None:
+                    raise
+                cause = exc.report
+            except (OSError, TimeoutError, ValueError) as exc:  # the forker, a meeting, the driver's message
+                if gen == 0 or started:
+                    raise
+                _stop_all(procs)  # a restart in place that failed: the driver restarts the stage
+                report = {"pe": None, "node": node, "op": None, "port": None, "kind": "restart",
+                          "message": f"the restart in place (generation {gen}) failed: {type(exc).__name__}: {exc}"}
+                raise PEFailed(_tagged(report), report) from None
+            t = time.time()
+            control.restarted(restart)
+            restarts.append({"gen": restart.gen, "at": t, "cause": None if cause is None else cause.get("pe")})
+            if restart.delay:
+                time.sleep(restart.delay)
+            channel, gen = restart.checkpoint, restart.gen  # the PEs' file sinks start their part files afresh
     finally:
-        for p in procs.values():
-            p.kill()
+        _stop_all(procs)
         if zygote is not None:
             zygote.close()
-        shutil.rmtree(ipc_dir, ignore_errors=True)
+        shutil.rmtree(ipc_root, ignore_errors=True)
+
+
+def _generation(node: int, deploy: Deployment, build_dir: str, out_dir: str | None, log_dir: str, gather, barrier,
+                host: str | None, progress_dir: str | None, pythonpath: str | None, control, ipc_dir: str,
+                zygote: Zygote | None, channel: dict | None, procs: dict[str, _Proc], started: list[bool],
+                in_place: bool) -> dict[str, Any]:
+    """One start of this node's PEs (the first, or a restart in place): spawn, wire,
+    start, wait until done, meet the other nodes at the end. ``procs`` is filled with
+    the PEs as they start (the caller stops them); ``started`` gets an entry once every
+    PE was told to start."""
+    pes = deploy.pes_on(node)
+    links = deploy.links
+    my_pes = {p.pe for p in pes}
+    needs_tcp = any(ln.transport == "tcp" and ln.dst_pe in my_pes for ln in links)
+    run = deploy.settings
+    host = host or "127.0.0.1"
+    events: queue.Queue = queue.Queue()  # this generation's: a stopped PE's exit is not news
+    procs.clear()
+    for pe in pes:
+        cfg = {"pe": pe.pe, "module": str(Path(build_dir, pe.module).resolve()),
+               "app_ref": deploy.app_ref, "out_dir": out_dir, "ipc_dir": ipc_dir,
+               "host": host if needs_tcp else None,
+               "batch_size": run.batch_size, "hwm": run.hwm,
+               "profile": run.profile.to_json() if run.profile else None, "duration": run.duration,
+               "progress_file": str(Path(progress_dir, f"{pe.pe}.json")) if progress_dir else None,
+               "insecure_links": run.insecure_links, "max_frame": run.max_frame,
+               "max_batch_delay": run.max_batch_delay,
+               "source_limit": run.source_limit,
+               "stop_file": str(Path(progress_dir, STOP_FILE)) if progress_dir else None,
+               "out_links": [ln.id for ln in links if ln.src_pe == pe.pe],
+               "schemas": {ln.dst: None if ln.schema is None else [list(a) for a in ln.schema]
+                           for ln in links if ln.dst_pe == pe.pe},
+               "pythonpath": pythonpath}
+        procs[pe.pe] = _Proc(pe.pe, cfg, Path(log_dir, f"{pe.pe}.log"), events, zygote)
+    bound = _collect(events, procs, "bound", node)
+    endpoints: dict[str, dict[str, dict[str, str]]] = {}
+    keys: dict[str, dict[str, Any]] = {}  # public keys only
+    for msg in gather(json.dumps({pe: {"endpoints": ev["endpoints"], "keys": ev.get("keys") or {}}
+                                  for pe, ev in bound.items()})):
+        for pe_id, got in json.loads(msg).items():
+            endpoints[pe_id], keys[pe_id] = got["endpoints"], got["keys"]
+    for pe in pes:
+        procs[pe.pe].send({"cmd": "connect", **_wiring(pe.pe, links, endpoints, keys),  # checkpoints: stdin
+                           "checkpoint": channel})
+    _collect(events, procs, "ready", node)
+    barrier()
+    t0 = time.time()
+    for p in procs.values():
+        p.send({"cmd": "start"})
+    started.append(True)
+    stall = run.stall_timeout or DEFAULT_STALL_TIMEOUT_S
+    beat_file = Path(progress_dir, f"agent-{node}.beat") if progress_dir else None
+    on_tick = None
+    if control is not None and (progress_dir or in_place):
+        def on_tick() -> None:
+            if control.stop_requested() and progress_dir:  # raises Restart when the driver restarts in place
+                live = is_live_run(Path(progress_dir))
+                if live:
+                    Path(progress_dir, STOP_FILE).write_text(f"{time.time()}\n")
+                control.answer_stop(live)
+    done = _collect(events, procs, "done", node, timeout=None, stall=stall, beat_file=beat_file,
+                    on_tick=on_tick, tick=CONTROL_POLL_S if in_place else 1.0)
+    if beat_file is not None:  # waiting for the other nodes below is not a silent agent
+        beat_file.unlink(missing_ok=True)
+    barrier()  # every node's PEs are done, so every tuple has been received
+    for p in procs.values():
+        p.send({"cmd": "exit"})
+    for p in procs.values():
+        try:
+            p.popen.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+    return {"node": node, "host": socket.gethostname(), "executor_pid": os.getpid(),
+            "started": t0, "pes": [done[p]["stats"] for p in sorted(done)]}
+
+
+def _stop_all(procs: dict[str, _Proc]) -> None:
+    for p in procs.values():
+        p.kill()
 
 
 def _wiring(pe: str, links: tuple[DeployedLink, ...], endpoints: dict, keys: dict) -> dict[str, Any]:
@@ -201,10 +275,10 @@ def _wiring(pe: str, links: tuple[DeployedLink, ...], endpoints: dict, keys: dic
 
 def _collect(events: queue.Queue, procs: dict[str, _Proc], want: str, node: int,
              timeout: float | None = STARTUP_TIMEOUT_S, stall: float | None = None,
-             beat_file: Path | None = None, on_tick=None) -> dict[str, dict]:
+             beat_file: Path | None = None, on_tick=None, tick: float = 1.0) -> dict[str, dict]:
     """Wait until every PE reported ``want``; fail on an error, an exit, ``timeout``,
     or (``stall``) when no PE of the node advanced for that many seconds. ``on_tick()``
-    is called at least once a second while waiting (with ``stall``)."""
+    is called at least every ``tick`` seconds while waiting (with ``stall``)."""
     got: dict[str, dict] = {}
     deadline = None if timeout is None else time.time() + timeout
     watch = _StallWatch(procs, stall) if stall else None
@@ -215,7 +289,7 @@ def _collect(events: queue.Queue, procs: dict[str, _Proc], want: str, node: int,
             if on_tick is not None:
                 on_tick()
             if watch is not None:
-                wait = 1.0 if wait is None else min(wait, 1.0)
+                wait = tick if wait is None else min(wait, tick)
                 if beat_file is not None and time.time() - touched >= 1.0:
                     _touch(beat_file)
                     touched = time.time()
@@ -312,7 +386,7 @@ def _touch(path: Path) -> None:
 def _fail(report: dict, procs: dict[str, _Proc]) -> None:
     for p in procs.values():
         p.kill()
-    raise PEFailed(f"{ERROR_TAG}{json.dumps(report)}{ERROR_TAG}")
+    raise PEFailed(_tagged(report), report)
 
 
 def barrier_task(deploy: Deployment, job: dict[str, Any], iterator):
@@ -349,13 +423,16 @@ def barrier_task(deploy: Deployment, job: dict[str, Any], iterator):
                 deploy = deploy.with_settings(profile=dataclasses.replace(deploy.settings.profile,
                                                                           run_dir=str(Path(work, "profile"))))
         # the nodes meet on the driver (deploy.rendezvous), not through Spark's barrier
-        # calls (a late reply costs them a whole second); one node meets nobody
+        # calls (a late reply costs them a whole second); one local node meets nobody,
+        # unless its checkpointed run may restart in place (the driver's way to the agents)
         meeting = rendezvous.meet(job.get("rendezvous"), node, STARTUP_TIMEOUT_S)
         sync = {} if meeting is None else {"gather": meeting.gather, "barrier": meeting.barrier}
+        in_place = bool(job.get("in_place")) and meeting is not None
         try:
             result = run_node(node, deploy, local.build_dir, out_dir, log_dir, host=host,
                               progress_dir=progress_dir, pythonpath=local.pythonpath,
-                              control=meeting if job["return_outputs"] else None, **sync)
+                              control=meeting if job["return_outputs"] or in_place else None,
+                              in_place=in_place, **sync)
         finally:
             if meeting is not None:
                 meeting.close()

@@ -22,7 +22,12 @@
 * ``run``: a run with checkpoints; when it fails (a PE died, an executor was lost, an
   operator raised) it restarts from the last complete checkpoint, up to
   ``restart_attempts`` times with backoff, and reports each restart (cause,
-  checkpoint, time to recover). ``resume`` continues from a checkpoint directory;
+  checkpoint, time to recover, how). A PE that failed while its agent lives is
+  restarted *in place*: the agent reports it on the driver's rendezvous, and every
+  agent stops its PEs and starts them again (forked by its zygote) from the checkpoint,
+  with a new coordinator, in the same Spark stage. An executor lost (its agent gone),
+  or an in-place restart that fails before the PEs run again, fails the stage: then the
+  whole barrier stage is restarted, every agent and every PE. ``resume`` continues from a checkpoint directory;
   another app's or plan's checkpoint is refused naming the difference, a corrupt or
   partial one is skipped for the previous complete one, loudly.
 
@@ -58,6 +63,8 @@ SCHEMA_VERSION = 1
 MANIFEST = "MANIFEST.json"
 LINEAGE = "LINEAGE"
 TIMEOUT_INTERVALS = 10  # a checkpoint not complete after this many intervals is given up
+IN_PLACE = "in place"  # a restart by the live agents, in the same Spark stage
+NEW_STAGE = "new stage"  # a restart of the whole Spark barrier stage (an executor lost, an in-place restart failed)
 _CHK = re.compile(r"chk-(\d{8})")
 _SINK = re.compile(r"[A-Za-z_][A-Za-z0-9_@]*")
 
@@ -120,6 +127,7 @@ class Restart:
     recovered_s: float | None = None  # failure -> every PE restored and running
     first_output_s: float | None = None  # failure -> the first tuple at a sink after the restore
     first_checkpoint_s: float | None = None  # failure -> the first checkpoint after it completed
+    how: str = NEW_STAGE  # IN_PLACE: the agents restarted every PE; NEW_STAGE: a new Spark barrier stage
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -461,9 +469,11 @@ class CheckpointReport:
     resumed_from: int | None = None
     mean_size_bytes: float = 0.0
     mean_checkpoint_s: float = 0.0
+    stages: int = 0  # Spark barrier stages run (1 + the restarts that needed a new stage)
 
     def to_json(self) -> dict[str, Any]:
-        return {"checkpoints": self.checkpoints, "restarts": [r.to_json() for r in self.restarts],
+        return {"checkpoints": self.checkpoints, "stages": self.stages,
+                "restarts": [r.to_json() for r in self.restarts],
                 "resumed_from": self.resumed_from, "mean_size_bytes": self.mean_size_bytes,
                 "mean_checkpoint_s": self.mean_checkpoint_s}
 
@@ -507,46 +517,96 @@ def run(build_dir: Path, options: Any, ck: CheckpointOptions) -> Any:
     store.rewind_sinks(restore)
     report = CheckpointReport(resumed_from=restore.id if restore else None)
     master = options.master or deploy.spark.master
-    attempt = 0
-    sizes: list[int] = []
-    times: list[float] = []
+    rec = Recovery(store, deploy, ck, report, options.say, restore, local=is_local(master))
     while True:
-        coord = Coordinator(store, deploy, ck.interval, restore, local=is_local(master))
         try:
-            result = run_build(build_dir, options, settings={"checkpoint": coord.channel()})
+            report.stages += 1
+            result = run_build(build_dir, options, settings={"checkpoint": rec.coord.channel()},
+                               restart_in_place=rec.in_place)
         except RunError as exc:
-            failed_at = time.time()
-            coord.close()
-            _account(coord, report, sizes, times)
-            if report.restarts and report.restarts[-1].recovered_s is None and coord.t_running:
-                _recovered(report.restarts[-1], coord)
-            if attempt >= ck.restart_attempts:
+            if rec.restart(exc, time.time(), NEW_STAGE) is None:
                 raise
-            attempt += 1
-            restore = store.latest(deploy)
-            store.rewind_sinks(restore)
-            cause = str(exc).splitlines()[0]
-            report.restarts.append(Restart(attempt, cause, restore.id if restore else None, failed_at))
-            options.say(f"RESTART {attempt}/{ck.restart_attempts}: {cause}; restarting from "
-                        + (f"checkpoint {restore.id}" if restore else "the beginning (no complete checkpoint yet)"))
-            time.sleep(min(ck.backoff * 2 ** (attempt - 1), 30.0))
+            time.sleep(_backoff(ck, rec.attempt))
             continue
-        if report.restarts and report.restarts[-1].recovered_s is None:
-            _recovered(report.restarts[-1], coord)
-        tails = coord.finish()
-        _account(coord, report, sizes, times)
+        tails = rec.finish()
         if options.out is not None:
             finish_sinks(store, Path(options.out), tails)
-        report.mean_size_bytes = sum(sizes) / len(sizes) if sizes else 0.0
-        report.mean_checkpoint_s = sum(times) / len(times) if times else 0.0
         result.checkpoints = report.to_json()
         for r in report.restarts:
-            options.say(f"restart {r.attempt}: {r.cause} -> checkpoint {r.checkpoint}, running again "
+            options.say(f"restart {r.attempt} ({r.how}): {r.cause} -> checkpoint {r.checkpoint}, running again "
                         f"{r.recovered_s:.1f} s after the failure"
                         + (f", first new output after {r.first_output_s:.1f} s" if r.first_output_s is not None
                            else "") if r.recovered_s is not None else
-                        f"restart {r.attempt}: {r.cause} -> checkpoint {r.checkpoint}")
+                        f"restart {r.attempt} ({r.how}): {r.cause} -> checkpoint {r.checkpoint}")
         return result
+
+
+class Recovery:
+    """The restarts of one checkpointed run (``run``): the current attempt's
+    coordinator, the attempts used, the report's restarts and figures.
+
+    ``restart`` ends the current attempt (its coordinator closed, so no checkpoint
+    completes after it) and, while attempts are left, records a restart from the newest
+    complete checkpoint, rewinds the committed sinks to it and makes the next attempt's
+    coordinator. ``in_place`` is ``run_build``'s ``restart_in_place``: called on the
+    rendezvous's thread when an agent reports a failed PE."""
+
+    def __init__(self, store: CheckpointStore, deploy: Deployment, ck: CheckpointOptions,
+                 report: CheckpointReport, say, restore: Checkpoint | None, local: bool = True) -> None:
+        self.store, self.deploy, self.ck, self.report, self.say, self.local = store, deploy, ck, report, say, local
+        self.attempt = 0
+        self.sizes: list[int] = []
+        self.times: list[float] = []
+        self._lock = threading.Lock()
+        self.coord = Coordinator(store, deploy, ck.interval, restore, local=local)
+
+    def restart(self, exc: BaseException, failed_at: float, how: str) -> Coordinator | None:
+        with self._lock:
+            coord = self.coord
+            coord.close()  # nothing completes after this: the rewind below is final
+            _account(coord, self.report, self.sizes, self.times)
+            last = self.report.restarts[-1] if self.report.restarts else None
+            if last is not None and last.recovered_s is None and coord.t_running:
+                _recovered(last, coord)
+            if self.attempt >= self.ck.restart_attempts:
+                return None
+            self.attempt += 1
+            chk = self.store.latest(self.deploy)
+            self.store.rewind_sinks(chk)
+            cause = str(exc).splitlines()[0]
+            self.report.restarts.append(Restart(self.attempt, cause, chk.id if chk else None, failed_at, how=how))
+            self.say(f"RESTART {self.attempt}/{self.ck.restart_attempts} ({how}): {cause}; restarting from "
+                     + (f"checkpoint {chk.id}" if chk else "the beginning (no complete checkpoint yet)"))
+            self.coord = Coordinator(self.store, self.deploy, self.ck.interval, chk, local=self.local)
+            return self.coord
+
+    def in_place(self, exc: BaseException) -> dict[str, Any] | None:
+        """A PE failed while its agent lives: the new coordinator's channel and the
+        backoff for every agent, or None (no attempt left: the stage fails with ``exc``)."""
+        failed_at = time.time()
+        if self.attempt >= self.ck.restart_attempts:
+            return None
+        coord = self.restart(exc, failed_at, IN_PLACE)
+        if coord is None:
+            return None
+        return {"checkpoint": coord.channel().to_json(), "delay": _backoff(self.ck, self.attempt)}
+
+    def finish(self) -> dict[str, bytes]:
+        """The run succeeded: the last coordinator's lines of checkpoints that never
+        completed (``Coordinator.finish``); the report's figures filled in."""
+        coord = self.coord
+        last = self.report.restarts[-1] if self.report.restarts else None
+        if last is not None and last.recovered_s is None:
+            _recovered(last, coord)
+        tails = coord.finish()
+        _account(coord, self.report, self.sizes, self.times)
+        self.report.mean_size_bytes = sum(self.sizes) / len(self.sizes) if self.sizes else 0.0
+        self.report.mean_checkpoint_s = sum(self.times) / len(self.times) if self.times else 0.0
+        return tails
+
+
+def _backoff(ck: CheckpointOptions, attempt: int) -> float:
+    return min(ck.backoff * 2 ** (attempt - 1), 30.0)
 
 
 def _recovered(r: Restart, coord: Coordinator) -> None:

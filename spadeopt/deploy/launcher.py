@@ -21,7 +21,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -229,6 +229,7 @@ class RunResult:
     checkpoints: dict[str, Any] | None = None  # a checkpointing run's report (deploy.checkpoints)
     stopped_by: str | None = None  # "request" (Ctrl-C, SIGTERM) or "duration": the sources were ended
     connectors: dict[str, Any] = field(default_factory=dict)  # live source -> position, lag; sink -> report
+    restarts_in_place: dict[str, int] = field(default_factory=dict)  # node -> its agent's in-place restarts
     latency: dict[str, Any] | None = None  # source -> sink latency markers: p50/p90/p99/max ms (runtime.latency)
 
     def to_json(self) -> dict[str, Any]:
@@ -236,7 +237,8 @@ class RunResult:
 
 
 def run_build(build_dir: Path, options: RunOptions | None = None, *, sampling: Sampling | None = None,
-              settings: Mapping[str, Any] | None = None, submitted: bool = False) -> RunResult:
+              settings: Mapping[str, Any] | None = None, submitted: bool = False,
+              restart_in_place: Callable[[RunError], dict[str, Any] | None] | None = None) -> RunResult:
     """Deploy a build on Spark and wait for it to finish.
 
     ``options`` say where and how (master, conf, ``out``, progress lines about once a
@@ -250,6 +252,11 @@ def run_build(build_dir: Path, options: RunOptions | None = None, *, sampling: S
     Sinks are written as hidden part files and committed (renamed) only when every
     node succeeded; on a non-local master they come back to the driver in the task
     results and are written under ``out_dir`` here, as are profiling samples.
+
+    ``restart_in_place(error)`` (``deploy.checkpoints.run``): a PE failure reported by
+    its agent is given to it (as the ``RunError`` the stage's failure would have
+    raised); it answers ``{"checkpoint": channel, "delay": s}`` to have every agent
+    restart its PEs in this stage, or None to let the stage fail.
     """
     from spadeopt.deploy import rendezvous, ship
     from spadeopt.runtime import sinks
@@ -284,12 +291,19 @@ def run_build(build_dir: Path, options: RunOptions | None = None, *, sampling: S
     bundle = ship.pack(build_dir, deploy.app_ref, ship_dir, say=say)
     sc.addFile(str(bundle.path))
     # several nodes meet on the driver; on a non-local master it is also how a stop request
-    # reaches the agents (one node there too); one local node meets nobody
-    meeting = rendezvous.Rendezvous(nodes, local) if nodes > 1 or not local else None
+    # reaches the agents (one node there too), and in a run that may restart in place how
+    # a failure reaches the driver and the restart every agent; one local node else meets nobody
+    on_failure = None
+    if restart_in_place is not None:
+        def on_failure(node: int, report: str) -> dict[str, Any] | None:
+            err = _as_run_error(RuntimeError(f"{ERROR_TAG}{report}{ERROR_TAG}"), deploy, master, log_dir)
+            return restart_in_place(err)
+    meeting = rendezvous.Rendezvous(nodes, local, on_failure) \
+        if nodes > 1 or not local or restart_in_place is not None else None
     job = {"bundle": bundle.path.name, "app_ref": bundle.app_ref, "return_outputs": not local,
            "out_dir": str(out_dir) if out_dir else None, "log_dir": str(log_dir),
            "progress_dir": str(progress_dir) if local else None,
-           "rendezvous": meeting.address() if meeting else None}
+           "rendezvous": meeting.address() if meeting else None, "in_place": restart_in_place is not None}
     task = _task_fn(deploy, job)
     made: list[Path] = []  # the directories of out_dir this run creates (a failed run removes them)
     if out_dir is not None:  # made only now: a run that fails to start leaves --out as it was
@@ -516,7 +530,7 @@ def _as_run_error(exc: Exception, deploy: Deployment, master: str, log_dir: Path
         rep = json.loads(m.group(1))
     except json.JSONDecodeError:
         return RunError(f"app '{deploy.app}' failed: {m.group(1)[:2000]}")
-    if rep.get("kind") in ("link", "stall"):  # the message names PE, port and link itself
+    if rep.get("kind") in ("link", "stall", "restart"):  # the message names PE, port and link itself
         err = RunError(f"app '{deploy.app}' failed on node {rep['node']}: {rep['message']}"
                        + (f"\nPE log (last lines):\n{rep['log']}" if rep.get("kind") == "stall" and rep.get("log")
                           else ""))
@@ -572,7 +586,8 @@ def _result(deploy: Deployment, reports: list[dict], master: str, wall: float, b
                      wall, tuples, sorted(per_pe, key=lambda p: p["pe"]), dict(sorted(sinks.items())), used,
                      build_dir, steady_rate(timelines) or thr, cpu_node,
                      stopped_by="request" if "request" in stopped else (stopped[0] if stopped else None),
-                     connectors=dict(sorted(connectors.items())), latency=latency)
+                     connectors=dict(sorted(connectors.items())), latency=latency,
+                     restarts_in_place={str(r["node"]): len(r.get("restarts_in_place", ())) for r in reports})
 
 
 def steady_rate(timelines: list[list[tuple[float, int]]], warmup: float = 0.2) -> float:

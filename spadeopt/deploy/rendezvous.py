@@ -23,19 +23,32 @@ source ends them as a local run's stop file does and answers ``stopping``, any o
 answers ``bounded`` (round ``STATUS``, answered by nobody). The driver then lets the run
 drain, or cancels it when no node is live, as a local run does.
 
+And it is how a checkpointed run recovers *in place* (``deploy.checkpoints``): an agent
+whose PE failed after every PE of the node had started kills its PEs and reports the
+failure (round ``FAILED``, the agent's report as JSON); the driver (``on_failure``)
+answers every agent with a restart (generation ``g + 1``, the new checkpoint
+coordinator's channel, the backoff) or, when it will not restart in place, with a
+refusal (the failed agent then fails its Spark task as before). On a restart each agent
+stops its PEs and starts them again from the checkpoint, and the generation's meetings
+start again at round 0; messages of an older generation are dropped.
+
 Nothing received is trusted before it is checked: a message is msgpack of a map with
-exactly the keys token (compared in constant time), round, node (ints in range) and
+exactly the keys token (compared in constant time), gen, round, node (ints in range) and
 msg (str); anything else is dropped and counted. An agent takes from the driver only a
-list of strings (a round's answer) or the stop request, on a CURVE link whose server key
-came with the job.
+list of strings (a round's answer), the stop request, a refusal (``{"fail": g}``) or a
+restart whose every field is checked (``check_restart``), on a CURVE link whose server
+key came with the job.
 """
 
 from __future__ import annotations
 
 import hmac
+import re
 import secrets
 import socket
 import threading
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import msgpack
@@ -45,14 +58,63 @@ from spadeopt.runtime.security import keypair
 
 POLL_MS = 20
 STATUS = 15  # the round of an agent's answer to a stop request: recorded, never answered
+FAILED = 14  # the round of an agent's failure report (a checkpointed run restarting in place)
 STOP = {"stop": True}  # the driver's stop request
+MAX_GEN = 1 << 16  # generations (in-place restarts) of one run
+MAX_DELAY_S = 60.0  # the longest backoff a restart may ask for
+_Z85_KEY = re.compile(r"[0-9a-zA-Z.\-:+=^!/*?&<>()\[\]{}@%$#]{40}")
+_TOKEN = re.compile(r"[0-9a-f]{32}")
+
+
+@dataclass
+class Restart(Exception):  # noqa: N818 - a request, raised out of the agent's waits
+    """The driver's request to restart every PE in place: generation ``gen``, the new
+    coordinator's channel (``plan.deployment.CheckpointChannel`` as JSON), ``delay``
+    seconds of backoff after the PEs are stopped."""
+
+    gen: int
+    checkpoint: dict[str, Any]
+    delay: float
+
+
+def check_restart(doc: Any, gen: int) -> Restart:
+    """The restart in ``doc`` (from the wire), every field checked; ``ValueError`` if not
+    exactly a restart to a generation after ``gen``."""
+    if type(doc) is not dict or set(doc) != {"restart", "checkpoint", "delay"}:
+        raise ValueError("not a restart")
+    g, ch, delay = doc["restart"], doc["checkpoint"], doc["delay"]
+    if type(g) is not int or not gen < g < MAX_GEN:
+        raise ValueError(f"a restart to generation {g!r} after {gen}")
+    if type(delay) not in (int, float) or not 0 <= delay <= MAX_DELAY_S:
+        raise ValueError(f"a restart with a backoff of {delay!r}")
+    if type(ch) is not dict or set(ch) != {"endpoint", "server_key", "token", "interval"}:
+        raise ValueError("a restart without a checkpoint channel")
+    if type(ch["endpoint"]) is not str or not re.fullmatch(r"tcp://[A-Za-z0-9._\-]{1,253}:\d{1,5}", ch["endpoint"]) \
+            or type(ch["server_key"]) is not str or not _Z85_KEY.fullmatch(ch["server_key"]) \
+            or type(ch["token"]) is not str or not _TOKEN.fullmatch(ch["token"]) \
+            or type(ch["interval"]) not in (int, float) or not 0 < ch["interval"] <= 86400:
+        raise ValueError("a restart with a malformed checkpoint channel")
+    return Restart(g, dict(ch), float(delay))
 
 
 class Rendezvous:
-    """The driver's side for one run of ``nodes`` nodes (a thread answering rounds)."""
+    """The driver's side for one run of ``nodes`` nodes (a thread answering rounds).
 
-    def __init__(self, nodes: int, local: bool) -> None:
+    ``on_failure(node, report)`` (a checkpointed run that may restart in place) is
+    called on a thread of its own with the first failure report of a generation (the
+    agent's JSON report) and returns ``{"checkpoint": channel, "delay": s}`` to restart
+    every agent's PEs in place, or None to refuse (the agent fails its task)."""
+
+    def __init__(self, nodes: int, local: bool,
+                 on_failure: Callable[[int, str], dict[str, Any] | None] | None = None) -> None:
         self.nodes = nodes
+        self.on_failure = on_failure
+        self.gen = 0  # the current generation (in-place restarts so far)
+        self.stale = 0  # messages of an older generation, dropped
+        self.failures: list[tuple[int, int, str]] = []  # (gen, node, report) as they came
+        self._deciding: threading.Thread | None = None
+        self._outbox: list[dict[str, Any]] = []  # for every agent, sent by the loop thread
+        self._lock = threading.Lock()
         self.token = secrets.token_hex(16)
         self.ctx = zmq.Context.instance()
         self.sock = self.ctx.socket(zmq.ROUTER)
@@ -68,6 +130,7 @@ class Rendezvous:
         self.rejected = 0
         self.idents: dict[int, bytes] = {}  # node -> its agent's socket identity
         self.answers: dict[int, str] = {}  # node -> its answer to the stop request
+        self.decide_error: str | None = None
         self._answered = threading.Condition()
         self._stop_asked = threading.Event()  # sent by the loop thread (the socket is its own)
         self._stop = threading.Event()
@@ -86,11 +149,19 @@ class Rendezvous:
                     if node not in sent_stop:
                         self.sock.send_multipart([ident, msgpack.packb(STOP)])
                         sent_stop.add(node)
+            with self._lock:
+                outbox, self._outbox = self._outbox, []
+            for doc in outbox:
+                if "restart" in doc:  # the next generation's meetings start afresh
+                    self.gen = doc["restart"]
+                    self.rounds.clear()
+                for ident in list(self.idents.values()):
+                    self.sock.send_multipart([ident, msgpack.packb(doc)])
             if not self.sock.poll(POLL_MS):
                 continue
             try:
                 ident, data = self.sock.recv_multipart(zmq.NOBLOCK)
-                r, node, msg = self._check(data)
+                gen, r, node, msg = self._check(data)
             except (zmq.Again, ValueError):
                 self.rejected += 1
                 continue
@@ -100,6 +171,12 @@ class Rendezvous:
                     self.answers[node] = msg
                     self._answered.notify_all()
                 continue
+            if gen != self.gen:  # sent before that agent took the restart
+                self.stale += 1
+                continue
+            if r == FAILED:
+                self._failed(node, msg)
+                continue
             got = self.rounds.setdefault(r, {})
             got[node] = (ident, msg)
             if len(got) == self.nodes:
@@ -108,17 +185,44 @@ class Rendezvous:
                     self.sock.send_multipart([ident_n, reply])
                 del self.rounds[r]
 
-    def _check(self, data: bytes) -> tuple[int, int, str]:
+    def _check(self, data: bytes) -> tuple[int, int, int, str]:
         doc = msgpack.unpackb(data, raw=False)
-        if type(doc) is not dict or set(doc) != {"token", "round", "node", "msg"}:
+        if type(doc) is not dict or set(doc) != {"token", "gen", "round", "node", "msg"}:
             raise ValueError("not a rendezvous message")
-        token, r, node, msg = doc["token"], doc["round"], doc["node"], doc["msg"]
+        token, gen, r, node, msg = doc["token"], doc["gen"], doc["round"], doc["node"], doc["msg"]
         if type(token) is not str or not hmac.compare_digest(token.encode(), self.token.encode()):
             raise ValueError("wrong token")
         if type(r) is not int or not 0 <= r < 16 or type(node) is not int or not 0 <= node < self.nodes \
-                or type(msg) is not str:
-            raise ValueError("bad round, node or message")
-        return r, node, msg
+                or type(msg) is not str or type(gen) is not int or not 0 <= gen < MAX_GEN:
+            raise ValueError("bad generation, round, node or message")
+        return gen, r, node, msg
+
+    def _failed(self, node: int, report: str) -> None:
+        """A failure report of the current generation: the first one is decided (on a
+        thread of its own: ``on_failure`` may wait for the backoff), the others of the
+        same generation are only recorded (the decision answers every agent)."""
+        self.failures.append((self.gen, node, report))
+        if self._deciding is not None and self._deciding.is_alive():
+            return
+        if sum(1 for g, _, _ in self.failures if g == self.gen) > 1:
+            return  # this generation's failure is decided already
+        gen = self.gen
+
+        def decide() -> None:
+            decision = None
+            if self.on_failure is not None and len(self.idents) == self.nodes:  # every agent reachable
+                try:
+                    decision = self.on_failure(node, report)
+                except Exception as exc:  # noqa: BLE001 - then no restart in place: the task fails
+                    decision = None
+                    self.decide_error = f"{type(exc).__name__}: {exc}"
+            doc = {"fail": gen} if decision is None else \
+                {"restart": gen + 1, "checkpoint": decision["checkpoint"], "delay": float(decision["delay"])}
+            with self._lock:
+                self._outbox.append(doc)
+
+        self._deciding = threading.Thread(target=decide, daemon=True, name="rendezvous-restart")
+        self._deciding.start()
 
     def request_stop(self, timeout: float = 5.0) -> bool:
         """Ask every agent to end its PEs' live sources; True when a node answered that it
@@ -131,17 +235,24 @@ class Rendezvous:
             return "stopping" in self.answers.values()
 
     def close(self) -> None:
+        if self._deciding is not None:  # a restart being decided completes (the caller reads its outcome)
+            self._deciding.join(timeout=120)
         self._stop.set()
         self._thread.join(timeout=5)
         self.sock.close(0)
 
 
 class Meeting:
-    """An agent's side: ``gather`` and ``barrier`` for ``agent.run_node``."""
+    """An agent's side: ``gather`` and ``barrier`` for ``agent.run_node``; the stop
+    request, and (a run that restarts in place) the failure report and the restart.
+    A restart that comes while the agent waits (``gather``, ``stop_requested``) is
+    raised as :class:`Restart`."""
 
     def __init__(self, address: dict[str, str], node: int, timeout: float) -> None:
         self.node, self.token, self.timeout = node, address["token"], timeout
         self.round = 0
+        self.gen = 0
+        self.refused = -1  # the last generation whose failure the driver will not restart in place
         self.stop_asked = False  # a stop request came and was not yet taken (stop_requested)
         self.sock = zmq.Context.instance().socket(zmq.DEALER)
         self.sock.setsockopt(zmq.LINGER, 0)
@@ -165,11 +276,13 @@ class Meeting:
             got = self._take()
             if got is not None:
                 return got
-            self.stop_asked = False  # this node's PEs are done (or not started): nothing to stop
-            self.answer_stop(False)
+            if self.stop_asked:
+                self.stop_asked = False  # this node's PEs are done (or not started): nothing to stop
+                self.answer_stop(False)
 
     def stop_requested(self) -> bool:
-        """Has the driver asked for a stop since the last call? (Never blocks.)"""
+        """Has the driver asked for a stop since the last call? (Never blocks; raises
+        :class:`Restart` when the driver restarts the PEs in place.)"""
         while self.sock.poll(0):
             self._take()  # a round's answer cannot come while the run goes on: none is asked
         asked, self.stop_asked = self.stop_asked, False
@@ -178,15 +291,48 @@ class Meeting:
     def answer_stop(self, stopping: bool) -> None:
         self._send(STATUS, "stopping" if stopping else "bounded")
 
+    def report_failure(self, report: str, timeout: float = MAX_DELAY_S + 60.0) -> Restart | None:
+        """Tell the driver this node's PEs failed (``report``: the agent's JSON report);
+        the restart it answers, or None (it will not restart in place, or said nothing
+        within ``timeout`` seconds)."""
+        self._send(FAILED, report)
+        gen = self.gen
+        waited = 0.0
+        while waited < timeout:
+            if not self.sock.poll(1000):
+                waited += 1.0
+                continue
+            try:
+                self._take()  # a round's answer of this generation is of no use now
+            except Restart as restart:
+                return restart
+            if self.refused >= gen:
+                return None
+            if self.stop_asked:
+                self.stop_asked = False
+                self.answer_stop(False)
+        return None
+
+    def restarted(self, restart: Restart) -> None:
+        """This agent's PEs restart as generation ``restart.gen``: its meetings start afresh."""
+        self.gen, self.round = restart.gen, 0
+
     def _send(self, r: int, msg: str) -> None:
-        self.sock.send(msgpack.packb({"token": self.token, "round": r, "node": self.node, "msg": msg}))
+        self.sock.send(msgpack.packb({"token": self.token, "gen": self.gen, "round": r, "node": self.node,
+                                      "msg": msg}))
 
     def _take(self) -> list[str] | None:
-        """The next message from the driver: a round's answer, or None for a stop request."""
+        """The next message from the driver: a round's answer; None for a stop request or
+        a refusal; a restart is raised."""
         got = msgpack.unpackb(self.sock.recv(), raw=False)
         if got == STOP:
             self.stop_asked = True
             return None
+        if type(got) is dict and set(got) == {"fail"} and type(got["fail"]) is int:
+            self.refused = max(self.refused, got["fail"])
+            return None
+        if type(got) is dict and "restart" in got:
+            raise check_restart(got, self.gen)
         if type(got) is not list or not all(type(m) is str for m in got):
             raise ValueError(f"node {self.node}: a malformed reply from the driver's rendezvous")
         return got

@@ -119,7 +119,11 @@ class Zygote:
         req = json.dumps({"cfg": cfg, "title": " ".join(pe_argv(cfg))}).encode()
         try:
             with self._lock:
-                socket.send_fds(self._sock, [req], [in_r, out_w, log_fd])
+                try:
+                    socket.send_fds(self._sock, [req], [in_r, out_w, log_fd])
+                except OSError as exc:  # the forker is gone (killed, or its agent's run ended)
+                    raise OSError(f"the PE forker is gone ({exc.strerror}; exit code {self.proc.poll()}); "
+                                  f"see {self.log}") from None
                 with self._reply:
                     if not self._reply.wait_for(lambda: self._replies or self._gone, ZYGOTE_START_TIMEOUT_S):
                         raise OSError(f"the PE forker did not answer within {ZYGOTE_START_TIMEOUT_S:.0f} s")

@@ -5,9 +5,12 @@ The app is ``tests/apps/ckpt.py`` (two generator sources merged by time, a keyed
 tumbling event-time window, a keyed count window, a stateful custom operator, three file
 sinks). A killer thread watches the checkpoint directory and the PEs' progress files
 (``BUILD/progress/<pe>.json`` holds each PE's pid): after each new complete checkpoint it
-kills the next victim PE with SIGKILL, and ``deploy.checkpoints.run`` must restart the
-barrier stage from the last complete checkpoint. Under NONE, FALL, FMAN, FATM (a plan
-from ``fuse_auto``) and with the windows in a width-2 region.
+kills the next victim PE with SIGKILL, and ``deploy.checkpoints.run`` must restart every
+PE from the last complete checkpoint *in place*: the node agent reports the failure and
+starts its PEs again in the same Spark task, so the run is one Spark job (one barrier
+stage) however many PEs are killed. Under NONE, FALL, FMAN, FATM (a plan from
+``fuse_auto``) and with the windows in a width-2 region. (The whole-stage restart, for a
+lost executor, is ``tests/e2e/test_cluster.py``'s executor kill.)
 
 Recovery times are reported (printed, and in the run result's ``checkpoints.restarts``),
 never asserted: the machine is shared.
@@ -104,7 +107,16 @@ def _fatm_build(tmp_path: Path, params: dict) -> Path:
     return generate(g, plan, tmp_path / "build", REF).directory
 
 
-def _kill_run(tmp_path: Path, fusion: str, params: dict) -> tuple[Path, dict, Killer]:
+def _spark_jobs() -> int:
+    """Spark jobs the live session has run (0: no session yet)."""
+    from spadeopt.deploy import launcher
+
+    if launcher._SESSION is None:
+        return 0
+    return len(launcher._SESSION.sparkContext.statusTracker().getJobIdsForGroup())
+
+
+def _kill_run(tmp_path: Path, fusion: str, params: dict) -> tuple[Path, object, Killer, int]:
     chk = tmp_path / "chk"
     out = tmp_path / "out"
     if fusion == "fatm":
@@ -131,6 +143,7 @@ def _kill_run(tmp_path: Path, fusion: str, params: dict) -> tuple[Path, dict, Ki
     holder: dict = {}
     starter = threading.Thread(target=lambda: holder.update(k=start_killer()), daemon=True)
     starter.start()
+    jobs = _spark_jobs()
     try:
         res = api.run(target, fusion if fusion != "fatm" else "none", {k: str(v) for k, v in params.items()}
                       if fusion != "fatm" else None, build_dir=None if fusion == "fatm" else build,
@@ -139,7 +152,7 @@ def _kill_run(tmp_path: Path, fusion: str, params: dict) -> tuple[Path, dict, Ki
         starter.join(5)
         if "k" in holder:
             holder["k"].done.set()
-    return out, res.checkpoints, holder["k"]
+    return out, res, holder["k"], _spark_jobs() - jobs
 
 
 @pytest.mark.spark
@@ -151,9 +164,14 @@ def _kill_run(tmp_path: Path, fusion: str, params: dict) -> tuple[Path, dict, Ki
 def test_kill_a_pe_three_times_on_spark_gives_the_failure_free_sinks(tmp_path, fusion, width):
     params = {**PARAMS, "width": width}
     ref = _reference(tmp_path, params)
-    out, report, killer = _kill_run(tmp_path / "ck", fusion, params)
+    out, res, killer, jobs = _kill_run(tmp_path / "ck", fusion, params)
+    report = res.checkpoints
     restarts = report["restarts"]
     assert len(killer.kills) == KILLS and len(restarts) == KILLS, (killer.kills, restarts)
+    # every restart in place: one Spark job and stage, whose one agent restarted its PEs each time
+    assert [r["how"] for r in restarts] == ["in place"] * KILLS, restarts
+    assert report["stages"] == 1 and jobs == 1, (report["stages"], jobs)
+    assert res.restarts_in_place == {"0": KILLS}, res.restarts_in_place
     assert all(r["checkpoint"] is not None for r in restarts), restarts  # never from the beginning
     assert [r["checkpoint"] for r in restarts] == sorted(r["checkpoint"] for r in restarts)
     for name in SINKS:
@@ -165,7 +183,7 @@ def test_kill_a_pe_three_times_on_spark_gives_the_failure_free_sinks(tmp_path, f
     assert restarts[-1]["first_output_s"] is not None, restarts[-1]
     for (killed_at, pe, _), r in zip(killer.kills, restarts, strict=True):
         first = r["first_output_s"]
-        print(f"{fusion} w{width}: killed {pe}; failure seen {r['failed_at'] - killed_at:.1f} s after the kill; "
+        print(f"{fusion} w{width} ({r['how']}): killed {pe}; failure seen {r['failed_at'] - killed_at:.1f} s after the kill; "
               f"running again after {r['recovered_s']:.1f} s; first new output "
               + (f"{first:.1f} s after the failure was seen ({r['failed_at'] + first - killed_at:.1f} s after "
                  f"the kill)" if first is not None else "none before the next kill"))

@@ -9,7 +9,7 @@ import msgpack
 import pytest
 import zmq
 
-from spadeopt.deploy.rendezvous import Meeting, Rendezvous
+from spadeopt.deploy.rendezvous import Meeting, Rendezvous, Restart, check_restart
 from spadeopt.runtime.security import keypair
 
 
@@ -125,3 +125,71 @@ def test_a_stop_request_during_a_meeting_is_answered_bounded_and_the_meeting_goe
         for m in ms:
             m.close()
         r.close()
+
+
+def _channel() -> dict:
+    pub, _ = keypair()
+    return {"endpoint": "tcp://127.0.0.1:5555", "server_key": pub, "token": "ab" * 16, "interval": 1.0}
+
+
+def test_a_failure_report_restarts_every_agent_in_a_new_generation_and_old_messages_are_dropped():
+    channel = _channel()
+    asked: list[tuple[int, str]] = []
+
+    def on_failure(node: int, report: str) -> dict:
+        asked.append((node, report))
+        return {"checkpoint": channel, "delay": 0.25}
+
+    r = Rendezvous(2, local=True, on_failure=on_failure)
+    ms = _met(r, 2)
+    try:
+        restart = ms[1].report_failure('{"pe": "pe3"}', timeout=20)
+        assert restart == Restart(1, channel, 0.25) and asked == [(1, '{"pe": "pe3"}')]
+        with pytest.raises(Restart) as other:  # the other agent, running, takes it at its next look
+            for _ in range(200):
+                ms[0].stop_requested()
+                threading.Event().wait(0.02)
+        assert other.value == restart
+        ms[0]._send(1, "a round of generation 0, sent late")  # dropped: not this generation's
+        for m in ms:
+            m.restarted(restart)
+        got: dict[int, list[str]] = {}
+        threads = [threading.Thread(target=lambda m=m: got.setdefault(m.node, m.gather(f"g1 {m.node}"))) for m in ms]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        assert got == {0: ["g1 0", "g1 1"], 1: ["g1 0", "g1 1"]}
+        assert r.gen == 1 and r.stale == 1 and r.rejected == 0
+    finally:
+        for m in ms:
+            m.close()
+        r.close()
+
+
+def test_a_refused_restart_answers_the_failed_agent_none():
+    r = Rendezvous(1, local=True, on_failure=lambda node, report: None)
+    (m,) = _met(r, 1)
+    try:
+        assert m.report_failure('{"pe": "pe0"}', timeout=20) is None
+        assert r.gen == 0 and len(r.failures) == 1
+    finally:
+        m.close()
+        r.close()
+
+
+@pytest.mark.parametrize("change", [
+    {"restart": 0}, {"restart": True}, {"delay": -1}, {"delay": 1e9}, {"delay": "1"}, {"extra": 1},
+    {"checkpoint": {"endpoint": "ipc:///tmp/x"}}, {"checkpoint": {"endpoint": "tcp://a b:1"}},
+    {"checkpoint": {"server_key": "short"}}, {"checkpoint": {"token": "ZZ" * 16}},
+    {"checkpoint": {"interval": 0}}, {"checkpoint": {"more": "x"}},
+])
+def test_a_malformed_restart_is_refused_field_by_field(change):
+    doc = {"restart": 1, "checkpoint": _channel(), "delay": 0.5}
+    assert check_restart(doc, 0) == Restart(1, doc["checkpoint"], 0.5)
+    if "checkpoint" in change:
+        doc["checkpoint"] = {**doc["checkpoint"], **change["checkpoint"]}
+    else:
+        doc.update(change)
+    with pytest.raises(ValueError):
+        check_restart(doc, 0)
