@@ -97,7 +97,7 @@ from spadeopt.optimize.result import FusionResult
 from spadeopt.optimize.widths import choose_widths, free_regions, region_caps
 from spadeopt.plan.discover import Discovery, discover_regions
 from spadeopt.plan.plan import Plan, make_plan
-from spadeopt.plan.regions import MAX_REGION_WIDTH, choose_exchanges, resolve_regions
+from spadeopt.plan.regions import MAX_REGION_WIDTH, choose_exchanges, exchanges_json, resolve_regions
 
 __all__ = [
     "MAX_FRAC_LADDER",
@@ -240,6 +240,7 @@ def _fuse_auto(graph: AppGraph, prof: OperatorProfile, comm: CommModel, nodes: i
     explain["max_frac_search"] = choice.tried
     explain["absorb_leftovers"] = absorb
     fission_doc["widths"] = {r.name: r.width for r in regions}
+    fission_doc["exchanges"] = exchanges_json(graph, regions)
     explain["fission"] = fission_doc
     return AutoPlan(plan, fused.result, explain)
 

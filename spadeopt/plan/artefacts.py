@@ -367,6 +367,11 @@ def _explain_optional(f: _Fields, doc: dict) -> None:
     for name, share in skipped.items():
         if not (is_identifier(name) and _is_number(share)):
             f.bad(f"{nfield}[{name!r}]", share, "a region name: its share of the load")
+    for at, x in f.objects(fission, field, "exchanges", required=False):
+        f.value(x, at, "from", is_identifier, IDENT_RULE)
+        f.value(x, at, "to", is_identifier, IDENT_RULE)
+        f.value(x, at, "exchange", lambda v: isinstance(v, bool), "true or false")
+        f.value(x, at, "why", _is_text, "a reason (text)", required=False)
     _discovered(f, fission, field)
 
 

@@ -169,6 +169,10 @@ def fission_text(doc: Mapping[str, Any] | None) -> list[str]:
     if kept:
         lines.append(f"widening did not pay: the chosen widths planned {kept['widened'] or 0:,.0f}/s at their "
                      f"best MaxFrac, every searched region at width 1 {kept['unwidened']:,.0f}/s; width 1 kept")
+    for x in doc.get("exchanges", []):
+        lines.append(f"regions '{x['from']}' -> '{x['to']}': " + (
+            "key exchange (channel to channel, no merge and split between them)" if x["exchange"]
+            else f"merge and split kept: {x['why']}"))
     if search:
         for name, r in search["regions"].items():
             tried = ", ".join(f"{t['width']} -> " + (f"{t['planned_rate']:,.0f}/s" if t["planned_rate"] else "no plan")

@@ -622,6 +622,22 @@ def choose_exchanges(graph: AppGraph, regions: tuple[Region, ...]) -> tuple[Regi
     return tuple(out[r.name] for r in regions)
 
 
+def exchanges_json(graph: AppGraph, regions: tuple[Region, ...]) -> list[dict[str, Any]]:
+    """Every pair of adjacent regions both wider than 1 (the second entered by the first's
+    output): ``{"from", "to", "exchange": true}``, or ``false`` with ``why`` (the reason
+    merge and split stay), for ``explain.json``'s ``fission.exchanges``."""
+    out = []
+    for down in regions:
+        up = feeding_region(graph, regions, down)
+        if up is None or up.width < 2 or down.width < 2:
+            continue
+        doc: dict[str, Any] = {"from": up.name, "to": down.name, "exchange": down.fed == EXCHANGE}
+        if down.fed != EXCHANGE:
+            doc["why"] = exchange_problem(graph, up, down) or "the plan keeps merge and split"
+        out.append(doc)
+    return out
+
+
 def resolve_regions(graph: AppGraph, strategy: str, widths: dict[str, int] | None) -> tuple[Region, ...]:
     """The plan's regions: each declared region at its width (``widths`` overrides; the
     declared width counts under FMAN only, every other strategy defaults to 1). Regions

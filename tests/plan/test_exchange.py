@@ -21,6 +21,7 @@ from spadeopt.plan.regions import (
     EXCHANGE,
     choose_exchanges,
     exchange_problem,
+    exchanges_json,
     feeding_region,
     resolve_regions,
 )
@@ -99,6 +100,8 @@ def test_what_refuses_an_exchange_keeps_merge_and_split_and_says_why():
     assert up.ordering == "arrival" and down.fed == "split"
     why = exchange_problem(arrival, up, down)
     assert "led by partitioned source 'src'" in why and "carry no sequence numbers" in why
+    (doc,) = exchanges_json(arrival, rs)
+    assert doc["from"] == "up" and doc["to"] == "down" and not doc["exchange"] and "arrival" in doc["why"]
     kinds = [op.kind for op in physical_graph(arrival, rs).operators]
     assert "exchange_split" not in kinds and kinds.count("fission_merge") == 2 and kinds.count("fission_split") == 1
     # an event-time window downstream: its watermark copies need one split

@@ -166,3 +166,36 @@ def test_numbering_without_the_index_of_rows_sharing_a_number_gives_another_answ
     bad = [simulate(app, f, tmp_path_factory.mktemp("bad"), seed=w1 * 7 + w2, widths={"prep": w1, "desk": w2},
                     chunks=[5, 17, 2]) for w1, w2 in ((2, 2), (3, 2), (2, 4)) for f in ("none", "all")]
     assert any(b != base for b in bad)
+
+
+def chain_app(data: list[tuple], split: int = 4) -> App:
+    """Three regions, two exchanges: the source's splits (filter), per account, per symbol."""
+    a = App("xchain")
+    src = a.source("src", SCHEMA, generator=rows_in_splits, args={"rows": data, "split": split})
+    f = a.functor("clean", src, filter="qty % 4 != 1")
+    p = a.aggregate("per_acct", f, window=count_window(2), by=["acct"],
+                    output={"id": "last(id)", "acct": "acct", "sym": "last(sym)", "qty:int": "sum(qty)"})
+    g = a.aggregate("per_sym", p, window=count_window(2), by=["sym"],
+                    output={"sym": "sym", "id": "last(id)", "n": "count()", "qty:int": "sum(qty)"})
+    a.sink("sink", g)
+    a.parallel("src", "clean", width=2, name="a")
+    a.parallel("per_acct", width=2, name="b")
+    a.parallel("per_sym", width=2, name="c")
+    return a
+
+
+def test_a_chain_of_two_exchanges_matches_width_1(tmp_path_factory):
+    app = chain_app(records(300, 11))
+    g = app.build()
+    rs = {r.name: r for r in resolve_regions(g, "none", {"a": 2, "b": 3, "c": 2})}
+    assert (rs["b"].fed, rs["b"].after, rs["c"].fed, rs["c"].after) == ("exchange", "a", "exchange", "b")
+    phys = physical_graph(g, tuple(rs.values()))
+    assert [op.kind for op in phys.operators].count("fission_merge") == 1
+    assert not {"a__merge", "b__split", "b__merge", "c__split"} & set(phys.by_name)
+    base = simulate(app, "all", tmp_path_factory.mktemp("w1"), widths={"a": 1, "b": 1, "c": 1}, chunks=[9])
+    assert len(base["sink"]) > 10
+    for widths in ({"a": 2, "b": 3, "c": 2}, {"a": 4, "b": 2, "c": 3}, {"a": 3, "b": 1, "c": 4}):
+        for fusion in ("none", "all", "mixed"):
+            got = simulate(app, fusion, tmp_path_factory.mktemp("wx"), seed=sum(widths.values()), widths=widths,
+                           chunks=[4, 11])
+            assert got == base, (widths, fusion)
