@@ -12,10 +12,13 @@ region's channels by a hash of the second key, and each of those merges them by 
 - ``static``: as ``source`` but ``prep`` is functors only (static-rate), numbered for the
   exchange.
 
-``prep`` at ``wprep`` and ``desk`` at ``wdesk`` (FMAN's widths; ``--width`` overrides).
+``prep`` at ``wprep`` and ``desk`` at ``wdesk`` (FMAN's widths; ``--width`` overrides);
+``spin_us`` slows the source (checkpoint kill tests).
 """
 
 from __future__ import annotations
+
+from time import perf_counter
 
 from spadeopt import App, app, count_window
 from spadeopt.toolkit.sources import splittable
@@ -30,9 +33,15 @@ def trade(i: int, accounts: int, symbols: int) -> tuple:
 
 
 @splittable("split")
-def trades(n: int, accounts: int = 23, symbols: int = 17, split: int = 50, *, part: int = 0, parts: int = 1):
-    """Splits of ``split`` trades; this copy's are ``part, part + parts, ...``."""
+def trades(n: int, accounts: int = 23, symbols: int = 17, split: int = 50, spin_us: int = 0, *, part: int = 0,
+           parts: int = 1):
+    """Splits of ``split`` trades; this copy's are ``part, part + parts, ...``; ``spin_us``
+    burns that much CPU per split (a run long enough to be killed mid-way)."""
     for s in range(part, -(-n // split), parts):
+        if spin_us:
+            end = perf_counter() + spin_us * 1e-6
+            while perf_counter() < end:
+                pass
         yield [trade(i, accounts, symbols) for i in range(s * split, min(n, (s + 1) * split))]
 
 
@@ -72,9 +81,10 @@ def build(a: App, src, case: str, wprep: int, wdesk: int, src_name: str) -> None
 
 
 @app
-def exchange(case: str = "source", tuples: int = 20_000, split: int = 50, wprep: int = 2, wdesk: int = 2) -> App:
+def exchange(case: str = "source", tuples: int = 20_000, split: int = 50, wprep: int = 2, wdesk: int = 2,
+             spin_us: int = 0) -> App:
     a = App("exchange")
-    src = a.source("trades", SCHEMA, generator=trades, args={"n": tuples, "split": split})
+    src = a.source("trades", SCHEMA, generator=trades, args={"n": tuples, "split": split, "spin_us": spin_us})
     build(a, src, case, wprep, wdesk, "trades")
     return a
 
