@@ -22,7 +22,7 @@ from tests.apps.exchange import SCHEMA, build, rows_in_splits
 from tests.toolkit.gens import replay
 from tests.toolkit.harness import simulate
 
-CASES = ("source", "keyed", "static", "join")
+CASES = ("source", "keyed", "static", "join", "joined")
 
 
 def records(n: int, seed: int, accounts: int = 6, symbols: int = 5) -> list[tuple]:
@@ -34,8 +34,22 @@ def records(n: int, seed: int, accounts: int = 6, symbols: int = 5) -> list[tupl
 def exchange_app(data: list[tuple], case: str, split: int = 5) -> App:
     """``tests/apps/exchange.py``'s regions over ``data``; ``join``: region ``prep`` split by
     account holds a join of the stream's two halves (several matches per probe, so several
-    rows share an upstream number), region ``desk`` counts per symbol."""
+    rows share an upstream number), region ``desk`` counts per symbol; ``joined``: region
+    ``prep`` led by the source and stateless, region ``desk`` joins the stream's two halves
+    per symbol (its join packs the exchange's numbers) and counts per symbol."""
     a = App("xch")
+    if case == "joined":
+        src = a.source("src", SCHEMA, generator=rows_in_splits, args={"rows": data, "split": split})
+        f = a.functor("clean", src, filter="qty % 5 != 1")
+        buy, sell = a.split("side", f, predicates=["qty % 2 == 0", "qty % 2 == 1"])
+        m = a.join("pair", buy, sell, on="sym", order="id", window=(count_window(3), count_window(2)),
+                   output={"id": "left.id", "sym": "left.sym", "qty:int": "left.qty * 1000 + right.qty"})
+        g = a.aggregate("per_sym", m, window=count_window(2), by=["sym"],
+                        output={"sym": "sym", "id": "last(id)", "n": "count()", "qty:int": "sum(qty)"})
+        a.sink("sink", g)
+        a.parallel("src", "clean", width=2, name="prep")
+        a.parallel("side", "pair", "per_sym", width=2, name="desk")
+        return a
     if case in ("source", "static"):
         src = a.source("src", SCHEMA, generator=rows_in_splits, args={"rows": data, "split": split})
     else:
@@ -69,9 +83,10 @@ def test_the_regions_are_joined_by_an_exchange_at_widths_above_one(case):
     # each sender sends to every receiver; each receiver feeds its channel's first operator
     for c in range(3):
         assert [str(d) for d in phys.subscribers(PortRef(f"desk__xsplit{c}", "out0"))] == [f"desk__xmerge0.in{c}"]
-    assert [str(d) for d in phys.subscribers(PortRef("desk__xmerge1", "out"))] == ["per_sym__1.in"]
-    chans = phys.annotations.channels
-    assert ("desk__xmerge0", "per_sym__0", "fmt__0") in [c for group in chans for c in group]
+    first = "side" if case == "joined" else "per_sym"
+    assert [str(d) for d in phys.subscribers(PortRef("desk__xmerge1", "out"))] == [f"{first}__1.in"]
+    chans = [c for group in phys.annotations.channels for c in group]
+    assert next(c for c in chans if "desk__xmerge0" in c)[:2] == ("desk__xmerge0", f"{first}__0")
     # width 1 on either side: merge and split as before
     for widths in ({"prep": 1, "desk": 3}, {"prep": 3, "desk": 1}):
         rs = resolve_regions(g, "none", widths)
