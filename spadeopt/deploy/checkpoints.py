@@ -522,7 +522,7 @@ def run(build_dir: Path, options: Any, ck: CheckpointOptions) -> Any:
         try:
             report.stages += 1
             result = run_build(build_dir, options, settings={"checkpoint": rec.coord.channel()},
-                               restart_in_place=rec.in_place)
+                               restart_in_place=rec.in_place if ck.restart_attempts else None)
         except RunError as exc:
             if rec.restart(exc, time.time(), NEW_STAGE) is None:
                 raise
