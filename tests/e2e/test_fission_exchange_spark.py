@@ -1,6 +1,6 @@
 """A key exchange between two parallel regions on a real Spark (issue 27 item 4, second
-part): tests/apps/exchange.py (region ``prep`` led by the splittable source, or split by
-account; region ``desk`` counting per symbol) writes byte-identical sink files at widths
+part): tests/apps/exchange.py (region ``prep`` led by the splittable source, stateless or
+static-rate, or split by account; region ``desk`` counting per symbol) writes byte-identical sink files at widths
 1-4 on both sides, with the exchange in place whenever both are wider than 1."""
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def _run(tmp_path: Path, case: str, fusion: str, wprep: int, wdesk: int) -> byte
     return (tmp_path / tag / "sink.jsonl").read_bytes()
 
 
-@pytest.mark.parametrize("case", ["source", "keyed"])
+@pytest.mark.parametrize("case", ["source", "keyed", "static"])
 def test_two_regions_joined_by_a_key_exchange_give_identical_sinks_at_every_width(tmp_path, case):
     base = _run(tmp_path, case, "manual", 1, 1)
     assert len(base.decode().splitlines()) > 300
