@@ -346,7 +346,7 @@ def pe_spec(graph: AppGraph, plan: Plan, pe: PE, links: list[Link], lower_op, *,
         # a dynamic parallel region's channel copy: pass fission pulses on (regions.py)
         spec.ctx["pulse"] = kind.passes_pulses and any(
             p.schema is not None and SEQ in p.schema for p in op.inputs)
-        if spec.ctx["pulse"] and (kind.final_rows(op) or kind.number_bits):  # numbers reaching it are below
+        if spec.ctx["pulse"] and (kind.final_rows(op) or kind.number_bits(op)):  # numbers reaching it are below
             spec.ctx["final_base"] = final_base(graph, op)
         specs.append(spec)
     if plan.collapse and not plan.instrumented:

@@ -179,16 +179,11 @@ def lower(graph: AppGraph, op: Operator, imports: Imports) -> dict[str, Any]:
 def region_problem(op: Operator) -> str | None:
     if op.state == STATEFUL:
         return stateful_problem(op, "an aggregate without by= keeps one state for all tuples")
-    w = op.params.window
-    if w.kind == "time" and not w.tumbling:
-        return (f"operator '{op.name}' has a sliding event-time window: a group outlives a close, so "
-                f"the rows one close emits cannot be put back in the width-1 order by one number "
-                f"(tumbling event-time windows and count windows may be replicated)")
     return None
 
 
 def event_time(op: Operator) -> tuple[str, Window] | None:
-    """A keyed tumbling event-time window advances on every tuple's event time."""
+    """A keyed event-time window (tumbling or sliding) advances on every tuple's event time."""
     w = op.params.window
     return (w.attr, w) if w.kind == "time" and op.state != STATEFUL else None
 
@@ -200,18 +195,34 @@ def forwards(op: Operator, attr: str) -> bool:
 def channel_params(op: Operator, channel: int, width: int, dynamic: bool) -> AggregateParams:
     if not dynamic:
         return op.params
-    # a count window's row carries the number of the tuple that triggered it; an event-time
-    # window's the number of its group's first tuple: one close emits its groups in the
-    # order they were opened, all after the previous close, so these numbers are that order
+    # a count window's row carries the number of the tuple that triggered it; a tumbling
+    # event-time window's the number of its group's first tuple: one close emits its groups
+    # in the order they were opened, all after the previous close, so these numbers are
+    # that order; a sliding one's (its template) packs the window and its group's opening
     func = "first" if op.params.window.kind == "time" else "last"
     return dataclasses.replace(op.params, output=(*op.params.output, AggOutput(SEQ, func, SEQ)))
 
 
 def final_rows(op: Operator) -> bool:
-    """A tumbling count window flushes its open groups numbered from its final base (an
-    event-time window numbers them by their first tuples, below every final base)."""
-    return op.params.window.kind == "count" and op.params.window.tumbling
+    """A tumbling count window flushes its open groups numbered from its final base, and
+    so does a sliding event-time window (the windows it closes at end of stream); a
+    tumbling event-time window numbers them by their first tuples, below every final base."""
+    w = op.params.window
+    return (w.kind == "count" and w.tumbling) or _sliding_time(w)
+
+
+def number_bits(op: Operator) -> int:
+    """A sliding event-time window's channel copy numbers a row ``(k + 2**63) * 2**b + f``:
+    ``k`` the window, ``f`` the number of the tuple that opened its group (width 1 emits a
+    close's windows in order, each window's groups in the order they were opened), ``b``
+    the bits of its inputs' numbers; so 64 bits more (``kinds.numbering``)."""
+    return 64 if _sliding_time(op.params.window) else 0
+
+
+def _sliding_time(w: Window) -> bool:
+    return w.kind == "time" and not w.tumbling
 
 
 KIND = Kind("aggregate", declare, derive, lower, "ops/aggregate.py.j2", region_problem=region_problem,
-            forwards=forwards, channel_params=channel_params, event_time=event_time, final_rows=final_rows)
+            forwards=forwards, channel_params=channel_params, event_time=event_time, final_rows=final_rows,
+            number_bits=number_bits)

@@ -82,6 +82,10 @@ def _no_checkpoint_note(graph: AppGraph, op: Operator) -> str | None:
     return None
 
 
+def _no_number_bits(op: Operator) -> int:
+    return 0
+
+
 def _no_final_rows(op: Operator) -> bool:
     return False
 
@@ -109,8 +113,9 @@ class Kind:
     ``final_rows(op)`` whether its channel copy may emit rows at end of stream numbered
     from its *final base* (``plan.fission.final_base``: after every number that can
     reach it, so end-of-stream cascades through a channel keep their width-1 order);
-    ``number_bits`` how many bits its channel copy's numbers take beyond its inputs'
-    (a join numbers its matches by order value, side and input number: ``kinds.numbering``).
+    ``number_bits(op)`` how many bits its channel copy's numbers take beyond its inputs'
+    (a join numbers its matches by order value, side and input number, a sliding
+    event-time window its rows by window and group: ``kinds.numbering``).
 
     Codegen: ``needs_lock`` (its code keeps state, so a PE whose threads both reach it
     locks it), ``never_blocks`` (its code never blocks or leaves its thread: profiling
@@ -138,7 +143,7 @@ class Kind:
     channel_params: Callable[[Operator, int, int, bool], Any] = _same_params
     event_time: Callable[[Operator], Any] = _no_clock  # (attr, Window) or None
     final_rows: Callable[[Operator], bool] = _no_final_rows
-    number_bits: int = 0
+    number_bits: Callable[[Operator], int] = _no_number_bits
     needs_lock: bool = True
     never_blocks: bool = True
     passes_pulses: bool = True

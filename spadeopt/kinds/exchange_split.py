@@ -38,5 +38,10 @@ def lower(graph: AppGraph, op: Operator, imports: Imports) -> dict[str, Any]:
     return {"hash": h, "width": p.width, "block": p.block, "bits": EXCHANGE_BITS}
 
 
+def number_bits(op: Operator) -> int:
+    """A tuple's number becomes ``(n << EXCHANGE_BITS) | i``."""
+    return EXCHANGE_BITS
+
+
 KIND = Kind("exchange_split", None, None, lower, "ops/exchange_split.py.j2", never_blocks=False,
-            passes_pulses=False, number_bits=EXCHANGE_BITS)
+            passes_pulses=False, number_bits=number_bits)

@@ -3,8 +3,10 @@ Deals the entering stream to the channels: by a stable hash of the region's key,
 blocks round robin; a dynamic region's split stamps each tuple with the sequence number
 (``protocol.SEQ``) and ends each batch to a channel with a pulse. A region holding an
 event-time window (``Kind.event_time``) also gets the window's clock: whenever a tuple
-moves the stream into a later window, every other channel gets a *watermark copy* of it,
-numbered ``-1 - n`` (``protocol.WATERMARK``), at the same stream position."""
+moves the stream into a later window (sliding: whenever the oldest window holding the
+tuple's time is a later one than before, where the window closes), every other channel
+gets a *watermark copy* of it, numbered ``-1 - n`` (``protocol.WATERMARK``), at the same
+stream position."""
 
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ class FissionSplitParams:
     key: tuple[str, ...]  # hash these attributes; empty: deal blocks round robin
     ordering: str  # "static": blocks, no sequence number; "dynamic": stamp a sequence number
     block: int  # tuples per round-robin block
-    clock: tuple[str, Window, bool] | None = None  # (time attribute, tumbling window, int bounds): watermarks
+    clock: tuple[str, Window, bool] | None = None  # (time attribute, event-time window, int bounds): watermarks
 
 
 def lower(graph: AppGraph, op: Operator, imports: Imports) -> dict[str, Any]:
@@ -38,7 +40,9 @@ def lower(graph: AppGraph, op: Operator, imports: Imports) -> dict[str, Any]:
     if p.clock is not None:
         attr, w, exact = p.clock
         # the same window arithmetic as the aggregate's (templates/ops/aggregate.py.j2)
-        clock = {"attr": schema.index(attr), "exact": exact, "size": number(w.size) if exact else repr(float(w.size))}
+        lit = number if exact else (lambda x: repr(float(x)))
+        clock = {"attr": schema.index(attr), "exact": exact, "size": lit(w.size), "slide": lit(w.slide),
+                 "sliding": not w.tumbling}
     return {"mode": mode, "hash": h, "width": p.width, "block": p.block, "clock": clock}
 
 

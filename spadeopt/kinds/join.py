@@ -183,5 +183,10 @@ def channel_params(op: Operator, channel: int, width: int, dynamic: bool) -> Joi
     return op.params
 
 
+def number_bits(op: Operator) -> int:
+    """A match's number packs (order value in 64 bits, side, trigger's number)."""
+    return 65
+
+
 KIND = Kind("join", declare, derive, lower, "ops/join.py.j2", region_problem=region_problem,
-            forwards=forwards, channel_params=channel_params, number_bits=65)
+            forwards=forwards, channel_params=channel_params, number_bits=number_bits)

@@ -48,7 +48,7 @@ def input_bits(graph: AppGraph, op: Operator, kind_of: Callable[[Operator], Kind
                     if schema is None or SEQ not in schema:
                         continue  # outside the channel
                     kind = kind_of(pub)
-                    b = max(b, bits_in(src.op) + (1 if kind.final_rows(pub) else 0) + kind.number_bits)
+                    b = max(b, bits_in(src.op) + (1 if kind.final_rows(pub) else 0) + kind.number_bits(pub))
             memo[name] = b
         return memo[name]
 

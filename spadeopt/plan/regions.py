@@ -25,7 +25,7 @@ operator kind allows is its ``Kind.region_problem`` and ``Kind.forwards``
 - an operator's output must be triggered by a tuple of its own partition, so that the
   merge can put it back at its trigger's sequence number (``union``, arrival order, is
   refused), with one exception: an operator that advances on every tuple's event time
-  (``Kind.event_time``: a keyed tumbling event-time window, which closes every key's
+  (``Kind.event_time``: a keyed event-time window, tumbling or sliding, which closes every key's
   group on any key's tuple). A region holds at most one; every other operator of the
   region is before it or after it, nothing before it feeds anything after it, the
   region is left from it or after it, and every operator before it emits exactly one
@@ -503,7 +503,7 @@ def _entries_meet_in_joins(graph: AppGraph, ops: tuple[str, ...], ix: RegionInde
                 by_port.setdefault(s.dst.port, set()).add(
                     f"entry {s.src} -> {s.dst}" if s.src.op not in members else numbers_of(s.src.op))
             feeds = sorted(set().union(*by_port.values())) if by_port else []
-            if kind_of(here).number_bits:  # it renumbers what it emits; each input keeps its own numbers
+            if kind_of(here).number_bits(here):  # it renumbers what it emits; each input keeps its own numbers
                 for port, f in sorted(by_port.items()):
                     if len(f) > 1:
                         problems.append(f"input '{port}' of '{o}' receives streams numbered apart "

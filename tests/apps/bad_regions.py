@@ -37,7 +37,7 @@ def bad_regions(case: str = "ok") -> App:
         h = a.aggregate("h", f, window=count_window(1), by=["j"],
                         output={"k": "first(k)", "j": "j", "ts": "last(ts)"})
         g = a.aggregate("g", h, window=count_window(2), by=["k"], output={"k": "k", "n": "count()"})
-    elif case == "time":  # a sliding event-time window
+    elif case == "time":  # a sliding event-time window (replicable since 2026-11-26)
         g = a.aggregate("g", f, window=time_window("ts", 10, 5), by=["k"], output={"k": "k", "n": "count()"})
     elif case == "time_filter":  # a filter before a tumbling event-time window
         g = a.aggregate("g", f, window=time_window("ts", 10), by=["k"], output={"k": "k", "n": "count()"})

@@ -77,13 +77,13 @@ class Alert:
 
 @app
 def sensors(tuples: int = 20_000, sensors: int = 24, late: int = 20, window: int = 1000,
-            width: int = 2) -> App:
+            width: int = 2, slide: int = 0) -> App:
     a = App("sensors")
     src = a.source("readings", "sensor:int, ts:int, value:float", generator=readings,
                    args={"n": tuples, "sensors": sensors, "late": late})
     sm = a.custom("smooth", Smooth, inputs={"in": src}, outputs={"out": "sensor:int, ts:int, value:float"},
                   state="partitioned", key=["sensor"])
-    win = a.aggregate("win", sm["out"], window=time_window("ts", window), by=["sensor"],
+    win = a.aggregate("win", sm["out"], window=time_window("ts", window, slide=slide or None), by=["sensor"],
                       output={"sensor": "sensor", "start": "wstart()", "mean:float": "avg(value)",
                               "n": "count()"})
     al = a.custom("alert", Alert, inputs={"in": win},

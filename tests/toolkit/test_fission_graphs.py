@@ -47,11 +47,12 @@ POST = st.sampled_from([("filter", 3), ("filter", 8), ("count", 2), ("count", 3)
 
 @st.composite
 def regions(draw):
-    """A chain region: static functors, optionally a keyed tumbling event-time window, then
+    """A chain region: static functors, optionally a keyed event-time window (tumbling or
+    sliding), then
     filters, keyed count windows, keyed and stateless custom operators (nothing keyed after
     a stateless custom operator, which does not keep the key)."""
     pre = draw(st.lists(PRE, max_size=2))
-    window = draw(st.sampled_from([None, 7, 20, 60]))
+    window = draw(st.sampled_from([None, 7, 20, 60, (20, 5), (12, 4), (30, 10)]))  # (size, slide): sliding
     post = draw(st.lists(POST, max_size=3))
     keyed_ok, chain = True, []
     for op in post:
@@ -78,7 +79,8 @@ def build(data: list[tuple], pre, window, chain) -> App:
         elif kind == "filter":
             cur = a.functor(name, cur, filter=f"v % 10 < {opt}")
         elif kind == "window":
-            cur = a.aggregate(name, cur, window=time_window("ts", opt), by=["k"], output=OUT)
+            size, slide = opt if isinstance(opt, tuple) else (opt, None)
+            cur = a.aggregate(name, cur, window=time_window("ts", size, slide=slide), by=["k"], output=OUT)
         elif kind == "count":
             cur = a.aggregate(name, cur, window=count_window(opt), by=["k"], output=OUT)
         elif kind == "slide":
@@ -116,6 +118,14 @@ def test_time_window_and_custom_operators_match_width_1(tmp_path_factory):
                                fusions=("none", "all"))
 
 
+@pytest.mark.parametrize("late", [0.0, 0.2])
+def test_a_sliding_time_window_matches_width_1(tmp_path_factory, late):
+    """A keyed sliding event-time window (a group outlives a close: a close emits groups
+    opened across many closes) and a count window and a custom operator after it."""
+    app = build(rows(300, 5, 13, late=late), [("calc", 0)], (20, 5), [("count", 2), ("smooth", 3)])
+    assert_every_width_matches(app, tmp_path_factory, 13, [7, 30], widths=(2, 3, 4), fusions=("none", "all"))
+
+
 def test_a_time_windowed_join_in_a_region_matches_width_1(tmp_path_factory):
     """A join's time windows are trimmed by the probing tuple of the same key: replicable
     as they are (both sides in the region, split by the join key). Ties between the
@@ -140,8 +150,9 @@ def _differs(app: App, tmp_path_factory, width: int = 3) -> bool:
     return got != base
 
 
-def test_a_merge_that_does_not_sort_by_number_gives_another_answer(tmp_path_factory, monkeypatch):
-    app = build(rows(300, 5, 11), [], 20, [])
+@pytest.mark.parametrize("window", [20, (20, 5)])
+def test_a_merge_that_does_not_sort_by_number_gives_another_answer(tmp_path_factory, monkeypatch, window):
+    app = build(rows(300, 5, 11), [], window, [])
     assert not _differs(app, tmp_path_factory)
 
     def channel_order(self):  # release what every channel has, channel after channel, unsorted
@@ -170,9 +181,10 @@ def test_numbering_window_rows_by_their_trigger_gives_another_answer(tmp_path_fa
     assert _differs(app, tmp_path_factory)
 
 
-def test_without_watermarks_late_tuples_and_closes_differ(tmp_path_factory, monkeypatch):
+@pytest.mark.parametrize("window", [20, (20, 5)])
+def test_without_watermarks_late_tuples_and_closes_differ(tmp_path_factory, monkeypatch, window):
     """A split that sends no watermark copies: a channel keeps a late tuple width 1 drops."""
-    app = build(rows(300, 5, 11, late=0.2), [], 20, [])
+    app = build(rows(300, 5, 11, late=0.2), [], window, [])
     real = KINDS["fission_split"]
 
     def no_clock(graph, op, imports):
