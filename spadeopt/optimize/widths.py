@@ -41,8 +41,10 @@ runs on a graph that grows with the width, so a 100,000-node cluster must not me
 merge costs dominate any workload we profile). With
 few regions (at most ``EXHAUSTIVE_MAX`` vectors) every vector is tried; otherwise
 coordinate ascent: starting from all 1, each region in turn tries every width with the
-others fixed and keeps the best, until a full pass changes nothing (at most
-``ASCENT_PASSES`` passes). The search follows the planned rate: the rate leader has the
+others fixed and keeps the best; when a full pass changes nothing, two regions widen one
+step together (every pair, or all at once beyond ``JOINT_PAIRS`` movable regions: two
+equally heavy regions in a row bound the rate together, so neither gains alone), and the
+ascent goes on from the best pair that wins (at most ``ASCENT_PASSES`` passes). The search follows the planned rate: the rate leader has the
 highest planned rate, and a vector whose rate is within ``TIE`` (relative) of a smaller
 one does not replace it (ties go to the smaller total width, then the lexicographically
 smaller vector), so a width > 1 leads only when it buys more than the bisection's
@@ -72,6 +74,7 @@ from spadeopt.plan.regions import DYNAMIC, EXCHANGE, Region, check_region
 SEQ_BYTES = 9.0  # msgpack of the sequence number a dynamic region's tuples carry
 EXHAUSTIVE_MAX = 64  # width vectors tried exhaustively; above this, coordinate ascent
 ASCENT_PASSES = 4
+JOINT_PAIRS = 8  # movable regions up to which the ascent's joint step tries every pair
 DENSE = 8  # every width up to this one is a candidate
 MAX_WIDTH = 64  # widest region FATM plans (a pinned --width may be wider)
 
@@ -294,7 +297,13 @@ def _ascend(score: Callable[[tuple[int, ...]], WidthTry], per: list[tuple[int, .
     ``ASCENT_PASSES`` passes: each region's widths tried with the others held, a better one
     (``_better``) taken. With ``stop_early`` a region's sweep goes upwards from its current
     width and stops at the first width that does not win, then (if that moved nothing)
-    downwards the same way; without it every width is tried."""
+    downwards the same way; without it every width is tried. A pass that moves no single
+    region tries a joint step (``_joint_step``) before it gives up.
+
+    >>> rate = {(1, 1): 100.0, (2, 1): 100.0, (1, 2): 100.0, (2, 2): 180.0}
+    >>> _ascend(lambda w: WidthTry(w, rate[w]), [(1, 2), (1, 2)], True).widths
+    (2, 2)
+    """
     cur = tuple(1 for _ in per)
     best = score(cur)
     for _ in range(ASCENT_PASSES):
@@ -313,8 +322,29 @@ def _ascend(score: Callable[[tuple[int, ...]], WidthTry], per: list[tuple[int, .
                 if moved:
                     break
         if not changed:
-            break
+            t = _joint_step(score, per, cur, best)
+            if t is None:
+                break
+            best, cur = t, t.widths
     return best
+
+
+def _joint_step(score: Callable[[tuple[int, ...]], WidthTry], per: list[tuple[int, ...]], cur: tuple[int, ...],
+                best: WidthTry) -> WidthTry | None:
+    """Two regions one width up together (every pair of regions that can widen; all of
+    them at once when more than ``JOINT_PAIRS`` can): the best such vector if it beats
+    ``best``, else None."""
+    up = [next((w for w in choices if w > cur[j]), None) for j, choices in enumerate(per)]
+    movable = [j for j, w in enumerate(up) if w is not None]
+    if len(movable) < 2:
+        return None
+    groups = itertools.combinations(movable, 2) if len(movable) <= JOINT_PAIRS else [tuple(movable)]
+    found = None
+    for g in groups:
+        t = score(tuple(up[j] if j in g else w for j, w in enumerate(cur)))
+        if _better(t, found or best):
+            found = t
+    return found
 
 
 def region_caps(graph: AppGraph, regions: tuple[Region, ...], free: tuple[str, ...]) -> dict[str, int]:
