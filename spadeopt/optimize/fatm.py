@@ -97,7 +97,12 @@ from spadeopt.optimize.result import FusionResult
 from spadeopt.optimize.widths import choose_widths, free_regions, region_caps
 from spadeopt.plan.discover import Discovery, discover_regions
 from spadeopt.plan.plan import Plan, make_plan
-from spadeopt.plan.regions import MAX_REGION_WIDTH, choose_exchanges, exchanges_json, resolve_regions
+from spadeopt.plan.regions import (
+    MAX_REGION_WIDTH,
+    choose_exchanges,
+    exchanges_json,
+    resolve_regions,
+)
 
 __all__ = [
     "MAX_FRAC_LADDER",

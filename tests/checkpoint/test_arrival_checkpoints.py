@@ -33,7 +33,7 @@ import os
 import signal
 import threading
 import time
-from collections import Counter, defaultdict
+from collections import Counter
 from types import SimpleNamespace
 
 import pytest
@@ -48,16 +48,10 @@ from spadeopt.runtime.checkpoint import Checkpointer, CheckpointError, decode_st
 from tests.checkpoint.arrival_app import SCHEMA, arrivalck, feed, orders, partition
 from tests.checkpoint.test_recovery import run_with_kills
 from tests.cli.clitools import cli
+from tests.rows import by_customer
 
 REF = "tests/checkpoint/arrival_app.py"
 KEYS = 4
-
-
-def _by_customer(rows: list[dict]) -> dict[str, list[dict]]:
-    out = defaultdict(list)
-    for r in rows:
-        out[r["customer"]].append(r)
-    return dict(out)
 
 
 def _multiset(rows: list[dict]) -> Counter:
@@ -197,7 +191,7 @@ def test_kill_three_times_each_customer_gets_exactly_the_failure_free_rows(redis
     want = run_local(g, plan_for(g, fusion, widths=widths), workdir=tmp_path / "ref", app_ref=REF)["sinks"]["out"]
     want_bus = _stream(redis_client, f"{keyspace}:ref")
     assert len(want) > 1500 and _multiset(want_bus) == _multiset(want)
-    customers = _by_customer(want)
+    customers = by_customer(want)
     assert len(customers) == 30 and len({partition(c, KEYS) for c in customers}) == KEYS
 
     g = arrivalck.build({"prefix": f"{keyspace}:in", "width": width, "bus": f"{keyspace}:ck",
@@ -217,7 +211,7 @@ def test_kill_three_times_each_customer_gets_exactly_the_failure_free_rows(redis
     for name, rows in (("out", got), ("bus", got_bus)):
         assert len(rows) == len(want), (name, len(rows), len(want))  # none lost, none twice
         assert _multiset(rows) == _multiset(want), name
-        by = _by_customer(rows)
+        by = by_customer(rows)
         assert sorted(by) == sorted(customers), name
         for cust, expected in customers.items():  # each customer: the failure-free rows, in their order
             assert by[cust] == expected, (name, cust)
@@ -236,7 +230,7 @@ def test_spadeopt_run_on_spark_says_the_guarantee_and_a_killed_merge_pe_restarts
     records = orders(4000)
     feed(redis_client, f"{keyspace}:in", records, KEYS)
     g = arrivalck.build({"prefix": f"{keyspace}:in"})
-    want = _by_customer(run_local(g, plan_for(g, "manual"), workdir=tmp_path / "ref", app_ref=REF)["sinks"]["out"])
+    want = by_customer(run_local(g, plan_for(g, "manual"), workdir=tmp_path / "ref", app_ref=REF)["sinks"]["out"])
     build, chk, out = tmp_path / "build", tmp_path / "chk", tmp_path / "out"
     killed: list[int] = []
     done = threading.Event()
@@ -267,5 +261,5 @@ def test_spadeopt_run_on_spark_says_the_guarantee_and_a_killed_merge_pe_restarts
     assert "checkpoints: parallel region 'live' merges its channels by arrival" in text
     assert killed and "RESTART 1/" in text, text[-3000:]
     got = [json.loads(line) for line in (out / "out.jsonl").read_text().splitlines()]
-    assert _by_customer(got) == want
+    assert by_customer(got) == want
     print(f"\nspadeopt run with one kill of the merge's PE: {time.time() - t0:.1f} s")

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections import defaultdict
 
 import pytest
 
 from tests.cli.clitools import ROOT, cli
+from tests.rows import by_customer
 
 
 def _orders_module():
@@ -24,14 +24,6 @@ def _orders_module():
     return module
 
 N_ORDERS = 3000
-
-
-def _by_customer(rows: list[dict]) -> dict[str, list[dict]]:
-    """Each customer's rows in order: what must not change (customers interleave by arrival)."""
-    out = defaultdict(list)
-    for r in rows:
-        out[r["customer"]].append(r)
-    return dict(out)
 
 
 def _totals(client, key: str) -> list[dict]:
@@ -72,7 +64,7 @@ def test_orders_from_four_stream_keys_match_a_file_replay_under_every_fusion(red
             assert res.returncode == 0, (fusion, res.stderr)
             got = _totals(redis_client, f"{prefix}:totals")
             assert len(got) == len(expected), fusion
-            assert _by_customer(got) == _by_customer(expected), fusion
+            assert by_customer(got) == by_customer(expected), fusion
 
         password = (broker.address.password_file and open(broker.address.password_file).read().strip())
         for build in [tmp_path / f"build-{f}" for f in ("none", "all", "manual")] + [tmp_path / "build-auto"]:
