@@ -46,11 +46,28 @@ REF = "tests/apps/ckpt.py"
 SINKS = ("means", "counts", "runs")
 
 
+_DRIVERS: list[Driver] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_drivers():
+    """Every driver's coordinator and rendezvous closed after each test, whatever it
+    asserted: an open socket of the shared ZeroMQ context would hang a later test's
+    ``Context.term()`` (a refused restart never closes the coordinator the way
+    ``checkpoints.run`` would)."""
+    yield
+    while _DRIVERS:
+        d = _DRIVERS.pop()
+        d.rec.coord.close()
+        d.rdv.close()
+
+
 class Driver:
     """What ``run_build`` and ``checkpoints.run`` do on the driver, without Spark: a
     rendezvous whose failure reports go to ``Recovery.in_place``."""
 
     def __init__(self, tmp_path: Path, build, nodes: int, attempts: int) -> None:
+        _DRIVERS.append(self)
         self.build = build
         self.store = CheckpointStore(tmp_path / "chk", keep=3)
         self.report = CheckpointReport()
