@@ -425,11 +425,7 @@ class PERuntime:
     def _mark(self, origin: str, came_in: float, now: float) -> None:
         """A latency marker of source ``origin`` whose batch came in at ``came_in`` and has
         just gone through this PE's operators (sources thread; ``runtime.latency``)."""
-        if self.sinks:
-            self.latency.record((now - came_in) * 1000.0)
-        frame = wire.marker_frame(origin, self.latency.next_seq(origin), came_in)
-        for s in self.senders.values():
-            s.marker(frame)
+        self._pass_marker(wire.marker_frame(origin, self.latency.next_seq(origin), came_in), came_in, now)
 
     def take_marker(self, port: InputPort, frame: zmq.Frame, data) -> None:
         """A latency marker off ``port``: every frame before it on its link has been
@@ -438,13 +434,15 @@ class PERuntime:
             origin, seq, came_in = wire.parse_marker(data)
         except wire.WireError as exc:
             raise LinkError(self.pe_id, port, frame.get("User-Id") if self.secure else None, str(exc)) from None
-        if not self.latency.take(origin, seq):
-            return
+        if self.latency.take(origin, seq):
+            self._pass_marker(bytes(data), came_in, time.time())
+
+    def _pass_marker(self, frame: bytes, came_in: float, now: float) -> None:
+        """Record a marker's latency when this PE has sinks, and send it on every port."""
         if self.sinks:
-            self.latency.record((time.time() - came_in) * 1000.0)
-        out = bytes(data)
+            self.latency.record((now - came_in) * 1000.0)
         for s in self.senders.values():
-            s.marker(out)
+            s.marker(frame)
 
     def _sample_lag(self, name: str, src: Source) -> None:
         try:

@@ -89,14 +89,9 @@ class Sender:
         port threads share, else only from the thread that sends its batches (ZeroMQ
         sockets are not thread-safe): the PE's one thread (``sole``) or the one that sent
         its first batch; until then, in a PE of two threads, the port is skipped."""
-        if self._lock is None:
-            if self.sole or self.owner == threading.get_ident():
-                for s in self.sockets:
-                    s.send(frame)
+        if self._lock is None and not (self.sole or self.owner == threading.get_ident()):
             return
-        with self._lock:
-            for s in self.sockets:
-                s.send(frame)
+        self._control(lambda _link: frame)
 
     def _control(self, frame) -> None:
         """A control frame on every link, under the batches' lock when threads share this
