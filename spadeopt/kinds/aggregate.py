@@ -30,7 +30,7 @@ from spadeopt.kinds.windows import Window, bound_type, check_window
 from spadeopt.model.expr import compile_expr
 from spadeopt.model.graph import PARTITIONED, STATEFUL, AppGraph, Operator, SymbolRef
 from spadeopt.model.schema import Schema
-from spadeopt.model.types import NUMERIC, infer_type, static_type
+from spadeopt.model.types import NUMERIC, ExprProblem, check, infer_type, scope_lookup, static_type
 from spadeopt.protocol import FINAL_BASE, SEQ
 
 AGG_FUNCS = ("count", "sum", "avg", "min", "max", "first", "last")
@@ -129,19 +129,81 @@ def derive(where: str, raw: dict, ins: dict[str, Schema], problems: Problems) ->
     return AggregateParams(w, by, tuple(outs), fns), {"out": out_schema}
 
 
+def _accumulates(o: AggOutput, schema: Schema) -> bool:
+    """Whether output ``o`` of a tumbling window can be kept as a running value that
+    gives the same answer, bit for bit, as the function over the group's rows: count,
+    first, last, bounds and keys always; min and max of an expression that cannot raise
+    and always has one comparable type (the builtins keep the first of equal values and
+    replace only on a strict comparison, as the running update does); sum and avg of an
+    int or bool expression that cannot raise (int sums are exact in any order; a float
+    sum is not accumulated: ``sum()`` over a list rounds differently from one running
+    addition at a time on Python 3.12 and later)."""
+    if o.func in ("key", "count", "wstart", "wend", "first", "last"):
+        return True
+    try:
+        et = check(ast.parse(o.expr.strip(), mode="eval").body, scope_lookup({"": ("t", schema)}))
+    except (SyntaxError, ExprProblem):
+        return False
+    if et.may_raise or not et.exact:
+        return False
+    if o.func in ("sum", "avg"):
+        return et.type in ("int", "bool")
+    return et.type in ("int", "float", "str", "bytes", "bool")
+
+
+def _accumulators(p: AggregateParams, schema: Schema, compiled: Callable[[str], str], first_needed: bool
+                  ) -> dict[str, Any] | None:
+    """A tumbling window's group as running values instead of rows, when every output
+    accumulates (``_accumulates``): ``[n, t0?, tn?, a1, ...]`` (its count, its first and
+    last tuple when an output or the region's numbering reads them, one slot per sum, avg,
+    min or max). ``opens``: the group a first tuple ``t`` opens; ``adds``: the lines that
+    add ``t`` to group ``g``; ``slot``: output index -> its slot; ``t0``/``tn``: their
+    slots (None: not kept). None when some output needs the rows."""
+    if not p.window.tumbling or not all(_accumulates(o, schema) for o in p.output):
+        return None
+    t0 = 1 if first_needed or any(o.func == "first" for o in p.output) else None
+    tn = (2 if t0 else 1) if any(o.func == "last" for o in p.output) else None
+    new, update, slot = ["1"], ["g[0] += 1"], {}
+    if t0 is not None:
+        new.append("t")
+    if tn is not None:
+        new.append("t")
+        update.append(f"g[{tn}] = t")
+    for i, o in enumerate(p.output):
+        if o.func not in ("sum", "avg", "min", "max"):
+            continue
+        j = slot[i] = len(new)
+        e = compiled(o.expr)
+        if o.func in ("sum", "avg"):
+            new.append(f"0 + {e}")  # sum() adds each value to its start, 0
+            update.append(f"g[{j}] += {e}")
+        else:
+            new.append(e)
+            update += [f"_v = {e}", f"if _v {'>' if o.func == 'max' else '<'} g[{j}]:", f"    g[{j}] = _v"]
+    return {"opens": "[" + ", ".join(new) + "]", "adds": update, "slot": slot, "t0": t0, "tn": tn}
+
+
 def lower(graph: AppGraph, op: Operator, imports: Imports) -> dict[str, Any]:
     p, schema = op.params, op.in_port("in").schema
     ren = rename(p.functions, imports)
     names = frozenset(ren)
     w = p.window
     types = [t for _, t in op.out_port("out").schema.attrs]
+    # a parallel region's channel copy (spadeopt.plan.fission) carries the sequence number
+    # last; rows flushed at end of stream sort after every tuple, in group-creation order
+    final_seq = schema.index(SEQ) if p.output and p.output[-1].name == SEQ else None
+    # an event-time window's channel copy: watermark copies (numbered below zero) advance
+    # the window and are dropped; pulses passed on promise no less than its oldest open group
+    wm_seq = final_seq if w.kind == "time" else None
+    acc = _accumulators(p, schema, lambda text: compile_expr(text, schema, functions=names, rename=ren).source,
+                        final_seq is not None)
     exprs = []
-    for o, typ in zip(p.output, types, strict=True):
+    for i, (o, typ) in enumerate(zip(p.output, types, strict=True)):
         if o.func == "key":
             k = p.by.index(o.expr)
             exprs.append(typed("key" if len(p.by) == 1 else f"key[{k}]", typ, schema.type_of(o.expr)))
         elif o.func == "count":
-            exprs.append(typed("len(items)", typ, "int"))
+            exprs.append(typed("g[0]" if acc else "len(items)", typ, "int"))
         elif o.func in ("wstart", "wend"):
             var = "ws" if o.func == "wstart" else "we"
             # count windows have no bounds: the value is None whatever the declared type
@@ -154,9 +216,10 @@ def lower(graph: AppGraph, op: Operator, imports: Imports) -> dict[str, Any]:
             elif o.func == "last":
                 src = compile_expr(o.expr, schema, functions=names, rename=ren, var="tn").source
             elif o.func == "avg":
-                src, inner = f"sum([{e} for t in items]) / len(items)", "float" if inner in NUMERIC else None
+                src = f"g[{acc['slot'][i]}] / g[0]" if acc else f"sum([{e} for t in items]) / len(items)"
+                inner = "float" if inner in NUMERIC else None
             else:
-                src = f"{o.func}([{e} for t in items])"
+                src = f"g[{acc['slot'][i]}]" if acc else f"{o.func}([{e} for t in items])"
                 if o.func == "sum":
                     inner = ("float" if inner == "float" else "int") if inner in NUMERIC else None
             exprs.append(typed(src, typ, inner))
@@ -165,15 +228,10 @@ def lower(graph: AppGraph, op: Operator, imports: Imports) -> dict[str, Any]:
     # float bounds need float constants: window bounds are computed as k * slide
     lit = number if w.kind == "count" or bound_type(w, schema) == "int" else (lambda x: repr(float(x)))
     exact = w.kind == "time" and bound_type(w, schema) == "int"  # int arithmetic: no rounding
-    # a parallel region's channel copy (spadeopt.plan.fission) carries the sequence number
-    # last; rows flushed at end of stream sort after every tuple, in group-creation order
-    final_seq = schema.index(SEQ) if p.output and p.output[-1].name == SEQ else None
-    # an event-time window's channel copy: watermark copies (numbered below zero) advance
-    # the window and are dropped; pulses passed on promise no less than its oldest open group
-    wm_seq = final_seq if w.kind == "time" else None
     return {"mode": mode, "size": lit(w.size), "slide": lit(w.slide), "attr": attr, "exact": exact,
             "key": key_source(p.by, schema), "row": row(exprs), "final_seq": final_seq,
-            "final_base": FINAL_BASE, "wm_seq": wm_seq}
+            "final_base": FINAL_BASE, "wm_seq": wm_seq, "acc": acc,
+            "first": f"g[{acc['t0']}]" if acc else "g[0]"}  # a group's first tuple
 
 
 def region_problem(op: Operator) -> str | None:
