@@ -74,7 +74,13 @@ def _once(build, work: Path, interval: float | None) -> dict[str, Any]:
         deploy = deploy.with_settings(checkpoint=coord.channel())
     report = run_node(0, deploy, str(build.directory), str(out), str(work / "logs"))
     commit(out)
-    doc: dict[str, Any] = {"tuples_per_s": _rate(report)}
+    pes = report["pes"]
+    doc: dict[str, Any] = {"tuples_per_s": _rate(report),
+                           "sources_cpu_s": sum(pe.get("sources_cpu_s") or 0.0 for pe in pes),
+                           "pe_cpu_s": sum(pe["cpu_s"] for pe in pes)}
+    snaps = [pe["checkpoints"] for pe in pes if pe.get("checkpoints")]
+    if snaps:  # the aligning threads' CPU spent taking parts (snapshot, sink lines), per checkpoint
+        doc["snapshot_cpu_s"] = sum(s["snapshot_cpu_s"] for s in snaps) / max(1, max(s["snapshots"] for s in snaps))
     if coord is not None:
         finish_sinks(store, out, coord.finish())
         committed = sum(p.stat().st_size for p in store.sinks.glob("*.jsonl")) if store.sinks.is_dir() else 0
@@ -97,20 +103,29 @@ def _case(name: str, graph, fusion: str, ref: str, interval: float, repeat: int,
         p = plan_for(graph, fusion)
         b_plain = generate(graph, p, root / "b-plain", ref)
         b_ck = generate(graph, dataclasses.replace(p, checkpoints=True), root / "b-ck", ref)
+        plain_docs = []
         for i in range(repeat):
-            a = _once(b_plain, root / f"plain{i}", None)
-            c = _once(b_ck, root / f"ck{i}", interval)
+            if i % 2 == 0:  # alternate which runs first: no order effect (a warm cache, the other's writeback)
+                a = _once(b_plain, root / f"plain{i}", None)
+                c = _once(b_ck, root / f"ck{i}", interval)
+            else:
+                c = _once(b_ck, root / f"ck{i}", interval)
+                a = _once(b_plain, root / f"plain{i}", None)
             same = same and a["sinks"] == c["sinks"]
             plain.append(a["tuples_per_s"])
+            plain_docs.append(a)
             ckpt.append(c)
             loads.append(round(os.getloadavg()[0], 2))
             log(f"  {name} [{i + 1}/{repeat}]: without {a['tuples_per_s']:,.0f}/s, with checkpoints every "
-                f"{interval:g} s {c['tuples_per_s']:,.0f}/s ({c['checkpoints']} checkpoints, load average "
-                f"{os.getloadavg()[0]:.1f})")
+                f"{interval:g} s {c['tuples_per_s']:,.0f}/s ({c['checkpoints']} checkpoints, sources thread CPU "
+                f"{a['sources_cpu_s']:.2f} / {c['sources_cpu_s']:.2f} s, load average {os.getloadavg()[0]:.1f})")
     rates = [c["tuples_per_s"] for c in ckpt]
     sizes = [s for c in ckpt for s in c["state_bytes"]]
     times = [t for c in ckpt for t in c["checkpoint_s"]]
     mp, mc = statistics.median(plain), statistics.median(rates)
+    cpu_p = statistics.median(a["sources_cpu_s"] for a in plain_docs)
+    cpu_c = statistics.median(c["sources_cpu_s"] for c in ckpt)
+    snap_cpu = [c["snapshot_cpu_s"] for c in ckpt if "snapshot_cpu_s" in c]
     return {"case": name, "fusion": fusion, "pes": len(p.pes), "interval_s": interval,
             "without_tuples_per_s": mp, "with_tuples_per_s": mc, "ratio": mc / mp, "target_ratio": 0.9,
             "meets_target": mc / mp >= 0.9, "same_sink_bytes": same,
@@ -120,6 +135,12 @@ def _case(name: str, graph, fusion: str, ref: str, interval: float, repeat: int,
             "sink_bytes_total": statistics.median(c["committed_sink_bytes"] for c in ckpt),  # the whole output
             "checkpoint_s_median": statistics.median(times) if times else None,
             "checkpoint_s_max": max(times) if times else None,
+            # CPU of the PEs' sources threads (with one PE, all the work): less noisy than rates on a
+            # shared machine; without / with checkpoints (medians), and the snapshot's share per checkpoint
+            "sources_cpu_s": {"without": cpu_p, "with": cpu_c, "ratio": cpu_c / cpu_p if cpu_p else None,
+                              "samples_without": [a["sources_cpu_s"] for a in plain_docs],
+                              "samples_with": [c["sources_cpu_s"] for c in ckpt]},
+            "snapshot_cpu_s_per_checkpoint_median": statistics.median(snap_cpu) if snap_cpu else None,
             "samples": {"without": plain, "with": rates},
             "load_average": loads}  # the 1-minute load average after each pair (others' work on the cores)
 
@@ -149,7 +170,8 @@ def run(out_dir: Path, quick: bool = False, repeat: int = 3, interval: float = 1
            "note": "one invocation, with and without checkpoints alternating on the same builds; the machine "
                    "(2 cores) was shared with other work, so the figures are noisy: compare the ratios. "
                    "checkpoint_s is trigger -> every PE's part stored (alignment included); state_bytes is "
-                   "the sum of the PEs' state parts of one checkpoint. No Spark in the measured path."}
+                   "the sum of the PEs' state parts of one checkpoint. No Spark in the measured path. "
+                   "Pairs alternate which run goes first."}
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "checkpoint.json").write_text(json.dumps(doc, indent=2) + "\n")
     return doc

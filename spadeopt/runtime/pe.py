@@ -191,6 +191,7 @@ class PERuntime:
         self.checkpoints: Any = None  # a runtime.checkpoint.Checkpointer when the run takes checkpoints
         self.latency = Latency()  # latency markers sent, taken and recorded (runtime.latency)
         self._came_in = 0.0  # wall time the oldest record of the sources thread's next batch came in
+        self.sources_cpu_s: float | None = None  # CPU of the sources thread, once it ended (reported)
 
     # ---- called by generated build(rt) -----------------------------------------------
     def sender(self, ref: str, locked: bool = False) -> transport.Sender:
@@ -298,6 +299,7 @@ class PERuntime:
                     self._turn_start = now
             turns.append((name, steps))
         self._turn = None
+        self.sources_cpu_s = time.thread_time()  # this thread's CPU: the sources and everything fused behind them
 
     def _source_cpu_ns(self, name: str) -> int:
         """Thread CPU ns of source ``name`` so far: its thread's, or with several sources
@@ -553,6 +555,8 @@ class PERuntime:
             "refused": self.guard.refusals() if self.guard is not None else {},
             "secure_links": self.secure,
             "latency_ms": self.latency.samples,
+            "sources_cpu_s": self.sources_cpu_s,
+            "checkpoints": self.checkpoints.stats() if self.checkpoints is not None else None,
         }
 
     def progress(self) -> tuple[int, dict[str, list[str]]]:
