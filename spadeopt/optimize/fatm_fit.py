@@ -57,8 +57,9 @@ def fit_production(graph: AppGraph, prof: OperatorProfile, model: PerfModel) -> 
     """``model`` with ``oper_scale`` fitted on the app's production FALL run, unless
     :func:`collapse_fraction` spends that one measurement.
 
-    FALL is one PE whose sources read flat out: ``pe_cap * R0 / R`` cores at the profiled
-    rate ``R0``, against the model's ``oper_scale * (Σu + call_s * internal)``; the
+    FALL is one PE whose sources read flat out: :func:`production_cores` at the profiled
+    rate ``R0`` (``pe_cap * R0 / R`` on an idle machine), against the model's
+    ``oper_scale * (Σu + call_s * internal)``; the
     ``oper_scale`` that makes them equal replaces the constant (it is what instrumentation
     costs *this* app). An app with collapsible functors spends the measurement on the
     share collapsing saves instead, as long as that share comes out in [0, 1]. Outside,
@@ -82,7 +83,7 @@ def fit_production(graph: AppGraph, prof: OperatorProfile, model: PerfModel) -> 
         base = collapse_loads(graph, prof, call_s).kept
     if base <= 0:
         return model
-    measured = model.pe_cap * prof.source_rate / prof.production_fall_rate
+    measured = production_cores(prof, model)
     lo, hi = OPER_SCALE_FIT
     scale_ = min(hi, max(lo, measured / base))
     src = model.source.split(" + oper_scale fitted")[0]
@@ -116,8 +117,7 @@ def _raw_collapse_fraction(graph: AppGraph, prof: OperatorProfile, model: PerfMo
     a_part, b_part = model.oper_scale * a_load, model.oper_scale * b_load
     if b_part <= 0:
         return None
-    measured = model.pe_cap * prof.source_rate / prof.production_fall_rate  # load at factor 1, in cores
-    return 1.0 - (measured - a_part) / b_part
+    return 1.0 - (production_cores(prof, model) - a_part) / b_part
 
 
 def collapse_loads(graph: AppGraph, prof: OperatorProfile, call_s: float) -> CollapseLoads:
@@ -129,17 +129,37 @@ def collapse_loads(graph: AppGraph, prof: OperatorProfile, call_s: float) -> Col
                          math.fsum(prof.load.get(op, 0.0) for op in inlined))
 
 
+def production_cores(prof: OperatorProfile, model: PerfModel) -> float:
+    """The cores the production FALL build needs at the profiled source rate: its probe's
+    CPU seconds per source tuple times that rate (``prof.production_fall_cpu_s``), or,
+    when the probe's CPU is not known, ``pe_cap`` times the profiled over the probe's rate
+    (one PE whose sources read flat out is busy ``pe_cap``). The CPU, not the rate: a
+    probe that shared its core with other work (a loaded machine) ran slower per second
+    but not per CPU second, and the model predicts a plan whose PEs have their cores."""
+    if prof.production_fall_cpu_s > 0:
+        return prof.source_rate * prof.production_fall_cpu_s
+    return model.pe_cap * prof.source_rate / prof.production_fall_rate
+
+
+def profiled_cores(prof: OperatorProfile, model: PerfModel) -> float:
+    """The cores the one profiled PE used: its sources thread's measured CPU over its life
+    (``prof.profiled_busy``, at most ``pe_cap``), or ``pe_cap`` (flat out) when not measured."""
+    return min(model.pe_cap, prof.profiled_busy) if prof.profiled_busy > 0 else model.pe_cap
+
+
 def unattributed_call_s(prof: OperatorProfile, model: PerfModel) -> float:
     """CPU seconds per fused tuple delivery that no operator's timer saw.
 
     A profile of one PE whose sources read flat out (``one_pe_run``) measured a process
-    that was busy ``model.pe_cap`` cores at the profiled rate; what the operators' own
-    loads do not account for is the generated code between them (submits, calls, batching,
-    the PE's loop), spread over every tuple delivered inside that PE. Otherwise (or when
-    the operators account for it all) ``model.call_s``.
+    that was busy :func:`profiled_cores` at the profiled rate (``pe_cap`` on an idle
+    machine; less when other work took part of its core, and then the rest is waiting,
+    not code); what the operators' own loads do not account for is the generated code
+    between them (submits, calls, batching, the PE's loop), spread over every tuple
+    delivered inside that PE. Otherwise (or when the operators account for it all)
+    ``model.call_s``.
     """
     if not prof.one_pe_run:
         return model.call_s
-    spare = model.pe_cap - math.fsum(prof.load.values())
+    spare = profiled_cores(prof, model) - math.fsum(prof.load.values())
     internal = math.fsum(r for a, b, r, _ in prof.links if a is not None and b is not None)
     return spare / internal if spare > 0 and internal > 0 else model.call_s

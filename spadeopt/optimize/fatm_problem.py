@@ -61,6 +61,8 @@ class OperatorProfile:
     source_rate: float = 0.0  # aggregate source rate (tuples/s) the loads were measured at
     one_pe_run: bool = False  # profiled in one run of one PE (FALL, one node): that PE ran one core flat out
     production_fall_rate: float = 0.0  # steady source rate of the production FALL build (0: not measured)
+    production_fall_cpu_s: float = 0.0  # its CPU seconds per source tuple (0: not measured: pe_cap / rate)
+    profiled_busy: float = 0.0  # cores the one profiled PE used (its sources thread; 0: not measured: pe_cap)
 
 
 def unfusable_pairs(graph: AppGraph) -> tuple[frozenset[str], ...]:

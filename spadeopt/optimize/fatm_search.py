@@ -51,7 +51,7 @@ from spadeopt.optimize.fatm_fit import collapse_fraction, fit_production, unattr
 from spadeopt.optimize.fatm_problem import OperatorProfile, problem_for
 from spadeopt.optimize.greedy_fuse import greedy_fuse, greedy_then_absorb
 from spadeopt.optimize.placement import Placement, pe_graph, place
-from spadeopt.optimize.predict import DEFAULT_MODEL, PerfModel, Prediction, predict
+from spadeopt.optimize.predict import DEFAULT_MODEL, PerfModel, Prediction, link_batches, predict
 from spadeopt.optimize.problem import CommModel, FusionProblem, Link
 from spadeopt.optimize.ranking import TIE, Rated, crossing_rate, tie_break
 from spadeopt.optimize.rate import (
@@ -84,13 +84,14 @@ class PhysicalEntry:
     for them, their collapsible links (computed when first asked) and the problem
     predictions are made on (set by :func:`predict_physical`)."""
 
-    __slots__ = ("graph", "prof", "memo", "_collapsible", "predict_problem")
+    __slots__ = ("graph", "prof", "memo", "_collapsible", "predict_problem", "batches")
 
     def __init__(self, graph: AppGraph, prof: OperatorProfile) -> None:
         self.graph, self.prof = graph, prof
         self.memo: dict[str, Any] = {}
         self._collapsible: frozenset[tuple[str, str]] | None = None
         self.predict_problem: FusionProblem | None = None
+        self.batches: dict[float, dict[tuple[str | None, str | None], float]] = {}  # link_batches per batch size
 
     @property
     def collapsible(self) -> frozenset[tuple[str, str]]:
@@ -304,6 +305,11 @@ def predict_physical(graph: AppGraph, prof: OperatorProfile, plan: Plan, comm: C
              else PhysicalCache(graph, prof, comm, model)).get(plan.regions)
     if entry.predict_problem is None:
         entry.predict_problem = problem_for(entry.graph, entry.prof, comm, 1.0, 1.0, entry.memo)
+    batches = None
+    if model.batch > 0:
+        batches = entry.batches.get(model.batch)
+        if batches is None:
+            batches = entry.batches[model.batch] = link_batches(entry.predict_problem, model.batch)
     collapsing = plan.collapse and (model.collapse_saves_s > 0 or frac > 0)
     if collapsing:
         pe_of = plan.pe_of
@@ -311,7 +317,7 @@ def predict_physical(graph: AppGraph, prof: OperatorProfile, plan: Plan, comm: C
     else:
         collapsed = frozenset()
     return predict(entry.predict_problem, [(pe.pe_id, pe.operators, pe.node) for pe in plan.pes], plan.nodes,
-                   plan.cores, prof.source_rate, model, unattributed_call_s(prof, model), collapsed, frac)
+                   plan.cores, prof.source_rate, model, unattributed_call_s(prof, model), collapsed, frac, batches)
 
 
 def predicted_rate(ctx: SearchContext, plan: Plan) -> float | None:

@@ -38,6 +38,22 @@ For a PE ``P`` (a set of operators of the physical graph) at factor ``k``::
 * ``comm_scale`` corrects ``v`` (calibrated on a lone forwarding pipeline) for the PEs of
   a real app.
 
+Communication in a flat-out run (``batch`` > 0, the default). ``v`` is calibrated at
+*paced* rates, where a receiver wakes up for every frame, so its cost per tuple falls as
+the rate grows (0.9 us per link end at 30 k tuples/s, 0.35 at the flat-out end, 96-byte
+tuples, this VM). The prediction asks about a run whose sources read flat out; there what
+a link costs per tuple depends on how many tuples travel in one frame, not on its rate:
+a source hands on ``batch`` tuples per call and every operator one batch per input batch,
+so a link carries about ``batch * rate / R_src`` tuples per frame, ``R_src`` the rate of the
+sources upstream of it (a hash split's channel gets its share, a selective filter's output
+or a router's branch fewer). Each PE then pays, per crossing link and per tuple at its end,
+``v``'s flat-out cost (``v`` per tuple above the grid's rates) plus ``frame_s / 2`` per frame
+beyond a full one: ``frame_s * (1 / b - 1 / batch) / 2``. So a link of full frames costs
+what the calibration's flat-out point says, whatever its rate, and a link of a few tuples
+per frame pays the frame's cost (ZeroMQ + CURVE + a wake-up) over those few (issue 27
+item 6, docs/decisions.md "FATM's predictions, again"). ``batch = 0`` keeps the
+rate-indexed ``v(k Rate(P), Size(P))`` per PE.
+
 Capacity. A PE is one Python process: it can use at most ``pe_cap`` cores. A node offers
 ``cores`` cores to its PEs while it runs at most ``cores`` PEs that count (``L_P >=
 busy``; with ``busy = 0`` every PE counts: an idle PE still wakes for every small batch
@@ -64,7 +80,8 @@ from typing import Any
 
 from spadeopt.errors import OptimizeError
 from spadeopt.optimize.cost import crossing_links, evaluate_comm
-from spadeopt.optimize.problem import FusionProblem
+from spadeopt.optimize.problem import FusionProblem, Link
+from spadeopt.plan.deployment import DEFAULT_BATCH
 
 BISECT_STEPS = 60
 
@@ -88,6 +105,11 @@ class PerfModel:
     split_dynamic_s: float = 0.5e-6
     merge_static_s: float = 0.04e-6
     merge_dynamic_s: float = 0.6e-6
+    # communication in a flat-out run (module docstring): tuples per full frame (the run
+    # setting's batch size; 0: the rate-indexed v per PE) and the CPU seconds a frame costs
+    # both ends beyond a full frame's per-tuple share
+    batch: float = 0.0
+    frame_s: float = 0.0
     source: str = "defaults"
 
     def to_json(self) -> dict[str, Any]:
@@ -145,18 +167,80 @@ class _PE:
     linear: float  # load per unit factor, without communication
     rate: float  # Rate(P) at factor 1
     size: float
+    comm: float | None = None  # flat-out comm load per unit factor (model.batch > 0), else v(k Rate, Size)
+
+
+SATURATED_RATE = 1e9
+"""A rate above every calibration grid: ``v(SATURATED_RATE, size) / SATURATED_RATE`` is the
+cost per tuple per link end of the grid's flat-out point (``CommCost`` keeps the highest
+rate's per-tuple cost above its grid; a linear model is the same at every rate)."""
+
+
+def link_batches(problem: FusionProblem, batch: float) -> dict[tuple[str | None, str | None], float]:
+    """Tuples per frame on each link of ``problem`` in a flat-out run (module docstring):
+    ``batch * rate / R_src``, ``R_src`` the summed rate of the sources upstream of the link
+    (operators with no input link; their rate the largest of their output links), within
+    [1, ``batch``]. Links from outside the app, and links no source reaches, get ``batch``.
+    Sources are propagated along the links (a worklist, so feedback loops end):
+    O(L * sources)."""
+    has_input: set[str] = set()
+    succs: dict[str, list[str]] = {op: [] for op in problem.operators}
+    src_rate: dict[str, float] = {}
+    for lk in problem.links:
+        if lk.src is not None and lk.dst is not None:
+            has_input.add(lk.dst)
+            succs[lk.src].append(lk.dst)
+    for lk in problem.links:
+        if lk.src is not None and lk.src not in has_input:
+            src_rate[lk.src] = max(src_rate.get(lk.src, 0.0), lk.rate)
+    upstream: dict[str, frozenset[str]] = {op: frozenset() for op in problem.operators}
+    work = sorted(src_rate)
+    for op in work:
+        upstream[op] = frozenset([op])
+    while work:
+        op = work.pop()
+        for nxt in succs[op]:
+            if not upstream[op] <= upstream[nxt]:
+                upstream[nxt] = upstream[nxt] | upstream[op]
+                work.append(nxt)
+    out: dict[tuple[str | None, str | None], float] = {}
+    for lk in problem.links:
+        total = math.fsum(src_rate[s] for s in sorted(upstream[lk.src])) if lk.src is not None else 0.0
+        b = batch * lk.rate / total if total > 0 else batch
+        out[(lk.src, lk.dst)] = min(batch, max(1.0, b))
+    return out
+
+
+def _flat_comm(problem: FusionProblem, crossing: Sequence[Link], model: PerfModel,
+               batches: Mapping[tuple[str | None, str | None], float]) -> float:
+    """The comm load per unit factor of a PE whose crossing links are ``crossing``, in a
+    flat-out run (module docstring): per tuple at its end of each link, ``v``'s flat-out
+    cost plus the frame's share beyond a full frame."""
+    total = 0.0
+    for lk in crossing:
+        if lk.rate <= 0:
+            continue
+        per_tuple = evaluate_comm(problem, SATURATED_RATE, lk.size) / SATURATED_RATE
+        b = batches.get((lk.src, lk.dst), model.batch)
+        total += lk.rate * (per_tuple + model.frame_s * max(0.0, 1.0 / b - 1.0 / model.batch) / 2)
+    return total
 
 
 def predict(problem: FusionProblem, pes: Sequence[tuple[str, Sequence[str], int]], nodes: int, cores: int,
             profiled_rate: float, model: PerfModel, call_s: float | None = None,
-            collapsed: frozenset[tuple[str, str]] = frozenset(), inlined_frac: float = 0.0) -> Prediction:
+            collapsed: frozenset[tuple[str, str]] = frozenset(), inlined_frac: float = 0.0,
+            batches: Mapping[tuple[str | None, str | None], float] | None = None) -> Prediction:
     """The predicted source rate of the PEs ``pes`` (``(name, operators, node)``) of
     ``problem`` (a problem at the profiled rate, factor 1) on ``nodes`` x ``cores``;
     ``call_s`` replaces ``model.call_s`` (e.g. measured from the profile); ``collapsed``
     are the internal links codegen compiles into one loop; an operator inlined there
     keeps ``1 - inlined_frac`` of its load (``fatm.collapse_fraction``, fitted on the
-    app's production FALL run) less ``model.collapse_saves_s`` per input tuple."""
+    app's production FALL run) less ``model.collapse_saves_s`` per input tuple;
+    ``batches`` are :func:`link_batches` of ``problem`` (computed when ``None`` and
+    ``model.batch`` > 0)."""
     call_s = model.call_s if call_s is None else call_s
+    if model.batch > 0 and batches is None:
+        batches = link_batches(problem, model.batch)
     if not (profiled_rate > 0 and math.isfinite(profiled_rate)):
         raise OptimizeError("the profile's sources sent no tuples, so there is no rate to predict; "
                             "profile a run whose sources emit tuples")
@@ -176,12 +260,14 @@ def predict(problem: FusionProblem, pes: Sequence[tuple[str, Sequence[str], int]
         inlined = {b for a, b in collapsed if a in members and b in members}
         oper = math.fsum(_inlined_load(problem, op, model.collapse_saves_s, inlined_frac) if op in inlined
                          else problem.load[op] for op in members)
-        parts.append(_PE(name, node, model.oper_scale * (oper + call_s * internal), tuples, size))
+        flat = _flat_comm(problem, crossing, model, batches) if batches is not None else None
+        parts.append(_PE(name, node, model.oper_scale * (oper + call_s * internal), tuples, size, flat))
     if seen != problem.operator_set:
         raise OptimizeError("the plan's PEs do not cover every operator of the app; rebuild the plan")
 
     def loads(k: float) -> list[float]:
-        return [k * p.linear + model.comm_scale * evaluate_comm(problem, k * p.rate, p.size) for p in parts]
+        return [k * p.linear + model.comm_scale * (k * p.comm if p.comm is not None
+                                                   else evaluate_comm(problem, k * p.rate, p.size)) for p in parts]
 
     used = sorted({p.node for p in parts})  # only nodes that host PEs (a cluster may have 100,000)
 
@@ -229,10 +315,18 @@ def _inlined_load(problem: FusionProblem, op: str, saves_s: float, frac: float) 
     return max(0.0, problem.load[op] * (1.0 - frac) - saves_s * rate_in)
 
 
+FRAME_S = 60e-6
+"""CPU seconds a frame costs both ends of a link beyond its tuples' share, CURVE on: this
+VM's figure from issue 27 item 5 (frames of 2,048 tuples instead of 512 saved 0.03 us per
+tuple at the sender and 0.06 at the receiver, i.e. ~20 + ~40 us a frame; docs/decisions.md)."""
+
 DEFAULT_MODEL = PerfModel(oper_scale=0.7, sched=0.03, busy=0.0, collapse_saves_s=0.0,
+                          batch=float(DEFAULT_BATCH), frame_s=FRAME_S,
                           source="spadeopt defaults (fitted on bargain and chain compare runs, 2-core VM; "
                                  "docs/decisions.md)")
-"""Used when the calibration file holds no ``perf_model`` (constants: docs/decisions.md)."""
+"""Used when the calibration file holds no ``perf_model`` (constants: docs/decisions.md).
+``batch`` is the run setting's default frame (``wire.DEFAULT_BATCH``); a build run with
+another ``batch_size`` is predicted as if it had the default."""
 
 
 def model_from_calibration(doc: Mapping[str, Any], source: str) -> PerfModel:

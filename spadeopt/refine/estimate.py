@@ -89,6 +89,17 @@ class RunData:
     info: Mapping[str, Any] = field(default_factory=dict)  # goes to the profile's runs[]
 
 
+def source_thread_busy(aggs: Mapping[Key, Agg]) -> float | None:
+    """The cores a run's busiest sources thread used over its life (first to last
+    ``thread_cpu`` sample): for a run of one PE, whose sources thread drives every
+    operator by direct calls, how busy that PE was. On a machine shared with other work
+    it is below one core although the sources read flat out; the optimizer's fit needs
+    it (``spadeopt.optimize.fatm_fit.unattributed_call_s``). ``None`` without two samples."""
+    busy = [(a.last_v - a.first_v) / (a.last_ts - a.first_ts) for (_, _, d, _, m), a in aggs.items()
+            if d == "thread" and m == "thread_cpu" and a.last_ts > a.first_ts]
+    return max(busy) if busy else None
+
+
 @dataclass
 class _Series:
     """Tuples of one port or feed in one run, with what is known about them."""

@@ -33,7 +33,7 @@ from typing import Any
 from spadeopt.errors import ArtefactError, PlanError, ProfileError, UsageError
 from spadeopt.plan.artefacts import load_deploy
 from spadeopt.profiling.records import MANIFEST_NAME, METRICS, Manifest
-from spadeopt.refine.estimate import Agg, RunData, estimate
+from spadeopt.refine.estimate import Agg, RunData, estimate, source_thread_busy
 from spadeopt.refine.profile import Profile, read_json
 
 DEFAULT_MASTER = "local[2]"
@@ -79,6 +79,9 @@ def refine(run_dirs: Sequence[str | os.PathLike[str]], out: str | os.PathLike[st
                 "started": m.started, "active_s": window[1] - window[0]}
         if r.production is not None:
             info["production"] = r.production
+        busy = source_thread_busy(aggs.get(i, {}))
+        if busy is not None:
+            info["source_thread_busy"] = busy
         data.append(RunData(name=str(r.root), pes=_pes_of(r), links=r.links, aggs=aggs.get(i, {}),
                             window=window, info=info))
     profile = estimate(data, app=first.app, fingerprint=first.graph_fingerprint, params=first.params,

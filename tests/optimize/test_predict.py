@@ -143,3 +143,58 @@ def test_problem_for_the_prediction_keeps_every_stream():
     graph, prof = _chain()
     problem = problem_for(graph, prof, FREE, 1.0, 1.0)
     assert len(problem.links) == len(graph.streams)
+
+
+# ---- issue 27 item 6: communication in a flat-out run; a profile taken on a busy machine ----
+
+def test_link_batches_follow_the_share_of_the_source_rate_each_link_carries():
+    from spadeopt.optimize.predict import link_batches
+
+    # src -> route -> {a (a tenth), b (the rest)} -> sink; and a feedback loop b -> route
+    links = [("src", "route", 1000.0, 50.0), ("route", "a", 100.0, 50.0), ("route", "b", 900.0, 50.0),
+             ("a", "sink", 100.0, 50.0), ("b", "sink", 900.0, 50.0), ("b", "route", 10.0, 50.0)]
+    names = ["src", "route", "a", "b", "sink"]
+    p = FusionProblem.build(names, dict.fromkeys(names, 0.1), links, FREE)
+    got = link_batches(p, 512.0)
+    assert got[("src", "route")] == 512.0 and got[("route", "b")] == pytest.approx(512.0 * 0.9)
+    assert got[("route", "a")] == pytest.approx(51.2) and got[("b", "route")] == pytest.approx(5.12)
+    assert link_batches(FusionProblem.build(["x", "y"], {"x": 0.1, "y": 0.1}, [("x", "y", 0.001, 9.0)], FREE),
+                        512.0)[("x", "y")] == 512.0  # its own source: full frames
+
+
+def test_flat_out_comm_charges_the_frame_over_the_tuples_that_share_it():
+    # a source feeding two branches: 'big' carries every tuple, 'small' one in 64
+    names = ["src", "big", "small"]
+    links = [("src", "big", 6400.0, 50.0), ("src", "small", 100.0, 50.0)]
+    comm = LinearCommModel(1e-6)
+    p = FusionProblem.build(names, dict.fromkeys(names, 0.05), links, comm)
+    pes = [("s", ["src"], 0), ("b", ["big"], 0), ("m", ["small"], 0)]
+    old = predict(p, pes, 1, 4, 6400.0, PerfModel())
+    new = predict(p, pes, 1, 4, 6400.0, PerfModel(batch=512.0, frame_s=60e-6))
+    # full frames cost what the linear model says; a frame of 8 tuples adds 60 us * (1/8 - 1/512) / 2 a tuple
+    per_k = {pe: {m: r.pe_load[pe] / r.factor for m, r in (("old", old), ("new", new))} for pe in ("b", "m")}
+    assert per_k["b"]["new"] == pytest.approx(per_k["b"]["old"], rel=1e-9)
+    assert per_k["m"]["new"] == pytest.approx(per_k["m"]["old"] + 100.0 * 60e-6 * (1 / 8 - 1 / 512) / 2, rel=1e-9)
+    assert new.rate <= old.rate
+    # batch 0: the rate-indexed v, as before
+    assert predict(p, pes, 1, 4, 6400.0, PerfModel(batch=0.0, frame_s=60e-6)).rate == old.rate
+
+
+def test_a_profile_taken_while_other_work_shared_its_core_fits_what_the_pe_used():
+    """A one-PE profile whose sources thread used 0.4 of a core (a busy machine): only that
+    is the PE's CPU, so the unattributed call cost is what the operators leave of 0.4, not
+    of a whole core (which made every cut link look 1 us a tuple cheaper than it is)."""
+    graph, prof = _chain(n=4, work_us=3.0, one_pe=True)  # 6 operators x 0.03 cores at 10,000/s
+    internal = 10_000.0 * len(graph.streams)
+    busy = dataclasses.replace(prof, profiled_busy=0.4)
+    assert unattributed_call_s(busy, DEFAULT_MODEL) == pytest.approx((0.4 - 0.18) / internal)
+    assert unattributed_call_s(prof, DEFAULT_MODEL) == pytest.approx((1.0 - 0.18) / internal)
+    # the production probe counts by CPU: 50 us a tuple is 0.5 cores at 10,000/s, whatever its rate
+    from spadeopt.optimize.fatm_fit import fit_production, production_cores
+
+    probe = dataclasses.replace(busy, production_fall_rate=10_000.0, production_fall_cpu_s=50e-6)
+    assert production_cores(probe, DEFAULT_MODEL) == pytest.approx(0.5)
+    no_cpu = dataclasses.replace(probe, production_fall_cpu_s=0.0)
+    assert production_cores(no_cpu, DEFAULT_MODEL) == pytest.approx(1.0)  # pe_cap x 10,000 / 10,000
+    fitted = fit_production(graph, dataclasses.replace(probe, production_fall_rate=1e-9), PerfModel())
+    assert fitted.oper_scale == pytest.approx(0.5 / 0.4)  # CPU per tuple: production / profiled

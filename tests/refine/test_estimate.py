@@ -199,3 +199,15 @@ def test_python_aggregation():
             for ts, v in [(3.0, 300), (1.0, 100), (2.0, 200)]]
     agg = aggregate_records(recs)[("a", "out", "out", None, "count")]
     assert agg == Agg(3, 200.0, 1.0, 100.0, 3.0, 300.0)
+
+
+def test_source_thread_busy_is_the_busiest_sources_threads_cpu_over_its_life():
+    """For a run of one PE: how busy that PE was (issue 27 item 6: a profile taken while
+    other work shared the core measured 0.39, and the fit had assumed a whole core)."""
+    from spadeopt.refine.estimate import source_thread_busy
+
+    aggs = {("src", "thread", "thread", None, "thread_cpu"): thread(0.8, secs=2.0),
+            ("src2", "thread", "thread", None, "thread_cpu"): thread(0.3, secs=2.0),
+            ("src", "out", "out", None, "count"): count(0, 1000, secs=2.0)}
+    assert source_thread_busy(aggs) == pytest.approx(0.4)
+    assert source_thread_busy({("src", "out", "out", None, "count"): count(0, 1000, secs=1.0)}) is None

@@ -44,7 +44,7 @@ def runs(tmp_path_factory):
         out[fusion] = (res, run_dir)
     for i in range(CHAIN_RUNS):
         out[f"chain{i}"] = api.profile("apps/chain.py", base / f"chain-none-{i}", "none",
-                                       {"n": "3", "tuples": "1500000"}, sample_rate=0.01, production_probe=False)
+                                       {"n": "3", "tuples": "1000000"}, sample_rate=0.01, production_probe=False)
     return out
 
 
@@ -120,7 +120,10 @@ def test_runs_of_one_graph_merge(runs):
         probe = r["production"]
         assert probe["tuples"] == runs["none"][0].tuples > 0  # the same source tuples as the profiled run
         assert probe["steady_throughput"] > 0 and probe["cpu_s"] > 0
-    assert api.operator_profile(p).production_fall_rate > 0
+    op = api.operator_profile(p)
+    assert op.production_fall_rate > 0 and op.production_fall_cpu_s > 0  # FATM fits on the probe's CPU
+    assert op.profiled_busy == 0.0  # two runs: no one PE's busy cores
+    assert all(0 < r["source_thread_busy"] <= 1.05 for r in p.runs)  # every run's sources thread
     assert p.inputs["filt.in"].tuples == 60000
     check_truth(p)
 
