@@ -209,9 +209,11 @@ def _fuse_auto(graph: AppGraph, prof: OperatorProfile, comm: CommModel, nodes: i
         searched = evaluate.plans
     ctx = SearchContext(graph, prof, comm, nodes, cores, min_util, capacity_frac, absorb, model, frac, cache)
     choice = best_over_max_frac(ctx, regions, max_frac, rate, searched)
-    if found and regions != unsearched:
+    if regions != unsearched:
         # the widths were scored at the user's MaxFrac only: the ladder of the unwidened
-        # vector may still plan faster, and then fission does not pay
+        # vector may still plan faster, and then fission does not pay (declared regions
+        # as much as discovered ones: keyed_window's width-2 region predicted 0.83 of its
+        # unwidened 3-PE pipeline, chain's width 2 within TIE of a 2-PE pipeline)
         narrow = best_over_max_frac(ctx, unsearched, max_frac, rate, searched)
         s_wide, s_narrow = choice.scored.score, narrow.scored.score
         leader = narrow if s_narrow is not None and (s_wide is None or s_wide <= s_narrow * (1 + TIE)) else choice
