@@ -88,8 +88,11 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 def daemon_env(base: dict[str, str], host: str, secret: str) -> dict[str, str]:
-    """The environment of a master or worker: bound to ``host``, authenticated with ``secret``."""
-    opts = " ".join(f"-D{k}={v}" for k, v in DAEMON_CONF.items())
+    """The environment of a master or worker: bound to ``host``, authenticated with ``secret``,
+    its JVM compiling with C1 only as spadeopt's drivers do (a daemon coordinates)."""
+    from spadeopt.deploy.launcher import JVM_OPTIONS
+
+    opts = " ".join([JVM_OPTIONS, *(f"-D{k}={v}" for k, v in DAEMON_CONF.items())])
     return {**base, "SPARK_LOCAL_IP": host, "SPARK_NO_DAEMONIZE": "1", "_SPARK_AUTH_SECRET": secret,
             "SPARK_DAEMON_JAVA_OPTS": f"{base.get('SPARK_DAEMON_JAVA_OPTS', '')} {opts}".strip()}
 

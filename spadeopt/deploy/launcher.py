@@ -83,6 +83,15 @@ def _drop_shipped() -> None:
 atexit.register(_drop_shipped)
 
 
+JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
+"""The driver's JVM (and a local mode's executors) compile with C1 only. spadeopt's JVMs
+coordinate (the barrier stage, the rendezvous, py4j); the tuples flow between Python PEs.
+C2's compiler threads spent most of a session's start-up CPU: a local[2] session and one
+small job took 10-11 s instead of 23-31 s on the loaded 2-core test machine, a
+local-cluster[1,1,1024] one 13-20 s instead of 31-39 s (docs/decisions.md, "JVMs with C1
+only"). ``--conf spark.driver.extraJavaOptions=...`` replaces it."""
+
+
 def spark_session(master: str | None, cores: int, app_name: str = "spadeopt",
                   conf: Mapping[str, str] | None = None):
     """A SparkSession for ``master``, reused while master, cores and conf stay the same.
@@ -134,9 +143,9 @@ def spark_session(master: str | None, cores: int, app_name: str = "spadeopt",
             # PySpark's workers start with `python -m pyspark.daemon`, which puts the working
             # directory ahead of the standard library (a json.py there would shadow it)
             "spark.executorEnv.PYTHONSAFEPATH": "1",
-            "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{log4j}"}
+            "spark.driver.extraJavaOptions": f"{JVM_OPTIONS} -Dlog4j2.configurationFile=file:{log4j}"}
     if is_local(effective):  # executors share this machine, so they can read our log4j file
-        ours["spark.executor.extraJavaOptions"] = f"-Dlog4j2.configurationFile=file:{log4j}"
+        ours["spark.executor.extraJavaOptions"] = f"{JVM_OPTIONS} -Dlog4j2.configurationFile=file:{log4j}"
     for k, v in ours.items():
         if submitted or k in user:
             sconf.setIfMissing(k, v)

@@ -90,6 +90,14 @@ class Killer(threading.Thread):
             seen, after = newest, None
 
 
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory) -> Path:
+    """The failure-free sinks, once for every case: fused, width 1 and without the spin
+    (``spin_us`` only burns time; every width gives the width-1 answers, which the other
+    tests check, so a wrong width-2 run still differs from this)."""
+    return _reference(tmp_path_factory.mktemp("ref"), {**PARAMS, "spin_us": 0, "width": 1})
+
+
 def _reference(tmp_path: Path, params: dict) -> Path:
     g = ckpt.build(params)
     return run_local(g, plan_for(g, "all"), workdir=tmp_path / "ref", app_ref=REF)["dir"] / "out"
@@ -161,9 +169,8 @@ def _kill_run(tmp_path: Path, fusion: str, params: dict) -> tuple[Path, object, 
 # PEs, links and coordinator); here the plans whose restart paths differ most: many PEs,
 # FATM's, and a width-2 region (8.5 min for all five under load; CI has 30 min in all)
 @pytest.mark.parametrize("fusion,width", [("none", 1), ("fatm", 1), ("manual", 2)])
-def test_kill_a_pe_three_times_on_spark_gives_the_failure_free_sinks(tmp_path, fusion, width):
+def test_kill_a_pe_three_times_on_spark_gives_the_failure_free_sinks(tmp_path, reference, fusion, width):
     params = {**PARAMS, "width": width}
-    ref = _reference(tmp_path, params)
     out, res, killer, jobs = _kill_run(tmp_path / "ck", fusion, params)
     report = res.checkpoints
     restarts = report["restarts"]
@@ -175,7 +182,7 @@ def test_kill_a_pe_three_times_on_spark_gives_the_failure_free_sinks(tmp_path, f
     assert all(r["checkpoint"] is not None for r in restarts), restarts  # never from the beginning
     assert [r["checkpoint"] for r in restarts] == sorted(r["checkpoint"] for r in restarts)
     for name in SINKS:
-        assert (out / f"{name}.jsonl").read_bytes() == (ref / f"{name}.jsonl").read_bytes(), name
+        assert (out / f"{name}.jsonl").read_bytes() == (reference / f"{name}.jsonl").read_bytes(), name
     assert report["checkpoints"] >= KILLS
     # every restart got every PE running again; the last one (not killed again) also output again
     # (an earlier one may have been killed before its first new output: then it has none)
