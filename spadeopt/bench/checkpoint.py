@@ -140,6 +140,9 @@ def _case(name: str, graph, fusion: str, ref: str, interval: float, repeat: int,
             "sources_cpu_s": {"without": cpu_p, "with": cpu_c, "ratio": cpu_c / cpu_p if cpu_p else None,
                               "samples_without": [a["sources_cpu_s"] for a in plain_docs],
                               "samples_with": [c["sources_cpu_s"] for c in ckpt]},
+            # CPU of the PE processes, every thread (the checkpoint thread, ZeroMQ's CURVE of the parts)
+            "pe_cpu_s": {"samples_without": [a["pe_cpu_s"] for a in plain_docs],
+                         "samples_with": [c["pe_cpu_s"] for c in ckpt]},
             "snapshot_cpu_s_per_checkpoint_median": statistics.median(snap_cpu) if snap_cpu else None,
             "samples": {"without": plain, "with": rates},
             "load_average": loads}  # the 1-minute load average after each pair (others' work on the cores)
