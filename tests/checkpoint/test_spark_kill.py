@@ -50,7 +50,8 @@ PARAMS = {"n": 60_000, "spin_us": 12_000}
 
 class Killer(threading.Thread):
     """After each new complete checkpoint in ``chk``, SIGKILL the next victim PE
-    (pids from the build's progress files); ``kills`` records (time, PE, checkpoint)."""
+    (pids from the build's progress files), once the previous victim was restarted;
+    ``kills`` records (time, PE, checkpoint)."""
 
     def __init__(self, build: Path, chk: Path, victims: list[str], n: int = KILLS) -> None:
         super().__init__(daemon=True)
@@ -63,11 +64,26 @@ class Killer(threading.Thread):
             return 0
         return max((int(p.parent.name[4:]) for p in self.chk.glob("chk-*/MANIFEST.json")), default=0)
 
+    def _pid(self, pe: str) -> int | None:
+        try:
+            return json.loads((self.build / "progress" / f"{pe}.json").read_text())["pid"]
+        except (OSError, ValueError, KeyError):
+            return None
+
     def run(self) -> None:
-        seen, killed, after = 0, set(), None
+        seen, killed, after, restarting = 0, set(), None, None
         rng = random.Random(29)
         while len(self.kills) < self.n and not self.done.wait(0.05):
             newest = self._complete()
+            if restarting is not None:
+                # wait for the restart (the victim under a new pid), then for a checkpoint
+                # newer than any complete now: one that completes just after a kill is the
+                # run's before it, and a kill then would land before the restart
+                now = self._pid(restarting)
+                if now is None or now in killed:
+                    continue
+                restarting, seen = None, newest
+                continue
             if newest <= seen:
                 continue
             if after is None:  # a while after the checkpoint: the kill lands mid-epoch, with output to replay
@@ -75,19 +91,16 @@ class Killer(threading.Thread):
             if time.time() < after:
                 continue
             victim = self.victims[len(self.kills) % len(self.victims)]
-            try:
-                pid = json.loads((self.build / "progress" / f"{victim}.json").read_text())["pid"]
-            except (OSError, ValueError, KeyError):
-                continue
-            if pid in killed:
-                continue  # the killed attempt's file, before the restart removed it
+            pid = self._pid(victim)
+            if pid is None or pid in killed:
+                continue  # no file yet, or the killed attempt's, before the restart removed it
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 continue
             killed.add(pid)
             self.kills.append((time.time(), victim, newest))
-            seen, after = newest, None
+            restarting, after = victim, None
 
 
 @pytest.fixture(scope="module")

@@ -114,7 +114,11 @@ class Driver:
 
 class Killer(threading.Thread):
     """After each new complete checkpoint, SIGKILL the next victim (its pid from its
-    progress file, never one killed before); ``also(k)`` runs after the k-th kill."""
+    progress file, never one killed before); ``also(k)`` runs after the k-th kill. After
+    a kill it waits for the restart (the victim running under a new pid), and then for a
+    checkpoint newer than any complete at that moment: a checkpoint that completes just
+    after a kill belongs to the run before it, and a kill then would land before the
+    restart (two kills, one restart)."""
 
     def __init__(self, driver: Driver, victims: list[str], also=None) -> None:
         super().__init__(daemon=True)
@@ -123,10 +127,16 @@ class Killer(threading.Thread):
         self.stop = threading.Event()
 
     def run(self) -> None:
-        seen, killed = 0, set()
+        seen, killed, restarting = 0, set(), None
         store = self.driver.store
         while len(self.kills) < len(self.victims) and not self.stop.wait(0.05):
             done = [i for i in store.ids() if (store.root / f"chk-{i:08d}" / "MANIFEST.json").exists()]
+            if restarting is not None:  # the last victim's restart: a new pid in its progress file
+                now = self.driver.pid(restarting)
+                if now is None or now in killed:
+                    continue
+                restarting, seen = None, max(done, default=seen)
+                continue
             if not done or max(done) <= seen:
                 continue
             victim = self.victims[len(self.kills)]
@@ -139,7 +149,7 @@ class Killer(threading.Thread):
                 continue
             killed.add(pid)
             self.kills.append((time.time(), victim))
-            seen = max(done)
+            restarting = victim
             if self.also is not None:
                 self.also(len(self.kills))
 
