@@ -104,13 +104,11 @@ def _case(name: str, graph, fusion: str, ref: str, interval: float, repeat: int,
         b_plain = generate(graph, p, root / "b-plain", ref)
         b_ck = generate(graph, dataclasses.replace(p, checkpoints=True), root / "b-ck", ref)
         plain_docs = []
+        pair = (("plain", b_plain, None), ("ck", b_ck, interval))
         for i in range(repeat):
-            if i % 2 == 0:  # alternate which runs first: no order effect (a warm cache, the other's writeback)
-                a = _once(b_plain, root / f"plain{i}", None)
-                c = _once(b_ck, root / f"ck{i}", interval)
-            else:
-                c = _once(b_ck, root / f"ck{i}", interval)
-                a = _once(b_plain, root / f"plain{i}", None)
+            # alternate which runs first: no order effect (a warm cache, the other's writeback)
+            got = {tag: _once(b, root / f"{tag}{i}", iv) for tag, b, iv in (pair if i % 2 == 0 else pair[::-1])}
+            a, c = got["plain"], got["ck"]
             same = same and a["sinks"] == c["sinks"]
             plain.append(a["tuples_per_s"])
             plain_docs.append(a)
