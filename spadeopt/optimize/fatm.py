@@ -41,7 +41,7 @@ the user's MaxFrac.
 >>> load = {"read": 0.1, "parse": 0.2, "score": 0.2, "write": 0.05}  # cores at 1000 tuples/s
 >>> links = tuple((s.src.op, s.dst.op, 1000.0, 20.0) for s in graph.streams)
 >>> auto = fuse_auto(graph, OperatorProfile(graph.name, graph.fingerprint, load, links, 1000.0),
-...                  LinearCommModel(1e-4), nodes=1, cores=2, rate="profiled")
+...                  LinearCommModel(1e-4), nodes=1, cores=2, rate="profiled", fission=False)
 >>> [list(pe.operators) for pe in auto.plan.pes]  # MaxFrac 0.5 of a core: two PEs
 [['read', 'parse'], ['score', 'write']]
 """
@@ -191,7 +191,7 @@ def _fuse_auto(graph: AppGraph, prof: OperatorProfile, comm: CommModel, nodes: i
                                    "search": None, "discovered": discovery.to_json() if discovery else None}
     frac = collapse_fraction(graph, prof, model)
     cache = PhysicalCache(graph, prof, comm, model)
-    searched: dict[Regions, Scored] = {}
+    searched: dict[tuple[Regions, Any], Any] = {}
     found = {r.name for r in discovery.regions} if discovery else set()
     if found & set(free):
         free, fission_doc["not_searched"] = _worth_searching(regions, free, found, prof)
@@ -199,14 +199,11 @@ def _fuse_auto(graph: AppGraph, prof: OperatorProfile, comm: CommModel, nodes: i
     if free:
         evaluate = width_scorer(graph, prof, comm, nodes, cores, max_frac, min_util, capacity_frac, absorb, model,
                                 cache)
-        if found & set(free):  # heaviest first, so an early-stopping ascent widens what matters most
+        if found & set(free):  # heaviest first: the ascent widens what matters most first
             weight = {r.name: math.fsum(prof.load.get(o, 0.0) for o in r.operators) for r in regions}
             free = tuple(sorted(free, key=lambda n: (-weight[n], n)))
-        regions, fission_doc["search"] = choose_widths(regions, free, nodes * cores, evaluate.rated,
-                                                       stop_early=bool(found & set(free)),
-                                                       caps=region_caps(graph, regions, free))
-        regions = choose_exchanges(graph, regions)  # as the scorer planned them (fatm_search.WidthScorer)
-        searched = evaluate.plans
+        regions, free = _search_widths(graph, prof, regions, free, nodes * cores, evaluate, fission_doc)
+        searched = evaluate.rungs
     ctx = SearchContext(graph, prof, comm, nodes, cores, min_util, capacity_frac, absorb, model, frac, cache)
     choice = best_over_max_frac(ctx, regions, max_frac, rate, searched)
     if regions != unsearched:
@@ -282,6 +279,52 @@ def candidate_regions(graph: AppGraph, widths: Mapping[str, int] | None, fission
     free = () if not fission else (*free_regions(graph, widths, fission),
                                    *(r.name for r in found if r.name not in widths))
     return regions, free, discovery
+
+
+def _search_widths(graph: AppGraph, prof: OperatorProfile, regions: Regions, free: tuple[str, ...], max_width: int,
+                   evaluate, fission_doc: dict[str, Any]) -> tuple[Regions, tuple[str, ...]]:
+    """The widths of the ``free`` regions (``widths.choose_widths``), then again with every
+    region left out as too light (``_worth_searching``) whose operators sit in a PE the
+    chosen plan saturates: widening the others made it the bottleneck (at most
+    ``BOTTLENECK_ROUNDS`` times). Records the search and the regions added in ``fission_doc``."""
+    skipped = dict(fission_doc.get("not_searched") or {})
+    added: list[str] = []
+    for _ in range(BOTTLENECK_ROUNDS + 1):
+        chosen, fission_doc["search"] = choose_widths(regions, free, max_width, evaluate.rated,
+                                                      caps=region_caps(graph, regions, free))
+        chosen = choose_exchanges(graph, chosen)  # as the scorer planned them (fatm_search.WidthScorer)
+        hot = _bottleneck_regions(evaluate, chosen, skipped) if skipped and len(added) < MAX_SEARCHED else []
+        if not hot:
+            break
+        added += hot
+        free = (*free, *hot)
+        for n in hot:
+            del skipped[n]
+        regions = chosen
+    if added:
+        fission_doc["not_searched"] = skipped
+        fission_doc["searched_as_bottleneck"] = added
+    return chosen, free
+
+
+BOTTLENECK_ROUNDS = 3
+
+
+def _bottleneck_regions(evaluate, chosen: Regions, skipped: Mapping[str, float]) -> list[str]:
+    """The unsearched regions with an operator in a PE that the chosen plan loads to within
+    1 % of its busiest PE's load (the prediction's PE loads at its rate)."""
+    scored = evaluate.plans.get(chosen)
+    if scored is None or scored.score is None:
+        return []
+    ctx = evaluate.ctx
+    try:
+        pred = predict_physical(ctx.graph, ctx.prof, scored.plan, ctx.comm, ctx.model, ctx.inlined_frac, ctx.cache)
+    except OptimizeError:
+        return []
+    top = max(pred.pe_load.values(), default=0.0)
+    hot_ops = {op for pe in scored.plan.pes if pred.pe_load.get(pe.pe_id, 0.0) >= 0.99 * top for op in pe.operators}
+    by_name = {r.name: r for r in chosen}
+    return sorted(n for n in skipped if n in by_name and hot_ops & set(by_name[n].operators))
 
 
 MIN_REGION_SHARE = 0.05  # a discovered region lighter than this share of the app's load stays at width 1

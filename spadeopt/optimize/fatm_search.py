@@ -34,7 +34,7 @@ candidate is chosen may differ from scoring at full resolution (issue 27 item 6)
 given or profiled rate costs one GreedyFuse + placement.
 
 >>> max_frac_candidates(0.5, "max"), max_frac_candidates(0.9, "max"), max_frac_candidates(0.5, 100.0)
-((0.5, 0.75, 1.0), (0.9, 1.0), (0.5,))
+((0.5, 0.75, 1.0, 0.3), (0.9, 1.0, 0.3), (0.5,))
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from spadeopt.codegen.collapse import collapsible_links
-from spadeopt.errors import OptimizeError, PlacementInfeasible
+from spadeopt.errors import OptimizeError, PlacementInfeasible, SpadeoptError
 from spadeopt.model.graph import AppGraph
 from spadeopt.optimize.fatm_fit import collapse_fraction, fit_production, unattributed_call_s
 from spadeopt.optimize.fatm_problem import OperatorProfile, problem_for
@@ -63,6 +63,7 @@ from spadeopt.optimize.rate import (
     scale,
 )
 from spadeopt.optimize.result import FusionResult
+from spadeopt.optimize.symmetric import as_result, family
 from spadeopt.optimize.widths import physical_profile
 from spadeopt.plan.fission import physical_graph
 from spadeopt.plan.plan import Plan, make_plan
@@ -75,8 +76,13 @@ MAX_FRAC_LADDER = (0.75, 1.0)
 keeps the plan the prediction rates highest: MaxFrac leaves headroom for a planned rate,
 which a flat-out run does not need, and GreedyFuse under a low MaxFrac must cut a channel
 that needs a whole core into pipeline stages whose links cost more than they buy. The
-width search itself scores at the user's MaxFrac (the ladder in every width evaluation
-tripled the optimizer's time)."""
+width search fuses every width vector at every rung (:class:`WidthScorer`): which width
+is best depends on how each is fused."""
+
+MAX_FRAC_BELOW = (0.3,)
+"""Under ``--rate max`` FATM also fuses at these smaller MaxFrac values: on few cores a
+chain cut into more, lighter PEs can predict faster than the user's MaxFrac allows (the
+oracle test found plans 2 % faster at MaxFrac 0.3 on 2 and 4 cores)."""
 
 
 class PhysicalEntry:
@@ -330,27 +336,83 @@ def predicted_rate(ctx: SearchContext, plan: Plan) -> float | None:
 
 
 class WidthScorer:
-    """:func:`width_scorer`'s callable; ``plans`` maps each scored vector to its :class:`Scored`."""
+    """:func:`width_scorer`'s callable. Each width vector is fused again at every rung of
+    :func:`max_frac_candidates` (the user's MaxFrac and the larger ones of
+    :data:`MAX_FRAC_LADDER`) and scored by its best rung (:func:`best_rung`): a channel
+    that needs a whole core runs as one PE at MaxFrac 1 where the user's MaxFrac would
+    cut it into a pipeline whose links cost more than they relieve, so which width wins
+    depends on how each width is fused (on 16 cores a 16-call chain at width 8 with two PEs
+    per channel was chosen over width 16 with one). ``plans`` maps each scored vector to
+    its best rung's :class:`Scored`; ``rungs`` maps ``(vector, MaxFrac)`` to every rung's."""
 
     def __init__(self, ctx: SearchContext, max_frac: float) -> None:
         self.ctx, self.max_frac = ctx, max_frac
         self.plans: dict[Regions, Scored] = {}
+        self.rungs: dict[tuple[Regions, Any], Any] = {}  # (vector, MaxFrac) -> Scored; (vector, SYMMETRIC) -> list
+        self.best_frac: dict[Regions, float] = {}
 
     def __call__(self, regions: Regions) -> float | None:
         """The vector's predicted rate (``None`` when nothing fits)."""
         return self.rated(regions).rate
 
     def rated(self, regions: Regions) -> Rated:
-        """The vector's predicted rate and crossing tuples, as :mod:`spadeopt.optimize.ranking` ranks it.
-        Two adjacent regions both wider than 1 are planned with a key exchange between them
-        when it is legal (``plan.regions.choose_exchanges``), as the final plan runs them."""
+        """The vector's predicted rate and crossing tuples at its best rung, as
+        :mod:`spadeopt.optimize.ranking` ranks it. Two adjacent regions both wider than 1
+        are planned with a key exchange between them when it is legal
+        (``plan.regions.choose_exchanges``), as the final plan runs them."""
         regions = choose_exchanges(self.ctx.graph, regions)
-        try:
-            scored = score_plan(self.ctx, regions, self.max_frac, "max", SCORE_STEPS)
-        except OptimizeError:
+        rungs: list[tuple[Scored, float]] = []
+        for mf in max_frac_candidates(self.max_frac, "max"):
+            try:
+                scored = score_plan(self.ctx, regions, mf, "max", SCORE_STEPS)
+            except OptimizeError:
+                continue
+            self.rungs[(regions, mf)] = scored
+            rungs.append((scored, mf))
+        built = symmetric_scored(self.ctx, regions)
+        self.rungs[(regions, SYMMETRIC)] = built
+        rungs += [(scored, 1.0) for scored, _ in built]
+        if not rungs:
             return Rated(None)
-        self.plans[regions] = scored
-        return scored.rated
+        best, mf = best_rung(rungs)
+        self.plans[regions], self.best_frac[regions] = best, mf
+        return best.rated
+
+
+SYMMETRIC = "symmetric"  # the key of a vector's channel-symmetric plans in WidthScorer.rungs
+
+
+def symmetric_scored(ctx: SearchContext, regions: Regions) -> list[tuple[Scored, int]]:
+    """The vector's channel-symmetric plans (:mod:`spadeopt.optimize.symmetric`), each
+    scored by the prediction, with its segments per channel."""
+    entry = ctx.cache.get(regions)
+    out = []
+    try:
+        members = list(family(entry, _planning_profile(ctx, entry), ctx.prof.load, ctx.comm, ctx.nodes, ctx.cores,
+                              ctx.capacity_frac, regions))
+    except SpadeoptError:
+        return []
+    for p, groups, problem, k, ids, where in members:
+        fused = FusedPlacement(problem, as_result(groups, problem), where, ids, factor=k)
+        try:
+            plan = trial_plan(ctx.graph, fused, ctx.nodes, ctx.cores, regions)
+        except SpadeoptError:
+            continue
+        crossing = crossing_rate(((a, b, r) for a, b, r, _ in entry.prof.links), plan.pe_of)
+        out.append((Scored(fused, plan, predicted_rate(ctx, plan), crossing), p))
+    return out
+
+
+def best_rung(rungs: list[tuple[Scored, float]]) -> tuple[Scored, float]:
+    """The rung (a plan and its MaxFrac, in ladder order) that ranks best: a later rung
+    leads only when it beats the best so far by more than ``TIE`` (or the best has no
+    score); then :func:`spadeopt.optimize.ranking.tie_break` among them all."""
+    best, best_frac = rungs[0]
+    for scored, mf in rungs[1:]:
+        score = scored.score
+        if score is not None and (best.score is None or score > best.score * (1 + TIE)):
+            best, best_frac = scored, mf
+    return tie_break((best, best_frac), rungs, lambda rung: rung[0].rated)
 
 
 def width_scorer(graph: AppGraph, prof: OperatorProfile, comm: CommModel, nodes: int, cores: int,
@@ -370,10 +432,11 @@ def width_scorer(graph: AppGraph, prof: OperatorProfile, comm: CommModel, nodes:
 
 
 def max_frac_candidates(max_frac: float, rate: str | float) -> tuple[float, ...]:
-    """The user's MaxFrac, and under ``--rate max`` the larger ones of :data:`MAX_FRAC_LADDER`."""
+    """The user's MaxFrac, and under ``--rate max`` the larger ones of :data:`MAX_FRAC_LADDER`
+    and the smaller ones of :data:`MAX_FRAC_BELOW` (in that order: earlier rungs win ties)."""
     if rate != "max":
         return (max_frac,)
-    return (max_frac, *(m for m in MAX_FRAC_LADDER if m > max_frac))
+    return (max_frac, *(m for m in MAX_FRAC_LADDER if m > max_frac), *(m for m in MAX_FRAC_BELOW if m < max_frac))
 
 
 @dataclass(frozen=True)
@@ -387,26 +450,25 @@ class LadderChoice:
 
 
 def best_over_max_frac(ctx: SearchContext, regions: Regions, max_frac: float, rate: str | float,
-                       searched: dict[Regions, Scored]) -> LadderChoice:
-    """The best predicted plan of ``regions`` over :func:`max_frac_candidates`; the width
-    search's plan of ``regions`` (``searched``) stands for the user's MaxFrac under
-    ``--rate max``. A later rung leads only when its score beats the best by more than
-    ``TIE``, or the best has none; then :func:`spadeopt.optimize.ranking.tie_break` picks
-    among the rungs. Errors of :func:`plan_physical` propagate."""
+                       searched: dict[tuple[Regions, Any], Any]) -> LadderChoice:
+    """The best predicted plan of ``regions`` over :func:`max_frac_candidates`; a rung the
+    width search already planned (``searched``, keyed by vector and MaxFrac) is reused
+    under ``--rate max``. A later rung leads only when its score beats the best by more
+    than ``TIE``, or the best has none; then :func:`spadeopt.optimize.ranking.tie_break`
+    picks among the rungs (:func:`best_rung`). Errors of :func:`plan_physical` propagate."""
     tried: list[dict[str, Any]] = []
     rungs: list[tuple[Scored, float]] = []
-    best: Scored | None = None
-    best_frac = max_frac
     for mf in max_frac_candidates(max_frac, rate):
-        if mf == max_frac and rate == "max" and regions in searched:
-            scored = searched[regions]  # the width search made this very plan
-        else:
+        scored = searched.get((regions, mf)) if rate == "max" else None
+        if scored is None:
             scored = score_plan(ctx, regions, mf, rate, SCORE_STEPS)
-        score = scored.score
-        tried.append({"max_frac": mf, "pes": len(scored.plan.pes), "predicted": score})
+        tried.append({"max_frac": mf, "pes": len(scored.plan.pes), "predicted": scored.score})
         rungs.append((scored, mf))
-        if best is None or (score is not None and (best.score is None or score > best.score * (1 + TIE))):
-            best, best_frac = scored, mf
-    assert best is not None  # max_frac_candidates is never empty
-    best, best_frac = tie_break((best, best_frac), rungs, lambda rung: rung[0].rated)
+    if rate == "max":  # the channel-symmetric plans, as the width search ranked them
+        built = searched.get((regions, SYMMETRIC))
+        for scored, p in built if built is not None else symmetric_scored(ctx, regions):
+            tried.append({"max_frac": 1.0, "symmetric_segments": p, "pes": len(scored.plan.pes),
+                          "predicted": scored.score})
+            rungs.append((scored, 1.0))
+    best, best_frac = best_rung(rungs)
     return LadderChoice(best, best_frac, tried)

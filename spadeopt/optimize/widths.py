@@ -212,20 +212,34 @@ def _better(a: WidthTry, b: WidthTry | None) -> bool:
 def candidate_widths(max_width: int) -> tuple[int, ...]:
     """Widths FATM tries for one region on ``max_width`` cores.
 
+    Every width up to ``DENSE``; above it a ladder a quarter apart (a width between two rungs
+    buys at most a quarter more channels) and the widths that fill the cores: ``(max_width
+    - o) // p`` for ``p`` PEs per channel (1-4) beside ``o`` PEs outside the region (0-3),
+    where a region's rate stops growing with its width. A narrower width than the best
+    ladder rung can win only by leaving room for other PEs, which is what the fill widths
+    are.
+
     >>> candidate_widths(4)
     (1, 2, 3, 4)
-    >>> candidate_widths(200_000)
-    (1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 24, 32, 48, 64)
+    >>> candidate_widths(16)
+    (1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 13, 14, 15, 16)
+    >>> candidate_widths(200_000)[-6:]
+    (47, 59, 61, 62, 63, 64)
     """
     top = max(1, min(max_width, MAX_WIDTH))
-    ladder = [w for w in (*range(1, DENSE + 1), 12, 16, 24, 32, 48, 64) if w < top]
-    return (*ladder, top)
+    ladder = set(range(1, min(DENSE, top) + 1))
+    w = float(DENSE)
+    while w < top:
+        ladder.add(int(w))
+        w *= 1.25
+    ladder |= {(top - o) // p for p in range(1, 5) for o in range(4) if (top - o) // p >= 1}
+    ladder.add(top)
+    return tuple(sorted(ladder))
 
 
 def choose_widths(regions: tuple[Region, ...], free: tuple[str, ...], max_width: int,
                   evaluate: Callable[[tuple[Region, ...]], float | Rated | None],
                   exhaustive_max: int = EXHAUSTIVE_MAX,
-                  stop_early: bool = False,
                   caps: Mapping[str, int] | None = None) -> tuple[tuple[Region, ...], dict[str, Any]]:
     """The width vector (over the ``free`` regions; the others keep theirs) that ranks
     best (``evaluate`` gives its planned rate, or a ``ranking.Rated`` with the crossing
@@ -235,13 +249,10 @@ def choose_widths(regions: tuple[Region, ...], free: tuple[str, ...], max_width:
     region's widths below ``max_width``: a region led by a partitioned source runs at
     most one channel per partition, so no wider vector is tried.
 
-    ``stop_early`` (FATM sets it when it discovered regions, which are many and large):
-    always coordinate ascent, the regions in the order of ``free`` (FATM: heaviest
-    first), and each region's sweep stops at the first width that does not win: upwards
-    from its current width, then (if that moved nothing) downwards. The planned rate is
-    unimodal in one region's width in practice (it grows until the cores are used, then
-    split, merge and links only cost), and a discovered region's wide physical graph is
-    what makes a vector expensive to plan."""
+    No early stop: every region's sweep tries every candidate width (an early stop skipped
+    width 16 on 16 cores because width 12, planned with two PEs per channel, scored below
+    width 8), so the ascent returns the best vector its passes reach.
+    """
     names = [r.name for r in regions]
     idx = [names.index(n) for n in free]
     cache: dict[tuple[int, ...], WidthTry] = {}
@@ -261,7 +272,7 @@ def choose_widths(regions: tuple[Region, ...], free: tuple[str, ...], max_width:
 
     per = [candidate_widths(min(max_width, (caps or {}).get(n, max_width))) for n in free]
     n_vectors = math.prod(len(c) for c in per)
-    if not stop_early and n_vectors <= exhaustive_max:
+    if n_vectors <= exhaustive_max:
         search = "exhaustive"
         best: WidthTry | None = None
         for widths in itertools.product(*per):
@@ -269,8 +280,8 @@ def choose_widths(regions: tuple[Region, ...], free: tuple[str, ...], max_width:
             if _better(t, best):
                 best = t
     else:
-        search = "coordinate ascent, early stop" if stop_early else "coordinate ascent"
-        best = _ascend(score, per, stop_early)
+        search = "coordinate ascent"
+        best = _ascend(score, per)
     leader = best.widths if best is not None and best.rate is not None else tuple(1 for _ in idx)
     if best is not None and best.rate is not None:  # ranking's tie-break among every vector tried
         tried = sorted(cache.values(), key=lambda t: (sum(t.widths), t.widths))
@@ -292,35 +303,29 @@ def choose_widths(regions: tuple[Region, ...], free: tuple[str, ...], max_width:
     return at(chosen), record
 
 
-def _ascend(score: Callable[[tuple[int, ...]], WidthTry], per: list[tuple[int, ...]], stop_early: bool) -> WidthTry:
+def _ascend(score: Callable[[tuple[int, ...]], WidthTry], per: list[tuple[int, ...]]) -> WidthTry:
     """Coordinate ascent from all ones over region ``j``'s widths ``per[j]``, at most
-    ``ASCENT_PASSES`` passes: each region's widths tried with the others held, a better one
-    (``_better``) taken. With ``stop_early`` a region's sweep goes upwards from its current
-    width and stops at the first width that does not win, then (if that moved nothing)
-    downwards the same way; without it every width is tried. A pass that moves no single
-    region tries a joint step (``_joint_step``) before it gives up.
+    ``ASCENT_PASSES`` passes: each region's every width tried with the others held, a
+    better one (``_better``) taken. A pass that moves no single region tries a joint step
+    (``_joint_step``) before it gives up.
 
     >>> rate = {(1, 1): 100.0, (2, 1): 100.0, (1, 2): 100.0, (2, 2): 180.0}
-    >>> _ascend(lambda w: WidthTry(w, rate[w]), [(1, 2), (1, 2)], True).widths
+    >>> _ascend(lambda w: WidthTry(w, rate[w]), [(1, 2), (1, 2)]).widths
     (2, 2)
+    >>> rate = {1: 100.0, 2: 90.0, 3: 95.0, 4: 150.0}  # not unimodal: no early stop at 2
+    >>> _ascend(lambda w: WidthTry(w, rate[w[0]]), [(1, 2, 3, 4)]).widths
+    (4,)
     """
     cur = tuple(1 for _ in per)
     best = score(cur)
     for _ in range(ASCENT_PASSES):
         changed = False
         for j, choices in enumerate(per):
-            sweeps = (([w for w in choices if w > cur[j]], [w for w in reversed(choices) if w < cur[j]])
-                      if stop_early else (choices,))
-            for sweep in sweeps:
-                moved = False
-                for w in sweep:
-                    t = score(cur[:j] + (w,) + cur[j + 1:])
-                    if _better(t, best):
-                        best, cur, changed, moved = t, t.widths, True, True
-                    elif stop_early:
-                        break
-                if moved:
-                    break
+            for w in choices:
+                t = score(cur[:j] + (w,) + cur[j + 1:])
+                if _better(t, best):
+                    best, changed = t, True
+            cur = best.widths
         if not changed:
             t = _joint_step(score, per, cur, best)
             if t is None:

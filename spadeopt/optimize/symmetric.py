@@ -1,0 +1,147 @@
+"""Channel-symmetric fusions: FATM's second family of candidate plans for a width vector.
+
+GreedyFuse cuts a channel where its MaxFrac and MinUtil rules say, one merge at a time,
+and those rules cannot see a plan whole: a plan with every channel one PE and everything
+outside the channels in one more (FALL itself, at width 1) is never reached when MinUtil
+stops the merging below it, though the prediction may rank it first. This family is
+built, not searched. For each ``p`` of :data:`SEGMENTS`, every replicated region's
+channel is cut into at most ``p`` contiguous segments of near-equal profiled load (the
+region's operators in declaration order), each segment one PE in every channel, and all
+operators outside the channels (sources and sinks outside regions, splits, merges,
+exchange operators) one more PE, when that is legal (colocation groups whole, no two
+members of an exlocation or unfusable group, no two channels of a region in one PE).
+Each plan is placed as FATM places GreedyFuse's and scored by the same prediction; the
+width search ranks both families together (``fatm_search.WidthScorer``).
+
+Cost: a prediction per plan, no rate search: what GreedyFuse costs on a 64-channel
+physical graph is most of a width search.
+
+>>> balanced_segments(("a", "b", "c", "d"), {"a": 1.0, "b": 1.0, "c": 1.0, "d": 1.0}, 2)
+[['a', 'b'], ['c', 'd']]
+>>> balanced_segments(("a", "b", "c"), {"a": 3.0, "b": 1.0, "c": 1.0}, 2)
+[['a'], ['b', 'c']]
+>>> balanced_segments(("a",), {"a": 1.0}, 3)
+[['a']]
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping, Sequence
+
+from spadeopt.errors import PlacementInfeasible, SpadeoptError, UsageError
+from spadeopt.optimize.cost import objective, partition_loads
+from spadeopt.optimize.fatm_problem import problem_for
+from spadeopt.optimize.legality import channels_of, exclusion_groups, initial_partitions
+from spadeopt.optimize.placement import Placement, pe_graph, place
+from spadeopt.optimize.problem import FusionProblem
+from spadeopt.optimize.rate import scale
+from spadeopt.optimize.result import FusionResult
+from spadeopt.plan.regions import Region
+
+SEGMENTS = (1, 2, 3)
+"""Segments per channel the family tries (a channel cut into more pipeline stages than
+three pays more links than it relieves at any width FATM plans)."""
+
+
+def balanced_segments(ops: Sequence[str], load: Mapping[str, float], p: int) -> list[list[str]]:
+    """``ops`` cut into at most ``p`` contiguous segments whose loads are as even as a
+    greedy cut at each ``1/p`` share of the total makes them (each segment non-empty)."""
+    p = max(1, min(p, len(ops)))
+    total = math.fsum(load.get(o, 0.0) for o in ops)
+    segs: list[list[str]] = [[]]
+    acc = 0.0
+    for i, op in enumerate(ops):
+        left_ops, left_segs = len(ops) - i, p - len(segs)
+        if segs[-1] and (left_ops <= left_segs or (left_segs > 0 and total > 0 and acc >= total * len(segs) / p)):
+            segs.append([])
+        segs[-1].append(op)
+        acc += load.get(op, 0.0)
+    return segs
+
+
+def symmetric_groups(physical_ops: Sequence[str], regions: Sequence[Region], load: Mapping[str, float],
+                     p: int) -> list[list[str]]:
+    """The partition of one member of the family (module docstring): every wide region's
+    channels cut into ``p`` balanced segments (``load``: the logical operators' profiled
+    loads), everything else one group."""
+    groups: list[list[str]] = []
+    in_channel: set[str] = set()
+    for r in regions:
+        if r.width < 2:
+            continue
+        for seg in balanced_segments(r.operators, load, p):
+            for c in range(r.width):
+                group = [Region.channel_op(o, c) for o in seg]
+                in_channel.update(group)
+                groups.append(group)
+    outside = [o for o in physical_ops if o not in in_channel]
+    if outside:
+        groups.append(outside)
+    return groups
+
+
+def legal(groups: Sequence[Sequence[str]], problem: FusionProblem) -> bool:
+    """Whether ``groups`` keep colocation groups whole and every exclusion and channel rule."""
+    where = {op: i for i, g in enumerate(groups) for op in g}
+    if set(where) != set(problem.operators):
+        return False
+    for part in initial_partitions(problem):
+        if len({where[op] for op in part}) > 1:
+            return False
+    for eg in exclusion_groups(problem):
+        if len({where[op] for op in eg.members}) < len(eg.members):
+            return False
+    try:
+        for g in groups:
+            channels_of(g, problem)
+    except UsageError:
+        return False
+    return True
+
+
+def placed(groups: Sequence[Sequence[str]], problem: FusionProblem, nodes: int, cores: int,
+           capacity_frac: float) -> tuple[tuple[str, ...], Placement | dict[str, int]]:
+    """PE ids and their nodes: FATM's placement of ``groups`` at ``problem``'s rate, or
+    (when they do not fit there) the PEs dealt round robin over the nodes."""
+    ids = tuple(f"p{i}" for i in range(len(groups)))
+    loads, links = pe_graph([sorted(g) for g in groups], problem, ids)
+    try:
+        return ids, place(loads, links, nodes, cores, capacity_frac)
+    except PlacementInfeasible:
+        return ids, {pe: i % nodes for i, pe in enumerate(ids)}
+
+
+def family(entry, prof, logical_load: Mapping[str, float], comm, nodes: int, cores: int, capacity_frac: float,
+           regions: Sequence[Region]) -> Iterator[tuple[int, list[list[str]], FusionProblem, float, tuple, object]]:
+    """Each legal member of the family for one width vector: ``(p, groups, problem, factor,
+    pe_ids, placement)``. ``entry`` is the vector's ``fatm_search.PhysicalEntry``, ``prof``
+    its planning profile and ``logical_load`` the logical operators' loads (segments are
+    balanced on them); the problem is the physical one at the ``factor`` (times the
+    profiled rate) that fills 90 % of the cores with operator load, where placement is
+    judged."""
+    physical_ops = [op.name for op in entry.graph.operators]
+    total = math.fsum(prof.load.values())
+    k = 0.9 * nodes * cores / total if total > 0 else 1.0
+    problem = problem_for(entry.graph, scale(prof, k), comm, 1.0, 1.0, entry.memo)
+    seen: set[tuple[tuple[str, ...], ...]] = set()
+    for p in SEGMENTS:
+        groups = symmetric_groups(physical_ops, regions, logical_load, p)
+        key = tuple(tuple(g) for g in groups)
+        if key in seen or not legal(groups, problem):
+            continue
+        seen.add(key)
+        try:
+            ids, where = placed(groups, problem, nodes, cores, capacity_frac)
+        except SpadeoptError:
+            continue
+        yield p, groups, problem, k, ids, where
+
+
+def as_result(groups: Sequence[Sequence[str]], problem: FusionProblem) -> FusionResult:
+    """``groups`` as a :class:`FusionResult` of ``problem`` (no merge steps: built, not merged)."""
+    parts = tuple(sorted(tuple(sorted(g)) for g in groups))
+    obj, comp = partition_loads(parts, problem)
+    initial = [[op] for op in problem.operators]
+    return FusionResult(parts, obj, objective(initial, problem), method="symmetric",
+                        mergable_rule="symmetric", comp_loads=comp)
