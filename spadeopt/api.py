@@ -371,10 +371,11 @@ def optimize(app_ref: str, profile_path: Path, out: Path, calibration: Path | No
     graph, ref = load_graph(app_ref, merged)
     if graph.name != prof.app:
         raise _foreign_profile(profile_path, prof.app, graph.name, app_ref)
+    opprof, match_warnings = _profile_for_run(app_ref, prof, graph)
     calibration = Path(calibration or default_calibration())
     comm = CommCost.for_this_host(calibration, cpu_score)  # MIPS-scaled if another CPU
     model = perf_model(calibration, comm.scale)
-    auto = fuse_auto(graph, operator_profile(prof), comm, nodes, cores, max_frac, min_util, exact, rate=rate, absorb=absorb,
+    auto = fuse_auto(graph, opprof, comm, nodes, cores, max_frac, min_util, exact, rate=rate, absorb=absorb,
                      widths=dict(widths or {}), fission=fission, model=model)
     plan = auto.plan if collapse else dataclasses.replace(auto.plan, collapse=False)
     if checkpoints:  # as `spadeopt build --checkpoints`
@@ -392,8 +393,32 @@ def optimize(app_ref: str, profile_path: Path, out: Path, calibration: Path | No
         "fission": fission, "widths": dict(sorted((widths or {}).items())),
         "perf_model": model.to_json(),
     }
+    if match_warnings:
+        auto.explain["profile_warnings"] = match_warnings
     write_json(build.directory / "explain.json", auto.explain)
     return build, auto.explain
+
+
+def _profile_for_run(app_ref: str, prof, graph: AppGraph):
+    """The optimizer's profile for ``graph`` and the warnings to print: a profile of the same
+    operator graph plans a run whose sources differ only in their arguments
+    (:mod:`spadeopt.optimize.profile_match`: a longer source is silent, other arguments
+    warn); a profile of another graph is refused later by ``fatm.check_profile``."""
+    import sys
+
+    from spadeopt.optimize.profile_match import check_same_shape, source_warnings
+
+    opprof = operator_profile(prof)
+    if graph.fingerprint == prof.graph_fingerprint:
+        return opprof, []
+    profiled, _ = load_graph(app_ref, {k: str(v) for k, v in prof.params.items()})
+    if profiled.fingerprint != prof.graph_fingerprint:
+        return opprof, []  # the app's code changed since profiling: check_profile says so
+    check_same_shape(profiled, graph)
+    warnings = source_warnings(profiled, graph)
+    for w in warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    return dataclasses.replace(opprof, fingerprint=graph.fingerprint), warnings
 
 
 def operator_profile(prof):

@@ -21,7 +21,7 @@ from spadeopt.kinds.base import Decl, Imports, Kind, derive_declared, parse_sche
 from spadeopt.kinds.lowering import alias, call_args
 from spadeopt.model.graph import STATEFUL, AppGraph, Operator, SymbolRef
 from spadeopt.protocol import SEQ
-from spadeopt.toolkit.sources import split_size
+from spadeopt.toolkit.sources import declared_length_args, split_size
 
 READERS = {"csv": "read_csv", "jsonl": "read_jsonl", "json": "read_jsonl", "parquet": "read_parquet"}
 
@@ -167,3 +167,30 @@ def channel_params(op: Operator, channel: int, width: int, dynamic: bool) -> Sou
 
 KIND = Kind("source", declare, derive_declared, lower, "ops/source.py.j2", declares_outputs=True,
             region_problem=region_problem, channel_params=channel_params)
+
+
+def generator_args(op: Operator) -> dict[str, Any] | None:
+    """The arguments a source operator calls its generator or connector with, else None
+    (not a source). ``spadeopt.optimize.profile_match`` compares them between a profile's
+    run and the run being planned."""
+    if op.kind != KIND.name:
+        return None
+    return dict(op.params.args)
+
+
+def without_args(op: Operator) -> Any:
+    """``op``'s parameters, a source's without its generator's arguments: what decides the
+    operator graph a profile describes (``spadeopt.optimize.profile_match``)."""
+    if op.kind != KIND.name:
+        return op.params
+    return dataclasses.replace(op.params, args=())
+
+
+def length_args(op: Operator) -> frozenset[str]:
+    """The arguments of a source's generator that only bound how many records it yields:
+    those it declares with ``spadeopt.toolkit.sources.length`` (or ``splittable(...,
+    length=)``), else the conventional names of ``toolkit.sources.LENGTH_NAMES`` that the
+    generator takes. Empty for connectors and other kinds."""
+    if op.kind != KIND.name or op.params.generator.module.startswith("spadeopt.connectors."):
+        return frozenset()
+    return declared_length_args(op.params.generator.module, op.params.generator.qualname)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, is_dataclass
 from functools import cached_property
 from typing import Any
@@ -143,6 +144,11 @@ class AppGraph:
     @cached_property
     def fingerprint(self) -> str:
         """A hash of the graph's structure and parameters (not of the app params' names)."""
+        return self.fingerprint_with(lambda op: op.params)
+
+    def fingerprint_with(self, params_of: Callable[[Operator], Any]) -> str:
+        """:attr:`fingerprint` with each operator's parameters as ``params_of`` gives them
+        (``spadeopt.optimize.profile_match`` leaves out what only bounds a source's length)."""
         doc = {
             "name": self.name,
             "operators": [
@@ -151,7 +157,7 @@ class AppGraph:
                     "kind": op.kind,
                     "inputs": [[p.name, p.schema.to_json() if p.schema else None, p.tuple_generating] for p in op.inputs],
                     "outputs": [[p.name, p.schema.to_json()] for p in op.outputs],
-                    "params": to_jsonable(op.params),
+                    "params": to_jsonable(params_of(op)),
                     "state": op.state,
                     "key": list(op.key),
                 }

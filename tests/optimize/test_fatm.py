@@ -137,6 +137,28 @@ def test_optimize_refuses_foreign_profile_and_bad_calibration(chain_profile, tmp
 
 
 @pytest.mark.spark
+def test_a_profile_plans_a_longer_run_and_warns_on_other_source_arguments(chain_profile, tmp_path):
+    """A profile of 40,000 tuples plans a run of 4 M (only the generator's length differs:
+    silent); another source argument (the payload size) plans with a warning; another
+    operator graph (n=7 forwarders) is still refused."""
+    d, _ = chain_profile
+    cal = str(_calibration(tmp_path / "c.json"))
+    longer = _cli("optimize", "apps/chain.py", "--profile", str(d / "profile.json"), "-p", "tuples=4000000",
+                  "--calibration", cal, "-o", str(tmp_path / "long"))
+    assert longer.returncode == 0 and "warning" not in longer.stderr, longer.stderr
+    doc = json.loads((tmp_path / "long" / "explain.json").read_text())
+    assert doc["inputs"]["params"]["tuples"] == 4000000 and "profile_warnings" not in doc
+    other = _cli("optimize", "apps/chain.py", "--profile", str(d / "profile.json"), "-p", "size=64",
+                 "--calibration", cal, "-o", str(tmp_path / "size"))
+    assert other.returncode == 0, other.stderr
+    assert "warning: source 'src': size is 64 here but 100 in the profiled run" in other.stderr, other.stderr
+    assert json.loads((tmp_path / "size" / "explain.json").read_text())["profile_warnings"]
+    shape = _cli("optimize", "apps/chain.py", "--profile", str(d / "profile.json"), "-p", "n=7",
+                 "--calibration", cal, "-o", str(tmp_path / "n7"))
+    assert shape.returncode == 2 and "another operator graph" in shape.stderr and not (tmp_path / "n7").exists()
+
+
+@pytest.mark.spark
 def test_a_profile_of_another_app_names_both_apps(chain_profile, tmp_path):
     d, _ = chain_profile
     proc = _cli("optimize", "apps/outlier.py", "--profile", str(d / "profile.json"),
