@@ -78,7 +78,13 @@ def _broker_throughput(out: Path, args: argparse.Namespace) -> dict:
     return broker_throughput.run(out, quick=args.quick, log=lambda m: print(m, file=sys.stderr, flush=True))
 
 
-BENCHMARKS = {"broker-throughput": _broker_throughput, "checkpoint": _checkpoint, "latency": _latency, "spark-auth": _spark_auth, "fission": _fission, "logical-vs-hand": _logical_vs_hand, "fusion-tradeoff": _tradeoff, "fused-overhead": _fused,
+def _scale(out: Path, args: argparse.Namespace) -> dict:
+    from spadeopt.bench import scale
+
+    return scale.from_args(args, log=lambda m: print(m, file=sys.stderr, flush=True))
+
+
+BENCHMARKS = {"scale": _scale, "broker-throughput": _broker_throughput, "checkpoint": _checkpoint, "latency": _latency, "spark-auth": _spark_auth, "fission": _fission, "logical-vs-hand": _logical_vs_hand, "fusion-tradeoff": _tradeoff, "fused-overhead": _fused,
               "profiling-overhead": _profiling, "optimizer": _optimizer, "collapse": _collapse}
 
 
