@@ -3,7 +3,7 @@ annotations tie together, and which in-PE cycles would recurse forever."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from spadeopt.model.graph import AppGraph
 
@@ -39,3 +39,25 @@ def recursion_cycles(graph: AppGraph, members: Iterable[str]) -> list[list[str]]
             ports = sorted(d["port"] for u, v, d in g.edges(data=True) if u in comp and v in comp)
             out.append(ports)
     return sorted(out)
+
+
+def recursion_cycles_by_pe(graph: AppGraph, pe_of: Mapping[str, str]) -> dict[str, list[list[str]]]:
+    """:func:`recursion_cycles` of every PE at once (``pe_of``: operator -> PE), in one pass
+    over the streams: a PE's cycles are those of the links into tuple-generating ports with
+    both ends in it, so they are the strongly connected components of the graph of all
+    such links, each inside one PE. Only PEs that have a cycle are keys."""
+    import networkx as nx
+
+    if graph.acyclic:
+        return {}
+    g = nx.DiGraph()
+    for s in graph.streams:
+        pe = pe_of.get(s.src.op)
+        if pe is not None and pe == pe_of.get(s.dst.op) and graph.op(s.dst.op).in_port(s.dst.port).tuple_generating:
+            g.add_edge(s.src.op, s.dst.op, port=str(s.dst))
+    out: dict[str, list[list[str]]] = {}
+    for comp in nx.strongly_connected_components(g):
+        if len(comp) > 1 or any(g.has_edge(n, n) for n in comp):
+            ports = sorted(d["port"] for u, v, d in g.edges(data=True) if u in comp and v in comp)
+            out.setdefault(pe_of[next(iter(comp))], []).append(ports)
+    return {pe: sorted(cycles) for pe, cycles in out.items()}

@@ -142,6 +142,25 @@ class AppGraph:
         return self._pubs.get(dst, ())
 
     @cached_property
+    def acyclic(self) -> bool:
+        """Whether the streams form no cycle (self-loops included), by Kahn's algorithm."""
+        indeg = {op.name: 0 for op in self.operators}
+        out: dict[str, list[str]] = {}
+        for s in self.streams:
+            indeg[s.dst.op] += 1
+            out.setdefault(s.src.op, []).append(s.dst.op)
+        ready = [n for n, d in indeg.items() if d == 0]
+        seen = 0
+        while ready:
+            n = ready.pop()
+            seen += 1
+            for m in out.get(n, ()):
+                indeg[m] -= 1
+                if indeg[m] == 0:
+                    ready.append(m)
+        return seen == len(indeg)
+
+    @cached_property
     def fingerprint(self) -> str:
         """A hash of the graph's structure and parameters (not of the app params' names)."""
         return self.fingerprint_with(lambda op: op.params)

@@ -77,7 +77,8 @@ keeps the plan the prediction rates highest: MaxFrac leaves headroom for a plann
 which a flat-out run does not need, and GreedyFuse under a low MaxFrac must cut a channel
 that needs a whole core into pipeline stages whose links cost more than they buy. The
 width search fuses every width vector at every rung (:class:`WidthScorer`): which width
-is best depends on how each is fused."""
+is best depends on how each is fused (wide vectors of big regions by the symmetric family
+only: :data:`GREEDY_MAX_OPERATORS`)."""
 
 MAX_FRAC_BELOW = (0.3,)
 """Under ``--rate max`` FATM also fuses at these smaller MaxFrac values: on few cores a
@@ -362,7 +363,9 @@ class WidthScorer:
         (``plan.regions.choose_exchanges``), as the final plan runs them."""
         regions = choose_exchanges(self.ctx.graph, regions)
         rungs: list[tuple[Scored, float]] = []
-        for mf in max_frac_candidates(self.max_frac, "max"):
+        greedy = (all(r.width == 1 for r in regions)
+                  or len(self.ctx.cache.get(regions).graph.operators) <= GREEDY_MAX_OPERATORS)
+        for mf in max_frac_candidates(self.max_frac, "max") if greedy else ():
             try:
                 scored = score_plan(self.ctx, regions, mf, "max", SCORE_STEPS)
             except OptimizeError:
@@ -378,6 +381,14 @@ class WidthScorer:
         self.plans[regions], self.best_frac[regions] = best, mf
         return best.rated
 
+
+GREEDY_MAX_OPERATORS = 1200
+"""A width vector whose physical graph has more operators than this is scored by its
+channel-symmetric plans only (:func:`symmetric_scored`), not by a GreedyFuse rate search
+per MaxFrac rung: by symmetry GreedyFuse fuses every channel alike, and its rate search
+on thousands of operators was most of a many-core search (a 200-operator app on 64 cores
+took minutes). The chosen vector is still fused by GreedyFuse over the ladder too
+(:func:`best_over_max_frac`)."""
 
 SYMMETRIC = "symmetric"  # the key of a vector's channel-symmetric plans in WidthScorer.rungs
 

@@ -8,7 +8,8 @@ built, not searched. For each ``p`` of :data:`SEGMENTS`, every replicated region
 channel is cut into at most ``p`` contiguous segments of near-equal profiled load (the
 region's operators in declaration order), each segment one PE in every channel, and all
 operators outside the channels (sources and sinks outside regions, splits, merges,
-exchange operators) one more PE, when that is legal (colocation groups whole, no two
+exchange operators) one more PE, or the PEs GreedyFuse makes of them alone at MaxFrac 1
+(:func:`outside_groups`), when that is legal (colocation groups whole, no two
 members of an exlocation or unfusable group, no two channels of a region in one PE).
 Each plan is placed as FATM places GreedyFuse's and scored by the same prediction; the
 width search ranks both families together (``fatm_search.WidthScorer``).
@@ -26,15 +27,17 @@ physical graph is most of a width search.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterator, Mapping, Sequence
 
 from spadeopt.errors import PlacementInfeasible, SpadeoptError, UsageError
 from spadeopt.optimize.cost import objective, partition_loads
 from spadeopt.optimize.fatm_problem import problem_for
+from spadeopt.optimize.greedy_fuse import greedy_then_absorb
 from spadeopt.optimize.legality import channels_of, exclusion_groups, initial_partitions
 from spadeopt.optimize.placement import Placement, pe_graph, place
-from spadeopt.optimize.problem import FusionProblem
+from spadeopt.optimize.problem import FusionProblem, Link
 from spadeopt.optimize.rate import scale
 from spadeopt.optimize.result import FusionResult
 from spadeopt.plan.regions import Region
@@ -60,11 +63,34 @@ def balanced_segments(ops: Sequence[str], load: Mapping[str, float], p: int) -> 
     return segs
 
 
+def outside_groups(outside: Sequence[str], problem: FusionProblem) -> list[list[str]]:
+    """GreedyFuse (then absorb) of the operators outside the channels alone, at MaxFrac 1:
+    their links into the channels count as streams leaving the app (a send per tuple at
+    this end), and their colocation and exclusion groups are kept."""
+    keep = set(outside)
+    links = []
+    for lk in problem.links:
+        a, b = lk.src in keep, lk.dst in keep
+        if a and b:
+            links.append(lk)
+        elif a or b:
+            links.append(Link(lk.src if a else None, lk.dst if b else None, lk.rate, lk.size))
+
+    def within(groups):
+        return [g & keep for g in groups if len(g & keep) > 1]
+
+    sub = FusionProblem.build(outside, {o: problem.load[o] for o in outside}, links, problem.comm, max_frac=1.0,
+                              min_util=problem.min_util,
+                              colocate=within(problem.colocate),
+                              exlocate=within(problem.exlocate), unfusable=within(problem.unfusable))
+    return [list(part) for part in greedy_then_absorb(sub).partitions]
+
+
 def symmetric_groups(physical_ops: Sequence[str], regions: Sequence[Region], load: Mapping[str, float],
-                     p: int) -> list[list[str]]:
+                     p: int, outside_fused: Sequence[Sequence[str]] | None = None) -> list[list[str]]:
     """The partition of one member of the family (module docstring): every wide region's
     channels cut into ``p`` balanced segments (``load``: the logical operators' profiled
-    loads), everything else one group."""
+    loads), everything else one group, or ``outside_fused``'s groups when given."""
     groups: list[list[str]] = []
     in_channel: set[str] = set()
     for r in regions:
@@ -76,7 +102,9 @@ def symmetric_groups(physical_ops: Sequence[str], regions: Sequence[Region], loa
                 in_channel.update(group)
                 groups.append(group)
     outside = [o for o in physical_ops if o not in in_channel]
-    if outside:
+    if outside_fused is not None:
+        groups += [list(g) for g in outside_fused]
+    elif outside:
         groups.append(outside)
     return groups
 
@@ -125,8 +153,16 @@ def family(entry, prof, logical_load: Mapping[str, float], comm, nodes: int, cor
     k = 0.9 * nodes * cores / total if total > 0 else 1.0
     problem = problem_for(entry.graph, scale(prof, k), comm, 1.0, 1.0, entry.memo)
     seen: set[tuple[tuple[str, ...], ...]] = set()
-    for p in SEGMENTS:
-        groups = symmetric_groups(physical_ops, regions, logical_load, p)
+    in_channel = {Region.channel_op(o, c) for r in regions if r.width > 1 for o in r.operators for c in range(r.width)}
+    outside = [o for o in physical_ops if o not in in_channel]
+    variants: list[Sequence[Sequence[str]] | None] = [None]
+    if len(outside) > 1:
+        try:
+            variants.append(outside_groups(outside, problem))
+        except SpadeoptError:
+            pass
+    for p, fused_outside in itertools.product(SEGMENTS, variants):
+        groups = symmetric_groups(physical_ops, regions, logical_load, p, fused_outside)
         key = tuple(tuple(g) for g in groups)
         if key in seen or not legal(groups, problem):
             continue

@@ -46,6 +46,7 @@ one region is repeated per channel; FMAN's layout for a region is added as fuse 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 
 from spadeopt.errors import UsageError
 from spadeopt.kinds import kind_of
@@ -237,6 +238,9 @@ def physical_graph(graph: AppGraph, regions: tuple[Region, ...]) -> AppGraph:
         out = graph
         for r in key[1]:
             out = _rewrite_one(out, r)
+        if key[1]:  # what it is rewritten from decides it: not hashed again over thousands of copies
+            out.__dict__["fingerprint"] = hashlib.sha256(
+                f"{graph.fingerprint}/{key[1]!r}".encode()).hexdigest()[:16]
         by_name = {r.name: r for r in regions}
         for r in key[1]:
             if r.fed == EXCHANGE:

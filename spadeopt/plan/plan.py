@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from spadeopt.errors import PlanError, UsageError
-from spadeopt.model.analysis import recursion_cycles
+from spadeopt.model.analysis import recursion_cycles_by_pe
 from spadeopt.model.graph import AppGraph
 from spadeopt.plan.artefacts import MAX_CORES, MAX_NODES, check_plan_json
 from spadeopt.plan.fission import physical_graph
@@ -177,8 +177,9 @@ def check_plan(plan: Plan, graph: AppGraph) -> None:
             if len(set(pes)) < len(pes):
                 problems.append(f"exlocate({', '.join(group)}) has operators sharing a PE")
     if not problems:
+        cycles = recursion_cycles_by_pe(graph, plan.pe_of)
         for pe in plan.pes:
-            for cyc in recursion_cycles(graph, pe.operators):
+            for cyc in cycles.get(pe.pe_id, ()):
                 problems.append(f"PE {pe.pe_id} fuses a loop through tuple-generating port(s) "
                                 f"{', '.join(cyc)}: direct calls would recurse forever")
     if problems:
