@@ -105,12 +105,12 @@ def _segmentations(ops: tuple[str, ...], max_cuts: int = 2):
         yield [list(ops[a:b]) for a, b in itertools.pairwise(bounds)]
 
 
-def _explicit_plans(ctx: SearchContext, regions: tuple[Region, ...]):
+def _explicit_plans(ctx: SearchContext, regions: tuple[Region, ...], max_cuts: int = 2):
     physical = ctx.cache.get(regions).graph
     in_channel = {Region.channel_op(o, c) for r in regions if r.width > 1 for o in r.operators for c in range(r.width)}
     wide = [r for r in regions if r.width > 1]
     outside = [op.name for op in physical.operators if op.name not in in_channel]
-    for segs in itertools.product(*(list(_segmentations(r.operators)) for r in wide)):
+    for segs in itertools.product(*(list(_segmentations(r.operators, max_cuts)) for r in wide)):
         groups = [[Region.channel_op(o, c) for o in seg] for r, rsegs in zip(wide, segs, strict=True)
                   for c in range(r.width) for seg in rsegs]
         for together in (False, True):
@@ -148,11 +148,12 @@ def _predict_groups(ctx: SearchContext, regions, groups) -> float | None:
 
 
 def oracle(graph: AppGraph, prof: OperatorProfile, comm, model, nodes: int, cores: int,
-           greedy_widths_up_to: int = 16) -> tuple[float, dict]:
+           greedy_widths_up_to: int = 16, max_cuts: int = 2) -> tuple[float, dict]:
     """The best predicted rate over every plan of the module docstring's families, and
     the plan that reached it (widths, family). GreedyFuse's family is planned for every
     width up to ``greedy_widths_up_to`` (each is a rate search on the physical graph); the
-    explicit family for every width."""
+    explicit family for every width, with every cut of a region of up to 6 operators and
+    every cut into at most ``max_cuts + 1`` segments of a longer one."""
     model = fit_production(graph, prof, model)
     regions, free, _ = candidate_regions(graph, None, True, True)
     cache = PhysicalCache(graph, prof, comm, model)
@@ -176,7 +177,7 @@ def oracle(graph: AppGraph, prof: OperatorProfile, comm, model, nodes: int, core
                     continue
                 if rate and rate > best:
                     best, how = rate, {"widths": widths, "fusion": f"GreedyFuse at MaxFrac {mf}"}
-        for groups in _explicit_plans(ctx, vec):
+        for groups in _explicit_plans(ctx, vec, max_cuts):
             rate = _predict_groups(ctx, vec, groups)
             if rate and rate > best:
                 best, how = rate, {"widths": widths, "fusion": [sorted(g) for g in groups][:6]}
