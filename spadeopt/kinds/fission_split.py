@@ -36,14 +36,18 @@ def lower(graph: AppGraph, op: Operator, imports: Imports) -> dict[str, Any]:
         # hash() of a tuple of ints (and of floats) does not depend on PYTHONHASHSEED
         h = parts[0] if len(parts) == 1 else f"hash(({', '.join(parts)}))"
     mode = "static" if p.ordering == "static" else ("hash" if p.key else "round_robin")
-    clock = None
-    if p.clock is not None:
-        attr, w, exact = p.clock
-        # the same window arithmetic as the aggregate's (templates/ops/aggregate.py.j2)
-        lit = number if exact else (lambda x: repr(float(x)))
-        clock = {"attr": schema.index(attr), "exact": exact, "size": lit(w.size), "slide": lit(w.slide),
-                 "sliding": not w.tumbling}
-    return {"mode": mode, "hash": h, "width": p.width, "block": p.block, "clock": clock}
+    return {"mode": mode, "hash": h, "width": p.width, "block": p.block, "clock": clock_context(p.clock, schema)}
+
+
+def clock_context(clock: tuple[str, Window, bool] | None, schema: Any) -> dict[str, Any] | None:
+    """A clock's template context (``ops/_macros.py.j2``'s ``clock_window``): the same
+    window arithmetic as the aggregate's (``templates/ops/aggregate.py.j2``)."""
+    if clock is None:
+        return None
+    attr, w, exact = clock
+    lit = number if exact else (lambda x: repr(float(x)))
+    return {"attr": schema.index(attr), "exact": exact, "size": lit(w.size), "slide": lit(w.slide),
+            "sliding": not w.tumbling}
 
 
 KIND = Kind("fission_split", None, None, lower, "ops/fission_split.py.j2", never_blocks=False)

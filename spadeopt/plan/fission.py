@@ -126,11 +126,7 @@ def _rewrite_one(graph: AppGraph, region: Region) -> AppGraph:
     for entry, split in splits.items():
         entry_schema = graph.op(entry.dst.op).in_port(entry.dst.port).schema
         chan_schema = _with_seq(entry_schema, f"region '{region.name}'") if dynamic else entry_schema
-        clock = None
-        if shape.watermark is not None:  # the event-time window's clock, with its bounds' type
-            timed, attr, window = shape.watermark
-            exact = bound_type(window, graph.op(timed).inputs[0].schema) == "int"
-            clock = (attr, window, exact)
+        clock = _clock(graph, shape.watermark)
         head.append(Operator(split, "fission_split", (InPort("in", entry_schema),),
                              tuple(OutPort(f"out{c}", chan_schema) for c in range(k)),
                              FissionSplitParams(k, region.key, region.ordering, BLOCK, clock), STATEFUL, (),
@@ -176,6 +172,63 @@ def _rewrite_one(graph: AppGraph, region: Region) -> AppGraph:
     consumers = sorted({s.dst.op for s in graph.streams if s.src == shape.exit}, key=order.__getitem__)
     ann = _annotations(graph.annotations, region, members, [(e.src.op, split) for e, split in splits.items()],
                        consumers[0] if merged else None)
+    out = AppGraph(graph.name, tuple(ops), tuple(streams), ann, graph.params, graph.module)
+    for timed in shape.inner:
+        out = _window_exchange(out, graph, region, timed)
+    return out
+
+
+def _clock(graph: AppGraph, timed: tuple | None) -> tuple | None:
+    """An event-time window's clock for the splits that send its watermark frames: its
+    ``(attribute, window, int bounds)`` (None: no window)."""
+    if timed is None:
+        return None
+    op, attr, window = timed
+    return attr, window, bound_type(window, graph.op(op).inputs[0].schema) == "int"
+
+
+def _window_exchange(graph: AppGraph, logical: AppGraph, region: Region, timed: tuple) -> AppGraph:
+    """``graph`` (``region`` rewritten) with a window exchange in front of event-time window
+    ``timed[0]``'s copies (``plan.eventtime``): in each channel an ``exchange_split`` on the
+    region's key with the window's clock (every tuple stays in its channel, watermark frames
+    go to the others) and a clocked ``exchange_merge``; both join the channel."""
+    op, k = timed[0], region.width
+    copies = [Region.channel_op(op, c) for c in range(k)]
+    schema = graph.op(copies[0]).in_port("in").schema
+    clock = _clock(logical, timed)
+    where = f"watermark frames of event-time window '{op}' in parallel region '{region.name}'"
+    senders = [Operator(region.window_split(op, c), "exchange_split", (InPort("in", schema),),
+                        tuple(OutPort(f"out{d}", schema) for d in range(k)),
+                        ExchangeSplitParams(k, region.key, BLOCK, clock), STATEFUL, (), where) for c in range(k)]
+    receivers = [Operator(region.window_merge(op, d), "exchange_merge", tuple(InPort(f"in{c}", schema) for c in range(k)),
+                          (OutPort("out", schema),), ExchangeMergeParams(k, clocked=True), STATEFUL, (), where)
+                 for d in range(k)]
+    ops: list[Operator] = []
+    for o in graph.operators:
+        if o.name == copies[0]:
+            ops.extend(senders)
+            ops.extend(receivers)
+        ops.append(o)
+    streams: list[Stream] = []
+    for s in graph.streams:
+        if s.dst.op in copies and s.dst.port == "in":
+            c = copies.index(s.dst.op)
+            streams.append(Stream(s.src, PortRef(region.window_split(op, c), "in")))
+            streams.extend(Stream(PortRef(region.window_split(op, c), f"out{d}"),
+                                  PortRef(region.window_merge(op, d), f"in{c}")) for d in range(k))
+            streams.append(Stream(PortRef(region.window_merge(op, c), "out"), s.dst))
+        else:
+            streams.append(s)
+    ann = graph.annotations
+    mine = {copies[c]: (region.window_split(op, c), region.window_merge(op, c)) for c in range(k)}
+
+    def widen(group: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(x for o in group for x in (*mine.get(o, ()), o))
+
+    fuse = tuple(widen(g) if any(o in mine for o in g) else g for g in ann.fuse)
+    channels = tuple(tuple(widen(ch) for ch in chans) if any(o in mine for ch in chans for o in ch) else chans
+                     for chans in ann.channels)
+    ann = dataclasses.replace(ann, fuse=fuse, channels=channels)
     return AppGraph(graph.name, tuple(ops), tuple(streams), ann, graph.params, graph.module)
 
 
@@ -262,16 +315,19 @@ def _exchange(graph: AppGraph, up: Region, down: Region) -> AppGraph:
     merging the ``up.width`` senders by number. Each sender joins its upstream channel and
     each receiver its downstream channel (``Annotations.channels``; FMAN's fuse groups)."""
     merge, split = up.merge, down.split
+    # an event-time window behind the exchange that reads its clock off the entering tuple:
+    # every sender sends its watermark frames (plan.eventtime)
+    clock = graph.op(split).params.clock
     into = sorted((int(s.dst.port[2:]), s.src) for s in graph.streams if s.dst.op == merge)
     outof = sorted((int(s.src.port[3:]), s.dst) for s in graph.streams if s.src.op == split)
     schema = graph.op(merge).inputs[0].schema  # the upstream channels' exit schema, with the number
     senders = [Operator(down.exchange_split(c), "exchange_split", (InPort("in", schema),),
                         tuple(OutPort(f"out{d}", schema) for d in range(down.width)),
-                        ExchangeSplitParams(down.width, down.key, BLOCK), STATEFUL, (),
+                        ExchangeSplitParams(down.width, down.key, BLOCK, clock), STATEFUL, (),
                         f"key exchange into parallel region '{down.name}'") for c in range(up.width)]
     receivers = [Operator(down.exchange_merge(d), "exchange_merge",
                           tuple(InPort(f"in{c}", schema) for c in range(up.width)), (OutPort("out", schema),),
-                          ExchangeMergeParams(up.width), STATEFUL, (),
+                          ExchangeMergeParams(up.width, clocked=clock is not None), STATEFUL, (),
                           f"key exchange into parallel region '{down.name}'") for d in range(down.width)]
     ops: list[Operator] = []
     for op in graph.operators:
