@@ -126,6 +126,32 @@ def test_the_two_source_app_is_byte_identical_at_widths_1_to_3_under_both_declar
             assert got == none, (regions, width, fusion)
 
 
+@pytest.mark.parametrize("regions", ["one", "none"])
+def test_fatm_widens_the_two_source_app_and_its_plan_gives_the_same_rows(tmp_path_factory, regions):
+    """FATM's own plan (a profile where the keyed part dominates, 8 cores): the region it
+    finds (``none``: discovered, the whole keyed part) or the author's runs wider than 1,
+    with window exchanges, and gives the rows of width 1."""
+    import dataclasses
+
+    from spadeopt.optimize.fatm import fuse_auto
+    from spadeopt.plan.fission import physical_graph
+    from spadeopt.plan.plan import check_plan
+    from tests.optimize.test_fatm_two_entries import COMM, _profile
+
+    graph = twowin.build({"n": 1200, "late": 60, "regions": regions})
+    prof = _profile(graph, 0.3, {"temps": 1000.0, "loads": 1000.0})
+    prof = dataclasses.replace(prof, load={**prof.load, "smooth": 2.0, "per10": 1.0, "per_slide": 1.0, "pair": 1.0})
+    auto = fuse_auto(graph, prof, COMM, nodes=1, cores=8, rate="max")
+    (region,) = auto.plan.regions
+    assert set(region.operators) == {"keep", "smooth", "per10", "per_slide", "pair"} and region.width > 1
+    check_plan(auto.plan, graph)
+    assert region.window_split("per10", 0) in physical_graph(graph, auto.plan.regions).by_name
+    base = simulate(graph, "all", tmp_path_factory.mktemp("w1"), widths={"keyed": 1} if regions == "one" else None,
+                    chunks=[5, 40])
+    got = simulate(graph, "auto", tmp_path_factory.mktemp("fatm"), seed=3, chunks=[5, 40], given=auto.plan)
+    assert got == base
+
+
 # ---- the rules have teeth -----------------------------------------------------------
 
 
