@@ -191,7 +191,10 @@ def _window_exchange(graph: AppGraph, logical: AppGraph, region: Region, timed: 
     """``graph`` (``region`` rewritten) with a window exchange in front of event-time window
     ``timed[0]``'s copies (``plan.eventtime``): in each channel an ``exchange_split`` on the
     region's key with the window's clock (every tuple stays in its channel, watermark frames
-    go to the others) and a clocked ``exchange_merge``; both join the channel."""
+    go to the others) and a clocked ``exchange_merge``; both join the channel. A fuse group
+    (FMAN's, one per channel) holding the window's copy is cut in two at the exchange: what
+    is before the window with the split, the merge with the rest, so no two channels' PEs
+    send to each other (a cycle of PEs takes no aligned checkpoint)."""
     op, k = timed[0], region.width
     copies = [Region.channel_op(op, c) for c in range(k)]
     schema = graph.op(copies[0]).in_port("in").schema
@@ -221,15 +224,37 @@ def _window_exchange(graph: AppGraph, logical: AppGraph, region: Region, timed: 
             streams.append(s)
     ann = graph.annotations
     mine = {copies[c]: (region.window_split(op, c), region.window_merge(op, c)) for c in range(k)}
+    before = {Region.channel_op(o, c) for o in _upstream(logical, op, set(region.operators)) for c in range(k)}
+    fuse: list[tuple[str, ...]] = []
+    for g in ann.fuse:  # a fuse group around a window copy is cut at its window exchange
+        at = next((o for o in g if o in mine), None)
+        if at is None:
+            fuse.append(g)
+            continue
+        ws, wm = mine[at]
+        fuse.append((*[o for o in g if o in before], ws))
+        fuse.append((wm, *[o for o in g if o not in before]))
 
     def widen(group: tuple[str, ...]) -> tuple[str, ...]:
         return tuple(x for o in group for x in (*mine.get(o, ()), o))
 
-    fuse = tuple(widen(g) if any(o in mine for o in g) else g for g in ann.fuse)
     channels = tuple(tuple(widen(ch) for ch in chans) if any(o in mine for ch in chans for o in ch) else chans
                      for chans in ann.channels)
-    ann = dataclasses.replace(ann, fuse=fuse, channels=channels)
+    ann = dataclasses.replace(ann, fuse=tuple(g for g in fuse if len(g) > 1), channels=channels)
     return AppGraph(graph.name, tuple(ops), tuple(streams), ann, graph.params, graph.module)
+
+
+def _upstream(graph: AppGraph, op: str, members: set[str]) -> set[str]:
+    """The operators of ``members`` with a path to ``op`` inside ``members``."""
+    out: set[str] = set()
+    todo = [op]
+    while todo:
+        at = todo.pop()
+        for s in graph.streams:
+            if s.dst.op == at and s.src.op in members and s.src.op not in out:
+                out.add(s.src.op)
+                todo.append(s.src.op)
+    return out
 
 
 def _annotations(ann: Annotations, region: Region, members: set[str], producers: list[tuple[str, str]],
