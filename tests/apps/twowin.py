@@ -12,7 +12,9 @@ windows drop exactly as width 1 does.
 ``regions``: ``"one"`` declares one region around everything keyed (two entering
 streams, a filter and a keyed custom operator before a window, two windows, the join);
 ``"two"`` declares ``clean`` = [keep, smooth] and ``keyed`` = [per10, per_slide, pair];
-``"none"`` declares none (FATM finds its own).
+``"none"`` declares none (FATM finds its own). ``sink="unordered"``: the order of the
+pairs is not part of the answer (``mode="unordered"``), so the sink joins the region
+``keyed`` (each channel writes its own pairs, the commit sorts them) and no merge is left.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from tests.apps.sensors import Smooth, readings
 
 
 @app
-def twowin(n: int = 3000, sensors: int = 7, late: int = 30, width: int = 2, regions: str = "one") -> App:
+def twowin(n: int = 3000, sensors: int = 7, late: int = 30, width: int = 2, regions: str = "one",
+           sink: str = "file") -> App:
     a = App("twowin")
     temps = a.source("temps", "sensor:int, ts:int, v:float", generator=readings,
                      args={"n": n, "sensors": sensors, "late": late, "seed": 36})
@@ -40,12 +43,13 @@ def twowin(n: int = 3000, sensors: int = 7, late: int = 30, width: int = 2, regi
                   window=(time_window("wend", 1000), time_window("wend", 1000)),
                   output={"sensor": "left.sensor", "wend": "left.wend", "rwend": "right.wend",
                           "n": "left.n", "mean": "left.mean", "peak": "right.peak", "m": "right.m"})
-    a.sink("pairs", pair)
+    a.sink("pairs", pair, mode=sink)
+    tail = ("pairs",) if sink == "unordered" else ()
     if regions == "one":
-        a.parallel("keep", "smooth", "per10", "per_slide", "pair", width=width, name="keyed")
+        a.parallel("keep", "smooth", "per10", "per_slide", "pair", *tail, width=width, name="keyed")
     elif regions == "two":
         a.parallel("keep", "smooth", width=width, name="clean")
-        a.parallel("per10", "per_slide", "pair", width=width, name="keyed")
+        a.parallel("per10", "per_slide", "pair", *tail, width=width, name="keyed")
     return a
 
 

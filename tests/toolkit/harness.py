@@ -131,8 +131,8 @@ class _FakeRT:
     def ordered(self, n: int, key_index: list[int]) -> Ordered:
         return Ordered(n, key_index)
 
-    def sink(self, name: str, mode: str, names: list[str], types: list[str]) -> Sink:
-        s = self.sinks[name] = Sink(name, mode, names, types, str(self.out_dir))
+    def sink(self, name: str, mode: str, names: list[str], types: list[str], report_as: str | None = None) -> Sink:
+        s = self.sinks[name] = Sink(report_as or name, mode, names, types, str(self.out_dir), part=name)
         return s
 
     def input(self, ref: str, fn, final, links: int) -> None:
