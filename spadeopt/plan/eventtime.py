@@ -94,3 +94,22 @@ def event_time_shape(graph: AppGraph, ops: tuple[str, ...], ix: Any, members: se
             problems.append(f"the region is left from '{exit_port.op}', before event-time window '{op}'; it "
                             f"must be left from the window or after it")
     return None, tuple(timed)
+
+
+def flush_into_join(graph: AppGraph, ops: tuple[str, ...], ix: Any, problems: list[str]) -> None:
+    """A join in the region may not take rows a tumbling count window flushed at end of
+    stream (in the region or before it): those rows come in the order their groups were
+    opened, not by the join's order attribute, and the width-1 join processes such a side
+    in an order (its merge of the sides' heads) that depends on every key's rows, which
+    no channel sees."""
+    everything = set(ix.pred)
+    for j in ops:
+        if graph.op(j).kind != "join":
+            continue
+        for o in sorted(_walk(j, ix.pred, everything)):
+            op = graph.op(o)
+            w = getattr(op.params, "window", None)
+            if op.kind == "aggregate" and w is not None and w.kind == "count" and kind_of(op).final_rows(op):
+                problems.append(f"join '{j}' is after tumbling count window '{o}': the rows '{o}' flushes at end "
+                                f"of stream are not ordered by the join's order attribute, so the width-1 join "
+                                f"processes them in an order no channel can reproduce; keep '{j}' out of the region")

@@ -85,7 +85,7 @@ from spadeopt.errors import UsageError
 from spadeopt.kinds import kind_of, selectivity
 from spadeopt.kinds.source import partitioning
 from spadeopt.model.graph import ARRIVAL, DYNAMIC, PARTITIONED, STATIC, AppGraph, PortRef, Stream
-from spadeopt.plan.eventtime import event_time_shape
+from spadeopt.plan.eventtime import event_time_shape, flush_into_join
 
 BLOCK = 64  # tuples per round-robin block (split and merge agree on it)
 EXCHANGE = "exchange"  # Region.fed of a region whose channels receive from the region before it
@@ -442,6 +442,7 @@ def check_region(graph: AppGraph, name: str, ops: tuple[str, ...]) -> Shape:
     if entries:
         _entries_meet_in_joins(graph, ops, ix, members, entries, key, problems)
     watermark, inner = event_time_shape(graph, ops, ix, members, entries, exit_port, problems)
+    flush_into_join(graph, ops, ix, problems)
     if problems:
         raise UsageError(f"parallel region '{name}' cannot be replicated:\n"
                          + "\n".join(f"  - {p}" for p in problems))
