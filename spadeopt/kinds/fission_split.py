@@ -2,11 +2,12 @@
 Deals the entering stream to the channels: by a stable hash of the region's key, or in
 blocks round robin; a dynamic region's split stamps each tuple with the sequence number
 (``protocol.SEQ``) and ends each batch to a channel with a pulse. A region holding an
-event-time window (``Kind.event_time``) also gets the window's clock: whenever a tuple
+event-time window that reads its time off the entering tuple (``plan.eventtime``'s entry
+clock) also gets the window's clock: whenever a tuple
 moves the stream into a later window (sliding: whenever the oldest window holding the
 tuple's time is a later one than before, where the window closes), every other channel
-gets a *watermark copy* of it, numbered ``-1 - n`` (``protocol.WATERMARK``), at the same
-stream position."""
+gets a *watermark frame* (a copy of it), numbered ``-1 - n`` (``protocol.WATERMARK``), at
+the same stream position."""
 
 from __future__ import annotations
 

@@ -20,7 +20,6 @@ from spadeopt.model.graph import STATEFUL, AppGraph, Operator, SymbolRef
 from spadeopt.model.schema import Schema
 from spadeopt.protocol import SEQ
 
-
 MODES = ("file", "unordered", "count")
 
 

@@ -33,8 +33,10 @@ triggered the row, an event-time window the number of its group's first tuple, a
 its width-1 processing position (``kinds.numbering``); a custom operator's generated code numbers what
 the user submits with the input tuple's number). The merge strips it, so everything
 after the region sees the width-1 schema. Regions of width 1 are not rewritten at all.
-A region holding an event-time window gives its split the window's clock (attribute,
-window, bounds' type), so the split sends watermark copies (``plan.regions``).
+A region whose event-time window reads its time off the entering tuple gives its split
+the window's clock (attribute, window, bounds' type), so the split (behind a key exchange,
+every exchange split) sends watermark frames; every other event-time window gets a
+*window exchange* in front of its copies (``_window_exchange``, ``plan.eventtime``).
 
 The physical graph is an ordinary ``AppGraph``: fusion, placement, codegen and the
 runtime treat the split, the channels and the merge like any other operators. Its
