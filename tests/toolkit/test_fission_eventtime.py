@@ -220,3 +220,37 @@ def test_frames_released_without_waiting_for_every_sender_give_another_answer(tm
 
     monkeypatch.setattr(fission.ClockedExchangeMerge, "_take", arrival)
     assert _differs(app, "filter_window", tmp_path_factory)
+
+
+def test_a_ysb_shaped_app_has_no_operator_that_sees_every_tuple(tmp_path_factory):
+    """A YSB-shaped pipeline (a splittable source, a view filter, a campaign lookup, a
+    per-campaign event-time count, an unordered sink): the source-led region sends
+    straight to the window's channels by a key exchange (refused before 2026-11-28:
+    every event crossed one merge and one split), and the window region ends in the sink,
+    so no operator of the physical graph takes every event; the answer is width 1's."""
+    from spadeopt.plan.fission import physical_graph
+    from tests.apps.exchange import rows_in_splits
+    from tests.toolkit.harness import plan
+
+    data = [(i, i % 7, (i * 37) % 11, i * 10 - (i % 5) * 25) for i in range(3000)]
+    a = App("ysb")
+    s = a.source("events", "id:int, ad:int, kind:int, ts:int", generator=rows_in_splits,
+                 args={"rows": data, "split": 50})
+    v = a.functor("views", s, filter="kind % 3 == 0")
+    c = a.functor("campaign", v, output={"ts": "ts", "campaign:int": "(ad * 13) % 5"})
+    w = a.aggregate("counts", c, window=time_window("ts", 500), by=["campaign"],
+                    output={"campaign": "campaign", "wend": "wend()", "n": "count()"})
+    a.sink("out", w, mode="unordered")
+    a.parallel("events", "views", "campaign", width=2, name="prep")
+    a.parallel("counts", "out", width=2, name="win")
+    graph = a.build()
+    p = plan(graph, "none", {"prep": 3, "win": 2})
+    assert {r.name: r.fed for r in p.regions} == {"prep": "source", "win": "exchange"}
+    kinds = {op.name: op.kind for op in physical_graph(graph, p.regions).operators}
+    assert not [n for n, k in kinds.items() if k in ("fission_split", "fission_merge")]
+    one = tmp_path_factory.mktemp("w1")
+    simulate(graph, "all", one, widths={"prep": 1, "win": 1}, chunks=[64])
+    assert len((one / "out.jsonl").read_text().splitlines()) > 20
+    wide = tmp_path_factory.mktemp("wk")
+    simulate(graph, "none", wide, seed=2, widths={"prep": 3, "win": 2}, chunks=[64])
+    assert (wide / "out.jsonl").read_bytes() == (one / "out.jsonl").read_bytes()
