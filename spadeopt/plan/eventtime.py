@@ -10,13 +10,15 @@ copied tuple holds in the window's width-1 input. A frame travels like a tuple (
 links, fused calls and merges) and is dropped by the window it serves. Two places make
 them:
 
-- the *entry clock* (the older, cheaper form): the region is entered by one stream,
-  holds one event-time window, and every operator before it emits exactly one tuple per
-  tuple with the time attribute unchanged; then the split (or, behind a key exchange,
-  every upstream channel's exchange split) reads the window's event time off the
-  entering tuple and sends the frames;
+- the *entry clock* (the older, cheaper form): the window is reached from one entering
+  stream only, everything that stream reaches in the region is before the window or
+  after it, and every operator before it emits exactly one tuple per tuple with the time
+  attribute unchanged; then that stream's split (or, behind a key exchange, every
+  upstream channel's exchange split) reads the window's event time off the entering
+  tuple and sends the frames (each entering stream clocks one window at most);
 - a *window exchange* in front of the window (every other case: filters or keyed custom
-  operators before it, several windows, several entering streams): in each channel an
+  operators before it, a window after another, a stream that also feeds something
+  beside the window): in each channel an
   exchange split on the region's key sends every tuple to its own channel (the key is
   forwarded unchanged, so the same hash names the same channel) and a frame to every
   other channel whenever the tuple moves *its channel's* stream into a later window;
@@ -53,34 +55,38 @@ def _walk(start: str, step: dict[str, set[str]], members: set[str]) -> set[str]:
     return out
 
 
-def _entry_clock(graph: AppGraph, ops: tuple[str, ...], ix: Any, members: set[str], entries: list[Stream],
-                 exit_port: PortRef | None, op: str, attr: str) -> bool:
-    """Whether the one window ``op`` can take its frames from the region's one entry
-    (module docstring: the entry clock)."""
-    if len(entries) != 1:
-        return False
+def _entry_clock(graph: AppGraph, ix: Any, members: set[str], entry: Stream, exit_port: PortRef | None,
+                 op: str, attr: str) -> bool:
+    """Whether window ``op`` can take its frames from the split of ``entry`` (module
+    docstring: the entry clock): everything the entry reaches in the region is before the
+    window or after it, what is before it emits one tuple per tuple with ``attr``
+    unchanged (the split's frames flow through it into the window, which drops them), the
+    entering stream has ``attr``, and the region is not left before the window."""
     before, after = _walk(op, ix.pred, members), _walk(op, ix.succ, members)
-    if any(o != op and o not in before and o not in after for o in ops):
+    reached = _walk(entry.dst.op, ix.succ, members) | {entry.dst.op}
+    if op not in reached or any(o != op and o not in before and o not in after for o in reached):
         return False
     if any(selectivity(graph.op(o)) != STATIC or not kind_of(graph.op(o)).forwards(graph.op(o), attr)
            for o in before):
         return False
-    entry = entries[0]
     schema = graph.op(entry.dst.op).in_port(entry.dst.port).schema
     return schema is not None and attr in schema and (exit_port is None or exit_port.op not in before)
 
 
 def event_time_shape(graph: AppGraph, ops: tuple[str, ...], ix: Any, members: set[str], entries: list[Stream],
-                     exit_port: PortRef | None, problems: list[str]) -> tuple[Clock | None, tuple[Clock, ...]]:
-    """The region's entry clock (or None) and the windows that get a window exchange, each
-    ``(operator, attribute, window)``, appending what keeps a window from being replicated."""
+                     exit_port: PortRef | None, problems: list[str]
+                     ) -> tuple[tuple[Clock | None, ...], tuple[Clock, ...]]:
+    """Each entering stream's clock (its split's: the one window that reads its time off
+    that stream, or None) and the windows that get a window exchange, each ``(operator,
+    attribute, window)``, appending what keeps a window from being replicated."""
     timed = [(o, kind_of(graph.op(o)).event_time(graph.op(o))) for o in ops]
     timed = [(o, t[0], t[1]) for o, t in timed if t is not None]
+    clocks: list[Clock | None] = [None] * len(entries)
     if not timed or not entries:  # a source-led region holds no partitioned operator (refused apart)
-        return None, ()
-    if len(timed) == 1 and _entry_clock(graph, ops, ix, members, entries, exit_port, timed[0][0], timed[0][1]):
-        return timed[0], ()
-    for op, _, _ in timed:
+        return tuple(clocks), ()
+    inner = []
+    for clock in timed:
+        op = clock[0]
         before, after = _walk(op, ix.pred, members), _walk(op, ix.succ, members)
         feeds = [s for _, s in ix.ins[op] if s.dst.port == "in"]
         if len(feeds) != 1:
@@ -93,7 +99,13 @@ def event_time_shape(graph: AppGraph, ops: tuple[str, ...], ix: Any, members: se
         if exit_port is not None and exit_port.op in before:
             problems.append(f"the region is left from '{exit_port.op}', before event-time window '{op}'; it "
                             f"must be left from the window or after it")
-    return None, tuple(timed)
+        mine = [i for i, e in enumerate(entries) if e.dst.op == op or e.dst.op in before]
+        if len(mine) == 1 and clocks[mine[0]] is None and \
+                _entry_clock(graph, ix, members, entries[mine[0]], exit_port, op, clock[1]):
+            clocks[mine[0]] = clock
+        else:
+            inner.append(clock)
+    return tuple(clocks), tuple(inner)
 
 
 def flush_into_join(graph: AppGraph, ops: tuple[str, ...], ix: Any, problems: list[str]) -> None:

@@ -125,10 +125,10 @@ def _rewrite_one(graph: AppGraph, region: Region) -> AppGraph:
         raise UsageError(f"parallel region '{region.name}': the physical operator name(s) {', '.join(clash)} "
                          f"are already taken by operators of the app; rename them")
     head: list[Operator] = []
-    for entry, split in splits.items():
+    for i, (entry, split) in enumerate(splits.items()):
         entry_schema = graph.op(entry.dst.op).in_port(entry.dst.port).schema
         chan_schema = _with_seq(entry_schema, f"region '{region.name}'") if dynamic else entry_schema
-        clock = _clock(graph, shape.watermark)
+        clock = _clock(graph, shape.clocks[i] if i < len(shape.clocks) else None)
         head.append(Operator(split, "fission_split", (InPort("in", entry_schema),),
                              tuple(OutPort(f"out{c}", chan_schema) for c in range(k)),
                              FissionSplitParams(k, region.key, region.ordering, BLOCK, clock), STATEFUL, (),

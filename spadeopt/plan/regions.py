@@ -182,10 +182,11 @@ class Shape:
     ordering: str
     source: str | None = None  # the splittable source leading it
     split_size: int = 0  # that source's records per split
-    watermark: tuple[str, str, Any] | None = None  # (operator, time attribute, window): the entry clock
+    watermark: tuple[str, str, Any] | None = None  # (operator, time attribute, window): the first entry's clock
     entries: tuple[Stream, ...] = ()  # every stream entering it (entry is the first); one split each
     partitions: int = 0  # a partitioned source's partitions (stream keys): the widest it may run
     inner: tuple[tuple[str, str, Any], ...] = ()  # event-time windows fed by a window exchange (plan.eventtime)
+    clocks: tuple[tuple[str, str, Any] | None, ...] = ()  # per entry: the window its split clocks, or None
 
     @property
     def fed(self) -> str:
@@ -441,7 +442,7 @@ def check_region(graph: AppGraph, name: str, ops: tuple[str, ...]) -> Shape:
                                         f"partitioned operator(s) after it")
     if entries:
         _entries_meet_in_joins(graph, ops, ix, members, entries, key, problems)
-    watermark, inner = event_time_shape(graph, ops, ix, members, entries, exit_port, problems)
+    clocks, inner = event_time_shape(graph, ops, ix, members, entries, exit_port, problems)
     flush_into_join(graph, ops, ix, problems)
     if problems:
         raise UsageError(f"parallel region '{name}' cannot be replicated:\n"
@@ -454,7 +455,8 @@ def check_region(graph: AppGraph, name: str, ops: tuple[str, ...]) -> Shape:
     if entry is None:
         src = graph.op(sources[0])
         return Shape(None, exit_port, key, ordering, src.name, src.params.split)
-    return Shape(entry, exit_port, key, ordering, watermark=watermark, entries=tuple(entries), inner=inner)
+    return Shape(entry, exit_port, key, ordering, watermark=clocks[0], entries=tuple(entries), inner=inner,
+                 clocks=clocks)
 
 
 def _partitioned_source(graph: AppGraph, ops: tuple[str, ...], ix: RegionIndex, members: set[str], source: str,
