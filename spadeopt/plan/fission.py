@@ -195,8 +195,9 @@ def _window_exchange(graph: AppGraph, logical: AppGraph, region: Region, timed: 
     region's key with the window's clock (every tuple stays in its channel, watermark frames
     go to the others) and a clocked ``exchange_merge``; both join the channel. A fuse group
     (FMAN's, one per channel) holding the window's copy is cut in two at the exchange: what
-    is before the window with the split, the merge with the rest, so no two channels' PEs
-    send to each other (a cycle of PEs takes no aligned checkpoint)."""
+    is before the window with the split, the merge with the rest; and each channel's part
+    before the exchange is exlocated from its part after it (pairwise), so no fusion lets
+    two channels' PEs send to each other (a cycle of PEs takes no aligned checkpoint)."""
     op, k = timed[0], region.width
     copies = [Region.channel_op(op, c) for c in range(k)]
     schema = graph.op(copies[0]).in_port("in").schema
@@ -242,8 +243,32 @@ def _window_exchange(graph: AppGraph, logical: AppGraph, region: Region, timed: 
 
     channels = tuple(tuple(widen(ch) for ch in chans) if any(o in mine for ch in chans for o in ch) else chans
                      for chans in ann.channels)
-    ann = dataclasses.replace(ann, fuse=tuple(g for g in fuse if len(g) > 1), channels=channels)
+    # no PE may hold both what is before the window exchange and what is after it in one
+    # channel (such PEs of two channels would send to each other: a cycle of PEs)
+    after = {Region.channel_op(o, c) for o in _downstream(logical, op, set(region.operators)) for c in range(k)}
+    apart = []
+    for c in range(k):
+        ws, wm = mine[copies[c]]
+        pre = [Region.channel_op(o, c) for o in region.operators if Region.channel_op(o, c) in before] + [ws]
+        post = [wm, copies[c], *[Region.channel_op(o, c) for o in region.operators
+                                 if Region.channel_op(o, c) in after]]
+        apart += [(a, b) for a in pre for b in post]
+    ann = dataclasses.replace(ann, fuse=tuple(g for g in fuse if len(g) > 1), channels=channels,
+                              exlocate=(*ann.exlocate, *apart))
     return AppGraph(graph.name, tuple(ops), tuple(streams), ann, graph.params, graph.module)
+
+
+def _downstream(graph: AppGraph, op: str, members: set[str]) -> set[str]:
+    """The operators of ``members`` with a path from ``op`` inside ``members``."""
+    out: set[str] = set()
+    todo = [op]
+    while todo:
+        at = todo.pop()
+        for s in graph.streams:
+            if s.src.op == at and s.dst.op in members and s.dst.op not in out:
+                out.add(s.dst.op)
+                todo.append(s.dst.op)
+    return out
 
 
 def _upstream(graph: AppGraph, op: str, members: set[str]) -> set[str]:

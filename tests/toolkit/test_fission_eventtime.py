@@ -133,6 +133,8 @@ def test_fatm_widens_the_two_source_app_and_its_plan_gives_the_same_rows(tmp_pat
     with window exchanges, and gives the rows of width 1."""
     import dataclasses
 
+    from spadeopt.codegen.render import generate
+    from spadeopt.deploy.checkpoints import pe_cycle
     from spadeopt.optimize.fatm import fuse_auto
     from spadeopt.plan.fission import physical_graph
     from spadeopt.plan.plan import check_plan
@@ -146,6 +148,9 @@ def test_fatm_widens_the_two_source_app_and_its_plan_gives_the_same_rows(tmp_pat
     assert set(region.operators) == {"keep", "smooth", "per10", "per_slide", "pair"} and region.width > 1
     check_plan(auto.plan, graph)
     assert region.window_split("per10", 0) in physical_graph(graph, auto.plan.regions).by_name
+    # no PE holds both sides of a window exchange in one channel: no cycle of PEs
+    b = generate(graph, auto.plan, tmp_path_factory.mktemp("build") / "b", "tests/apps/twowin.py")
+    assert pe_cycle(b.deploy) is None
     base = simulate(graph, "all", tmp_path_factory.mktemp("w1"), widths={"keyed": 1} if regions == "one" else None,
                     chunks=[5, 40])
     got = simulate(graph, "auto", tmp_path_factory.mktemp("fatm"), seed=3, chunks=[5, 40], given=auto.plan)
