@@ -225,7 +225,16 @@ def _window_exchange(graph: AppGraph, logical: AppGraph, region: Region, timed: 
             streams.append(Stream(PortRef(region.window_merge(op, c), "out"), s.dst))
         else:
             streams.append(s)
-    ann = graph.annotations
+    ann = _cut_channels(graph.annotations, logical, region, op)
+    return AppGraph(graph.name, tuple(ops), tuple(streams), ann, graph.params, graph.module)
+
+
+def _cut_channels(ann: Annotations, logical: AppGraph, region: Region, op: str) -> Annotations:
+    """``ann`` with window ``op``'s exchange in each channel of ``region``: the channel's
+    split and merge join its channel, a fuse group holding the window's copy is cut in two
+    there, and the channel's part before the exchange is exlocated from its part after."""
+    k = region.width
+    copies = [Region.channel_op(op, c) for c in range(k)]
     mine = {copies[c]: (region.window_split(op, c), region.window_merge(op, c)) for c in range(k)}
     before = {Region.channel_op(o, c) for o in _upstream(logical, op, set(region.operators)) for c in range(k)}
     fuse: list[tuple[str, ...]] = []
@@ -255,7 +264,7 @@ def _window_exchange(graph: AppGraph, logical: AppGraph, region: Region, timed: 
         apart += [(a, b) for a in pre for b in post]
     ann = dataclasses.replace(ann, fuse=tuple(g for g in fuse if len(g) > 1), channels=channels,
                               exlocate=(*ann.exlocate, *apart))
-    return AppGraph(graph.name, tuple(ops), tuple(streams), ann, graph.params, graph.module)
+    return ann
 
 
 def _downstream(graph: AppGraph, op: str, members: set[str]) -> set[str]:
