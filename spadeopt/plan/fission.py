@@ -237,15 +237,19 @@ def _cut_channels(ann: Annotations, logical: AppGraph, region: Region, op: str) 
     copies = [Region.channel_op(op, c) for c in range(k)]
     mine = {copies[c]: (region.window_split(op, c), region.window_merge(op, c)) for c in range(k)}
     before = {Region.channel_op(o, c) for o in _upstream(logical, op, set(region.operators)) for c in range(k)}
+    after = {Region.channel_op(o, c) for o in _downstream(logical, op, set(region.operators)) for c in range(k)}
     fuse: list[tuple[str, ...]] = []
-    for g in ann.fuse:  # a fuse group around a window copy is cut at its window exchange
+    for g in ann.fuse:  # a fuse group across a window exchange is cut there
         at = next((o for o in g if o in mine), None)
-        if at is None:
+        if at is not None:
+            ws, wm = mine[at]
+            fuse.append((*[o for o in g if o in before], ws))
+            fuse.append((wm, *[o for o in g if o not in before]))
+        elif any(o in before for o in g) and any(o in after for o in g):
+            fuse.append(tuple(o for o in g if o in before))
+            fuse.append(tuple(o for o in g if o not in before))
+        else:
             fuse.append(g)
-            continue
-        ws, wm = mine[at]
-        fuse.append((*[o for o in g if o in before], ws))
-        fuse.append((wm, *[o for o in g if o not in before]))
 
     def widen(group: tuple[str, ...]) -> tuple[str, ...]:
         return tuple(x for o in group for x in (*mine.get(o, ()), o))
@@ -254,7 +258,6 @@ def _cut_channels(ann: Annotations, logical: AppGraph, region: Region, op: str) 
                      for chans in ann.channels)
     # no PE may hold both what is before the window exchange and what is after it in one
     # channel (such PEs of two channels would send to each other: a cycle of PEs)
-    after = {Region.channel_op(o, c) for o in _downstream(logical, op, set(region.operators)) for c in range(k)}
     apart = []
     for c in range(k):
         ws, wm = mine[copies[c]]

@@ -259,3 +259,23 @@ def test_a_ysb_shaped_app_has_no_operator_that_sees_every_tuple(tmp_path_factory
     wide = tmp_path_factory.mktemp("wk")
     simulate(graph, "none", wide, seed=2, widths={"prep": 3, "win": 2}, chunks=[64])
     assert (wide / "out.jsonl").read_bytes() == (one / "out.jsonl").read_bytes()
+
+
+def test_a_developer_fuse_group_across_a_window_exchange_is_cut_there(tmp_path_factory):
+    """FMAN: the developer fuses a filter before the window with a filter after it; in
+    each channel the group is cut at the window exchange (the two parts are exlocated),
+    and the answer is width 1's."""
+    from spadeopt.optimize.strategies import plan_for
+
+    a = App("fz")
+    s = a.source("src", SCHEMA, generator=replay, args={"rows": rows(300, 5, 2, late=0.2)})
+    f = a.functor("f", s, filter="v % 10 < 7")
+    c = a.custom("c", Smooth, inputs={"in": f}, outputs={"out": SCHEMA}, state="partitioned", key=["k"])["out"]
+    w = a.aggregate("w", c, window=time_window("ts", 20), by=["k"], output=OUT)
+    a.sink("sink", a.functor("g", w, filter="v > 0"))
+    a.parallel("f", "c", "w", "g", width=3, name="reg")
+    a.fuse("f", "g")
+    pe_of = plan_for(a.build(), "manual").pe_of
+    assert all(pe_of[f"f__{c}"] != pe_of[f"g__{c}"] for c in range(3))
+    base = simulate(a, "all", tmp_path_factory.mktemp("w1"), widths={"reg": 1}, chunks=[7])
+    assert simulate(a, "manual", tmp_path_factory.mktemp("w3"), seed=2, chunks=[7]) == base
