@@ -8,9 +8,10 @@ In a dynamic region every tuple in a channel carries the split's sequence number
 hidden last attribute named ``SEQ``; a 1-tuple ``(n,)`` is a *pulse* (nothing numbered
 below ``n`` follows on that channel). Rows an operator flushes at end of stream are
 numbered from ``FINAL_BASE`` up, so they sort after every tuple. A tuple numbered below
-zero is a *watermark copy* (``WATERMARK``): the split's copy of tuple ``n``, numbered
-``-1 - n``, telling a channel that does not own it that the stream reached its event
-time; the channel's event-time window advances on it and drops it.
+zero is a *watermark frame* (``WATERMARK``): a copy of tuple ``n``, numbered ``-1 - n``,
+sent by a split or an exchange split to a channel that does not own it, telling it that
+the stream reached its event time (``plan.eventtime``); a clocked exchange merge orders it
+at ``n``, and the channel's event-time window advances on it and drops it.
 """
 
 SEQ = "_fission_seq"
@@ -20,4 +21,4 @@ FINAL_BASE = 1 << 62
 """Sequence numbers of rows flushed at end of stream start here: after every tuple."""
 
 WATERMARK = -1
-"""A tuple numbered ``WATERMARK - n`` (below zero) is a watermark copy of tuple ``n``."""
+"""A tuple numbered ``WATERMARK - n`` (below zero) is a watermark frame: a copy of tuple ``n``."""

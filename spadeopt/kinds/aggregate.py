@@ -1,11 +1,11 @@
 """``aggregate``: count- or event-time windows, tumbling or sliding, optionally by key.
 Partitioned on ``by`` (stateful without). A region may hold it with a count window, or
-with a tumbling event-time window: that window closes every key's group on any key's
-tuple, so its channel copy learns the unreplicated stream's event time from the split's
-watermark copies (``event_time``; tuples numbered below zero, never added to a group)
-and numbers each row with its group's first tuple, which is exactly the width-1 order of
-the rows one close emits (``docs/operators.md``, "Parallel regions"). Sliding event-time
-windows are refused: a group outlives a close, so no one number orders its rows."""
+with an event-time window: that window closes every key's group on any key's tuple, so
+its channel copy learns the width-1 input's event time from watermark frames
+(``event_time``, ``plan.eventtime``; tuples numbered below zero, never added to a group).
+A tumbling window numbers each row with its group's first tuple, which is exactly the
+width-1 order of the rows one close emits; a sliding one by window and group opening
+(``number_bits``; ``docs/operators.md``, "Parallel regions")."""
 
 from __future__ import annotations
 

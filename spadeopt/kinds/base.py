@@ -109,7 +109,7 @@ class Kind:
     is ``STATIC`` when it emits exactly one tuple per input tuple; ``event_time(op)`` the
     ``(attribute, tumbling window)`` of an operator whose state advances on *every*
     tuple's event time, whatever its key (an event-time window: its channel copy learns
-    the unreplicated stream's progress from the split's watermark copies), else None;
+    the width-1 input's progress from watermark frames, ``plan.eventtime``), else None;
     ``final_rows(op)`` whether its channel copy may emit rows at end of stream numbered
     from its *final base* (``plan.fission.final_base``: after every number that can
     reach it, so end-of-stream cascades through a channel keep their width-1 order);

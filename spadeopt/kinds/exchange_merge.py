@@ -4,7 +4,9 @@ downstream region and merges what the upstream channels' ``exchange_split`` copi
 it by number (``runtime.fission.ExchangeMerge``: 002's shuffle merger, one pulse per
 upstream channel kept as its floor): the channel sees exactly its keys' subsequence of
 the width-1 stream, in the width-1 order, numbers kept, and a pulse ends every batch it
-sends, so the channel runs as if a split had dealt it."""
+sends, so the channel runs as if a split had dealt it. A clocked one
+(``runtime.fission.ClockedExchangeMerge``) also orders watermark frames, numbered
+``-1 - m``, at ``m`` (``plan.eventtime``)."""
 
 from __future__ import annotations
 
@@ -18,10 +20,11 @@ from spadeopt.model.graph import AppGraph, Operator
 @dataclass(frozen=True)
 class ExchangeMergeParams:
     width: int  # the upstream region's channels (inputs in0 .. in<width-1>)
+    clocked: bool = False  # its senders send watermark frames (numbered below zero), ordered by their number
 
 
 def lower(graph: AppGraph, op: Operator, imports: Imports) -> dict[str, Any]:
-    return {"width": op.params.width}
+    return {"width": op.params.width, "clocked": op.params.clocked}
 
 
 KIND = Kind("exchange_merge", None, None, lower, "ops/exchange_merge.py.j2", never_blocks=False,

@@ -9,7 +9,13 @@ upstream number (comparable across the upstream channels), ``i`` its index among
 channel's tuples numbered ``n``, so the numbers entering the downstream region are
 distinct and in the width-1 order. Every output batch ends with a pulse, the smallest
 number the channel may still send (``protocol``'s pulse: a 1-tuple); the receiving
-``exchange_merge`` merges by number."""
+``exchange_merge`` merges by number.
+
+With a clock (an event-time window behind it, ``plan.eventtime``), whenever a tuple moves
+this channel's stream into a later window, every other downstream channel gets a
+watermark frame: a copy of the tuple numbered ``-1 - m`` (``m`` its new number), which the
+clocked ``exchange_merge`` orders at ``m``. The same split sits in front of a window with
+a window exchange; there the key is the region's, so every tuple stays in its channel."""
 
 from __future__ import annotations
 
@@ -17,8 +23,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from spadeopt.kinds.base import Imports, Kind
+from spadeopt.kinds.fission_split import clock_context
 from spadeopt.kinds.lowering import stable_hash
 from spadeopt.kinds.numbering import EXCHANGE_BITS
+from spadeopt.kinds.windows import Window
 from spadeopt.model.graph import AppGraph, Operator
 
 
@@ -27,6 +35,7 @@ class ExchangeSplitParams:
     width: int  # the downstream region's channels
     key: tuple[str, ...]  # hash these attributes; empty: deal blocks round robin
     block: int  # tuples per round-robin block
+    clock: tuple[str, Window, bool] | None = None  # an event-time window's clock: send watermark frames
 
 
 def lower(graph: AppGraph, op: Operator, imports: Imports) -> dict[str, Any]:
@@ -35,7 +44,8 @@ def lower(graph: AppGraph, op: Operator, imports: Imports) -> dict[str, Any]:
     if p.key:
         parts = [stable_hash(a, schema) for a in p.key]
         h = parts[0] if len(parts) == 1 else f"hash(({', '.join(parts)}))"
-    return {"hash": h, "width": p.width, "block": p.block, "bits": EXCHANGE_BITS}
+    return {"hash": h, "width": p.width, "block": p.block, "bits": EXCHANGE_BITS,
+            "clock": clock_context(p.clock, schema)}
 
 
 def number_bits(op: Operator) -> int:

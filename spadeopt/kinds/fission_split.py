@@ -2,11 +2,12 @@
 Deals the entering stream to the channels: by a stable hash of the region's key, or in
 blocks round robin; a dynamic region's split stamps each tuple with the sequence number
 (``protocol.SEQ``) and ends each batch to a channel with a pulse. A region holding an
-event-time window (``Kind.event_time``) also gets the window's clock: whenever a tuple
+event-time window that reads its time off the entering tuple (``plan.eventtime``'s entry
+clock) also gets the window's clock: whenever a tuple
 moves the stream into a later window (sliding: whenever the oldest window holding the
 tuple's time is a later one than before, where the window closes), every other channel
-gets a *watermark copy* of it, numbered ``-1 - n`` (``protocol.WATERMARK``), at the same
-stream position."""
+gets a *watermark frame* (a copy of it), numbered ``-1 - n`` (``protocol.WATERMARK``), at
+the same stream position."""
 
 from __future__ import annotations
 
@@ -36,14 +37,18 @@ def lower(graph: AppGraph, op: Operator, imports: Imports) -> dict[str, Any]:
         # hash() of a tuple of ints (and of floats) does not depend on PYTHONHASHSEED
         h = parts[0] if len(parts) == 1 else f"hash(({', '.join(parts)}))"
     mode = "static" if p.ordering == "static" else ("hash" if p.key else "round_robin")
-    clock = None
-    if p.clock is not None:
-        attr, w, exact = p.clock
-        # the same window arithmetic as the aggregate's (templates/ops/aggregate.py.j2)
-        lit = number if exact else (lambda x: repr(float(x)))
-        clock = {"attr": schema.index(attr), "exact": exact, "size": lit(w.size), "slide": lit(w.slide),
-                 "sliding": not w.tumbling}
-    return {"mode": mode, "hash": h, "width": p.width, "block": p.block, "clock": clock}
+    return {"mode": mode, "hash": h, "width": p.width, "block": p.block, "clock": clock_context(p.clock, schema)}
+
+
+def clock_context(clock: tuple[str, Window, bool] | None, schema: Any) -> dict[str, Any] | None:
+    """A clock's template context (``ops/_macros.py.j2``'s ``clock_window``): the same
+    window arithmetic as the aggregate's (``templates/ops/aggregate.py.j2``)."""
+    if clock is None:
+        return None
+    attr, w, exact = clock
+    lit = number if exact else (lambda x: repr(float(x)))
+    return {"attr": schema.index(attr), "exact": exact, "size": lit(w.size), "slide": lit(w.slide),
+            "sliding": not w.tumbling}
 
 
 KIND = Kind("fission_split", None, None, lower, "ops/fission_split.py.j2", never_blocks=False)

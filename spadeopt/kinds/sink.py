@@ -1,7 +1,11 @@
 """``sink``: write tuples as JSON lines to ``<out>/<name>.jsonl`` (``mode="file"``), only
-count them, or write them to a connector (``connector=``: a Redis stream). Its input is not tuple-generating (it ends a PE's call chain). Only a
-counting sink may be in a parallel region: each channel's copy counts and the run
-reports the sum under the logical name."""
+count them, or write them to a connector (``connector=``: a Redis stream). Its input is not tuple-generating (it ends a PE's call chain). A
+counting sink may be in a parallel region (each channel's copy counts and the run
+reports the sum under the logical name), and so may an unordered file sink
+(``mode="unordered"``: the order of its lines is not part of the answer; each channel's
+copy writes its own part, the run's commit sorts every part's lines into
+``<name>.jsonl``, ``runtime.sinks``). A file sink (``mode="file"``) writes in the
+stream's order and is never replicated."""
 
 from __future__ import annotations
 
@@ -14,11 +18,14 @@ from spadeopt.kinds.base import Decl, Derived, Imports, Kind, Problems
 from spadeopt.kinds.lowering import alias, call_args
 from spadeopt.model.graph import STATEFUL, AppGraph, Operator, SymbolRef
 from spadeopt.model.schema import Schema
+from spadeopt.protocol import SEQ
+
+MODES = ("file", "unordered", "count")
 
 
 @dataclass(frozen=True)
 class SinkParams:
-    mode: str  # "file" | "count"
+    mode: str  # "file" | "unordered" (a file whose line order is not part of the answer) | "count"
     report_as: str = ""  # a counting sink's channel copy reports its count under this (logical) name
 
 
@@ -34,8 +41,8 @@ class ConnectorSinkParams(SinkParams):
 def declare(name: str, input: Any, *, mode: str = "file", connector: ConnectorSpec | None = None) -> Decl:
     decl = Decl(name, "sink", {"in": list(input) if isinstance(input, list) else [input]},
                 {"mode": mode}, out_ports=(), state=STATEFUL, tuple_generating={"in": False})
-    if mode not in ("file", "count"):
-        decl.problems.append(f"sink '{name}': mode must be 'file' or 'count', got '{mode}'")
+    if mode not in MODES:
+        decl.problems.append(f"sink '{name}': mode must be 'file', 'unordered' or 'count', got '{mode}'")
     if connector is not None:
         if not isinstance(connector, ConnectorSpec) or connector.role != "sink":
             what = f"a {connector.role} connector" if isinstance(connector, ConnectorSpec) else repr(connector)
@@ -60,7 +67,10 @@ def derive(where: str, raw: dict, ins: dict[str, Schema], problems: Problems) ->
 def lower(graph: AppGraph, op: Operator, imports: Imports) -> dict[str, Any]:
     schema = op.in_port("in").schema
     names, types = list(schema.names), [t for _, t in schema.attrs]
-    ctx = {"mode": op.params.mode, "names": names, "types": types,
+    strip = bool(names) and names[-1] == SEQ and op.params.mode == "unordered"  # a channel copy's lines
+    if strip:
+        names, types = names[:-1], types[:-1]
+    ctx = {"mode": op.params.mode, "names": names, "types": types, "strip": strip,
            "report_as": op.params.report_as or op.name, "connector": None}
     if isinstance(op.params, ConnectorSinkParams):
         args = (*op.params.args, ("name", op.name), ("names", names), ("types", types))
@@ -72,10 +82,18 @@ def region_problem(op: Operator) -> str | None:
     if isinstance(op.params, ConnectorSinkParams):
         return (f"operator '{op.name}' is a connector sink: it writes in the stream's order, so it is "
                 f"never replicated")
-    if op.params.mode == "count":
-        return None  # commutative: each channel counts, the run reports the sum
+    if op.params.mode in ("count", "unordered"):
+        return None  # commutative: each channel counts (writes its part), the run sums (sorts) them
     return (f"operator '{op.name}' is a file sink: it writes in the stream's order, so it is never "
-            f"replicated (only a counting sink is: each channel counts, the run reports the sum)")
+            f"replicated (a counting sink is: each channel counts, the run reports the sum; so is an "
+            f"unordered one, mode='unordered': each channel writes its lines, the run sorts them)")
+
+
+def checkpoint_problem(op: Operator) -> str | None:
+    if op.params.mode == "unordered":
+        return (f"sink '{op.name}' is unordered (mode='unordered'), which does not take checkpoints yet; "
+                f"use mode='file' for a checkpointed run")
+    return None
 
 
 def channel_params(op: Operator, channel: int, width: int, dynamic: bool) -> SinkParams:
@@ -83,4 +101,4 @@ def channel_params(op: Operator, channel: int, width: int, dynamic: bool) -> Sin
 
 
 KIND = Kind("sink", declare, derive, lower, "ops/sink.py.j2", region_problem=region_problem,
-            channel_params=channel_params)
+            channel_params=channel_params, checkpoint_problem=checkpoint_problem)

@@ -100,6 +100,9 @@ def physical_profile(graph: AppGraph, prof, regions: tuple[Region, ...], physica
     for r in wide:
         if r.fed == EXCHANGE:
             load, links = _map_exchange(by_name[r.after], r, load, links, model)
+    for r in wide:
+        for timed in check_region(graph, r.name, r.operators).inner:
+            load, links = _map_window_exchange(r, timed[0], load, links, model)
     g = physical if physical is not None else physical_graph(graph, regions)
     return replace(prof, fingerprint=g.fingerprint, load=load, links=tuple(links))
 
@@ -134,6 +137,29 @@ def _map_exchange(up: Region, down: Region, load: Mapping[str, float], links: li
         new_load[down.exchange_split(c)] = rate * model.split_s(DYNAMIC)
     for d, rate in enumerate(got):
         new_load[down.exchange_merge(d)] = rate * model.merge_s(DYNAMIC)
+    return new_load, out
+
+
+def _map_window_exchange(r: Region, op: str, load: Mapping[str, float], links: list[Link],
+                         model: PerfModel) -> tuple[dict[str, float], list[Link]]:
+    """The mapped profile with a window exchange in front of event-time window ``op``'s
+    copies (``plan.eventtime``): each channel's link into the copy passes its split (a
+    dynamic split per tuple) and its merge (a dynamic merge per tuple); every tuple stays
+    in its channel, and the watermark frames to the other channels are costed as none."""
+    copies = {Region.channel_op(op, c): c for c in range(r.width)}
+    out: list[Link] = []
+    new_load = dict(load)
+    for a, b, rate, size in links:
+        c = copies.get(b)
+        if c is None:
+            out.append((a, b, rate, size))
+            continue
+        ws, wm = r.window_split(op, c), r.window_merge(op, c)
+        out.append((a, ws, rate, size))
+        out += [(ws, r.window_merge(op, d), rate if d == c else 0.0, size) for d in range(r.width)]
+        out.append((wm, b, rate, size))
+        new_load[ws] = new_load.get(ws, 0.0) + rate * model.split_s(DYNAMIC)
+        new_load[wm] = new_load.get(wm, 0.0) + rate * model.merge_s(DYNAMIC)
     return new_load, out
 
 

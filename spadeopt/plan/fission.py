@@ -33,8 +33,10 @@ triggered the row, an event-time window the number of its group's first tuple, a
 its width-1 processing position (``kinds.numbering``); a custom operator's generated code numbers what
 the user submits with the input tuple's number). The merge strips it, so everything
 after the region sees the width-1 schema. Regions of width 1 are not rewritten at all.
-A region holding an event-time window gives its split the window's clock (attribute,
-window, bounds' type), so the split sends watermark copies (``plan.regions``).
+A region whose event-time window reads its time off the entering tuple gives its split
+the window's clock (attribute, window, bounds' type), so the split (behind a key exchange,
+every exchange split) sends watermark frames; every other event-time window gets a
+*window exchange* in front of its copies (``_window_exchange``, ``plan.eventtime``).
 
 The physical graph is an ordinary ``AppGraph``: fusion, placement, codegen and the
 runtime treat the split, the channels and the merge like any other operators. Its
@@ -124,14 +126,10 @@ def _rewrite_one(graph: AppGraph, region: Region) -> AppGraph:
         raise UsageError(f"parallel region '{region.name}': the physical operator name(s) {', '.join(clash)} "
                          f"are already taken by operators of the app; rename them")
     head: list[Operator] = []
-    for entry, split in splits.items():
+    for i, (entry, split) in enumerate(splits.items()):
         entry_schema = graph.op(entry.dst.op).in_port(entry.dst.port).schema
         chan_schema = _with_seq(entry_schema, f"region '{region.name}'") if dynamic else entry_schema
-        clock = None
-        if shape.watermark is not None:  # the event-time window's clock, with its bounds' type
-            timed, attr, window = shape.watermark
-            exact = bound_type(window, graph.op(timed).inputs[0].schema) == "int"
-            clock = (attr, window, exact)
+        clock = _clock(graph, shape.clocks[i] if i < len(shape.clocks) else None)
         head.append(Operator(split, "fission_split", (InPort("in", entry_schema),),
                              tuple(OutPort(f"out{c}", chan_schema) for c in range(k)),
                              FissionSplitParams(k, region.key, region.ordering, BLOCK, clock), STATEFUL, (),
@@ -177,7 +175,126 @@ def _rewrite_one(graph: AppGraph, region: Region) -> AppGraph:
     consumers = sorted({s.dst.op for s in graph.streams if s.src == shape.exit}, key=order.__getitem__)
     ann = _annotations(graph.annotations, region, members, [(e.src.op, split) for e, split in splits.items()],
                        consumers[0] if merged else None)
+    out = AppGraph(graph.name, tuple(ops), tuple(streams), ann, graph.params, graph.module)
+    for timed in shape.inner:
+        out = _window_exchange(out, graph, region, timed)
+    return out
+
+
+def _clock(graph: AppGraph, timed: tuple | None) -> tuple | None:
+    """An event-time window's clock for the splits that send its watermark frames: its
+    ``(attribute, window, int bounds)`` (None: no window)."""
+    if timed is None:
+        return None
+    op, attr, window = timed
+    return attr, window, bound_type(window, graph.op(op).inputs[0].schema) == "int"
+
+
+def _window_exchange(graph: AppGraph, logical: AppGraph, region: Region, timed: tuple) -> AppGraph:
+    """``graph`` (``region`` rewritten) with a window exchange in front of event-time window
+    ``timed[0]``'s copies (``plan.eventtime``): in each channel an ``exchange_split`` on the
+    region's key with the window's clock (every tuple stays in its channel, watermark frames
+    go to the others) and a clocked ``exchange_merge``; both join the channel. A fuse group
+    (FMAN's, one per channel) holding the window's copy is cut in two at the exchange: what
+    is before the window with the split, the merge with the rest; and each channel's part
+    before the exchange is exlocated from its part after it (pairwise), so no fusion lets
+    two channels' PEs send to each other (a cycle of PEs takes no aligned checkpoint)."""
+    op, k = timed[0], region.width
+    copies = [Region.channel_op(op, c) for c in range(k)]
+    schema = graph.op(copies[0]).in_port("in").schema
+    clock = _clock(logical, timed)
+    where = f"watermark frames of event-time window '{op}' in parallel region '{region.name}'"
+    senders = [Operator(region.window_split(op, c), "exchange_split", (InPort("in", schema),),
+                        tuple(OutPort(f"out{d}", schema) for d in range(k)),
+                        ExchangeSplitParams(k, region.key, BLOCK, clock), STATEFUL, (), where) for c in range(k)]
+    receivers = [Operator(region.window_merge(op, d), "exchange_merge", tuple(InPort(f"in{c}", schema) for c in range(k)),
+                          (OutPort("out", schema),), ExchangeMergeParams(k, clocked=True), STATEFUL, (), where)
+                 for d in range(k)]
+    ops: list[Operator] = []
+    for o in graph.operators:
+        if o.name == copies[0]:
+            ops.extend(senders)
+            ops.extend(receivers)
+        ops.append(o)
+    streams: list[Stream] = []
+    for s in graph.streams:
+        if s.dst.op in copies and s.dst.port == "in":
+            c = copies.index(s.dst.op)
+            streams.append(Stream(s.src, PortRef(region.window_split(op, c), "in")))
+            streams.extend(Stream(PortRef(region.window_split(op, c), f"out{d}"),
+                                  PortRef(region.window_merge(op, d), f"in{c}")) for d in range(k))
+            streams.append(Stream(PortRef(region.window_merge(op, c), "out"), s.dst))
+        else:
+            streams.append(s)
+    ann = _cut_channels(graph.annotations, logical, region, op)
     return AppGraph(graph.name, tuple(ops), tuple(streams), ann, graph.params, graph.module)
+
+
+def _cut_channels(ann: Annotations, logical: AppGraph, region: Region, op: str) -> Annotations:
+    """``ann`` with window ``op``'s exchange in each channel of ``region``: the channel's
+    split and merge join its channel, a fuse group holding the window's copy is cut in two
+    there, and the channel's part before the exchange is exlocated from its part after."""
+    k = region.width
+    copies = [Region.channel_op(op, c) for c in range(k)]
+    mine = {copies[c]: (region.window_split(op, c), region.window_merge(op, c)) for c in range(k)}
+    before = {Region.channel_op(o, c) for o in _upstream(logical, op, set(region.operators)) for c in range(k)}
+    after = {Region.channel_op(o, c) for o in _downstream(logical, op, set(region.operators)) for c in range(k)}
+    fuse: list[tuple[str, ...]] = []
+    for g in ann.fuse:  # a fuse group across a window exchange is cut there
+        at = next((o for o in g if o in mine), None)
+        if at is not None:
+            ws, wm = mine[at]
+            fuse.append((*[o for o in g if o in before], ws))
+            fuse.append((wm, *[o for o in g if o not in before]))
+        elif any(o in before for o in g) and any(o in after for o in g):
+            fuse.append(tuple(o for o in g if o in before))
+            fuse.append(tuple(o for o in g if o not in before))
+        else:
+            fuse.append(g)
+
+    def widen(group: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(x for o in group for x in (*mine.get(o, ()), o))
+
+    channels = tuple(tuple(widen(ch) for ch in chans) if any(o in mine for ch in chans for o in ch) else chans
+                     for chans in ann.channels)
+    # no PE may hold both what is before the window exchange and what is after it in one
+    # channel (such PEs of two channels would send to each other: a cycle of PEs)
+    apart = []
+    for c in range(k):
+        ws, wm = mine[copies[c]]
+        pre = [Region.channel_op(o, c) for o in region.operators if Region.channel_op(o, c) in before] + [ws]
+        post = [wm, copies[c], *[Region.channel_op(o, c) for o in region.operators
+                                 if Region.channel_op(o, c) in after]]
+        apart += [(a, b) for a in pre for b in post]
+    ann = dataclasses.replace(ann, fuse=tuple(g for g in fuse if len(g) > 1), channels=channels,
+                              exlocate=(*ann.exlocate, *apart))
+    return ann
+
+
+def _downstream(graph: AppGraph, op: str, members: set[str]) -> set[str]:
+    """The operators of ``members`` with a path from ``op`` inside ``members``."""
+    out: set[str] = set()
+    todo = [op]
+    while todo:
+        at = todo.pop()
+        for s in graph.streams:
+            if s.src.op == at and s.dst.op in members and s.dst.op not in out:
+                out.add(s.dst.op)
+                todo.append(s.dst.op)
+    return out
+
+
+def _upstream(graph: AppGraph, op: str, members: set[str]) -> set[str]:
+    """The operators of ``members`` with a path to ``op`` inside ``members``."""
+    out: set[str] = set()
+    todo = [op]
+    while todo:
+        at = todo.pop()
+        for s in graph.streams:
+            if s.dst.op == at and s.src.op in members and s.src.op not in out:
+                out.add(s.src.op)
+                todo.append(s.src.op)
+    return out
 
 
 def _annotations(ann: Annotations, region: Region, members: set[str], producers: list[tuple[str, str]],
@@ -266,16 +383,19 @@ def _exchange(graph: AppGraph, up: Region, down: Region) -> AppGraph:
     merging the ``up.width`` senders by number. Each sender joins its upstream channel and
     each receiver its downstream channel (``Annotations.channels``; FMAN's fuse groups)."""
     merge, split = up.merge, down.split
+    # an event-time window behind the exchange that reads its clock off the entering tuple:
+    # every sender sends its watermark frames (plan.eventtime)
+    clock = graph.op(split).params.clock
     into = sorted((int(s.dst.port[2:]), s.src) for s in graph.streams if s.dst.op == merge)
     outof = sorted((int(s.src.port[3:]), s.dst) for s in graph.streams if s.src.op == split)
     schema = graph.op(merge).inputs[0].schema  # the upstream channels' exit schema, with the number
     senders = [Operator(down.exchange_split(c), "exchange_split", (InPort("in", schema),),
                         tuple(OutPort(f"out{d}", schema) for d in range(down.width)),
-                        ExchangeSplitParams(down.width, down.key, BLOCK), STATEFUL, (),
+                        ExchangeSplitParams(down.width, down.key, BLOCK, clock), STATEFUL, (),
                         f"key exchange into parallel region '{down.name}'") for c in range(up.width)]
     receivers = [Operator(down.exchange_merge(d), "exchange_merge",
                           tuple(InPort(f"in{c}", schema) for c in range(up.width)), (OutPort("out", schema),),
-                          ExchangeMergeParams(up.width), STATEFUL, (),
+                          ExchangeMergeParams(up.width, clocked=clock is not None), STATEFUL, (),
                           f"key exchange into parallel region '{down.name}'") for d in range(down.width)]
     ops: list[Operator] = []
     for op in graph.operators:

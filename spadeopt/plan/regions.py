@@ -25,14 +25,14 @@ operator kind allows is its ``Kind.region_problem`` and ``Kind.forwards``
 - an operator's output must be triggered by a tuple of its own partition, so that the
   merge can put it back at its trigger's sequence number (``union``, arrival order, is
   refused), with one exception: an operator that advances on every tuple's event time
-  (``Kind.event_time``: a keyed event-time window, tumbling or sliding, which closes every key's
-  group on any key's tuple). A region holds at most one; every other operator of the
-  region is before it or after it, nothing before it feeds anything after it, the
-  region is left from it or after it, and every operator before it emits exactly one
-  tuple per tuple and forwards its time attribute unchanged, so the split reads the
-  window's event time off the entering tuple: whenever the stream's window advances,
-  the split sends every other channel a *watermark copy* of that tuple (numbered
-  ``-1 - n``), and every channel closes its groups at the width-1 stream position;
+  (``Kind.event_time``: a keyed event-time window, tumbling or sliding, which closes every
+  key's group on any key's tuple). Its channel copies learn the stream's progress from
+  watermark frames (``plan.eventtime``): from the entering stream's split when the region
+  has one entry, one such window, and only operators before it that emit exactly one tuple
+  per tuple with its time attribute unchanged; from a *window exchange* in front of the
+  window otherwise (filters and keyed custom operators before it, several windows, several
+  entering streams). Either way nothing before a window may feed anything after it, and
+  the region is left from a window or after it, not before one;
 - custom operators replicate when they declare ``state="stateless"`` or
   ``state="partitioned", key=[...]``: the generated code numbers what the user's
   ``submit`` emits with the input tuple's number (``docs/operators.md``);
@@ -43,7 +43,7 @@ operator kind allows is its ``Kind.region_problem`` and ``Kind.forwards``
   each split numbers its own stream, streams of different entries (or a join's output
   and anything else) may meet only in a join, one on each side: a join numbers its
   matches by its width-1 processing position, (order value, side, trigger's number)
-  (``kinds.numbering``); no event-time window in such a region.
+  (``kinds.numbering``).
 
 A region may also start at a connector source reading several partitions (Redis stream
 keys) that declares how the app partitions them (``redis_source(...,
@@ -63,7 +63,8 @@ not match exchange tuples channel to channel when both run wider than 1 (a *key 
 :func:`choose_exchanges`; ``plan.fission``): the first region's channels must carry numbers
 comparable across channels (not a region led by a partitioned source, whose channels
 interleave by arrival: merge and split are kept, :func:`exchange_problem` says why), and
-the second must be dynamic with no event-time window.
+the second must be dynamic (an event-time window in it takes its watermark frames from the
+exchange splits, or from a window exchange of its own).
 
 Ordering. A region made only of functors without a filter is *static-rate* (every
 operator emits exactly one tuple per input, 004's case): the split deals fixed blocks
@@ -84,6 +85,7 @@ from spadeopt.errors import UsageError
 from spadeopt.kinds import kind_of, selectivity
 from spadeopt.kinds.source import partitioning
 from spadeopt.model.graph import ARRIVAL, DYNAMIC, PARTITIONED, STATIC, AppGraph, PortRef, Stream
+from spadeopt.plan.eventtime import event_time_shape, flush_into_join
 
 BLOCK = 64  # tuples per round-robin block (split and merge agree on it)
 EXCHANGE = "exchange"  # Region.fed of a region whose channels receive from the region before it
@@ -142,6 +144,15 @@ class Region:
         """The exchange's merge at the head of this region's ``channel``."""
         return f"{self.name}__xmerge{channel}"
 
+    def window_split(self, op: str, channel: int) -> str:
+        """The window exchange's split in front of event-time window ``op`` in ``channel``
+        (``plan.eventtime``): the channel's tuples to itself, watermark frames to the others."""
+        return f"{self.name}__{op}__wsplit{channel}"
+
+    def window_merge(self, op: str, channel: int) -> str:
+        """The window exchange's merge at the input of ``op``'s copy in ``channel``."""
+        return f"{self.name}__{op}__wmerge{channel}"
+
     @property
     def routing(self) -> str:
         if self.fed == EXCHANGE:
@@ -171,9 +182,11 @@ class Shape:
     ordering: str
     source: str | None = None  # the splittable source leading it
     split_size: int = 0  # that source's records per split
-    watermark: tuple[str, str, Any] | None = None  # (operator, time attribute, window): watermark copies
+    watermark: tuple[str, str, Any] | None = None  # (operator, time attribute, window): the first entry's clock
     entries: tuple[Stream, ...] = ()  # every stream entering it (entry is the first); one split each
     partitions: int = 0  # a partitioned source's partitions (stream keys): the widest it may run
+    inner: tuple[tuple[str, str, Any], ...] = ()  # event-time windows fed by a window exchange (plan.eventtime)
+    clocks: tuple[tuple[str, str, Any] | None, ...] = ()  # per entry: the window its split clocks, or None
 
     @property
     def fed(self) -> str:
@@ -429,7 +442,8 @@ def check_region(graph: AppGraph, name: str, ops: tuple[str, ...]) -> Shape:
                                         f"partitioned operator(s) after it")
     if entries:
         _entries_meet_in_joins(graph, ops, ix, members, entries, key, problems)
-    watermark = _event_time(graph, ops, ix, members, entry, exit_port, problems)
+    clocks, inner = event_time_shape(graph, ops, ix, members, entries, exit_port, problems)
+    flush_into_join(graph, ops, ix, problems)
     if problems:
         raise UsageError(f"parallel region '{name}' cannot be replicated:\n"
                          + "\n".join(f"  - {p}" for p in problems))
@@ -441,7 +455,8 @@ def check_region(graph: AppGraph, name: str, ops: tuple[str, ...]) -> Shape:
     if entry is None:
         src = graph.op(sources[0])
         return Shape(None, exit_port, key, ordering, src.name, src.params.split)
-    return Shape(entry, exit_port, key, ordering, watermark=watermark, entries=tuple(entries))
+    return Shape(entry, exit_port, key, ordering, watermark=clocks[0], entries=tuple(entries), inner=inner,
+                 clocks=clocks)
 
 
 def _partitioned_source(graph: AppGraph, ops: tuple[str, ...], ix: RegionIndex, members: set[str], source: str,
@@ -520,50 +535,6 @@ def _entries_meet_in_joins(graph: AppGraph, ops: tuple[str, ...], ix: RegionInde
 
     for o in ops:
         numbers_of(o)
-    for o in ops if len(entries) > 1 else ():
-        if kind_of(graph.op(o)).event_time(graph.op(o)) is not None:
-            problems.append(f"the region is entered by {len(entries)} streams and holds event-time window '{o}', "
-                            f"whose watermark copies follow one entering stream; put the window in a region "
-                            f"of its own")
-
-
-def _event_time(graph: AppGraph, ops: tuple[str, ...], ix: RegionIndex, members: set[str], entry: Stream | None,
-                exit_port: PortRef | None, problems: list[str]) -> tuple[str, str, Any] | None:
-    """The region's event-time operator, its ``(name, attribute, window)``, checking the shape it
-    needs (module docstring), or None when it has none."""
-    timed = [(o, kind_of(graph.op(o)).event_time(graph.op(o))) for o in ops]
-    timed = [(o, t) for o, t in timed if t is not None]
-    if not timed:
-        return None
-    if len(timed) > 1:
-        problems.append(f"the region holds {len(timed)} event-time windows ({', '.join(o for o, _ in timed)}); "
-                        f"at most one may be replicated in a region (put each in a region of its own)")
-        return None
-    op, (attr, window) = timed[0]
-    if entry is None:  # a source-led region holds no partitioned operator (refused above)
-        return None
-    before, after = _walk(op, ix.pred, members), _walk(op, ix.succ, members)
-    beside = [o for o in ops if o != op and o not in before and o not in after]
-    if beside:
-        problems.append(f"operator(s) {', '.join(beside)} neither feed event-time window '{op}' nor follow it; "
-                        f"a region with an event-time window holds only what is before it and after it")
-    for o in ops:
-        if o in before and (selectivity(graph.op(o)) != STATIC or not kind_of(graph.op(o)).forwards(graph.op(o), attr)):
-            problems.append(f"operator '{o}' is before event-time window '{op}' but does not emit exactly one "
-                            f"tuple per tuple with '{attr}' unchanged, so the split cannot read the window's "
-                            f"event time off the entering tuple (start the region at '{op}')")
-    for _, s in sorted((i, s) for o in before for i, s in ix.outs[o]):
-        if s.dst.op in after:
-            problems.append(f"'{s.src.op}' feeds '{s.dst.op}' past event-time window '{op}'; after the window "
-                            f"only its rows may flow")
-    if exit_port is not None and exit_port.op in before:
-        problems.append(f"the region is left from '{exit_port.op}', before event-time window '{op}'; it must be "
-                        f"left from the window or after it")
-    entry_schema = graph.op(entry.dst.op).in_port(entry.dst.port).schema
-    if entry_schema is not None and attr not in entry_schema:
-        problems.append(f"event-time attribute '{attr}' of '{op}' is not an attribute of the stream entering "
-                        f"the region ({entry.src})")
-    return op, attr, window
 
 
 def feeding_region(graph: AppGraph, regions: tuple[Region, ...], down: Region) -> Region | None:
@@ -581,8 +552,8 @@ def exchange_problem(graph: AppGraph, up: Region, down: Region) -> str | None:
     regions), or None when they can. ``down`` must be fed by ``up``'s output alone;
     ``up``'s channels must carry numbers comparable across channels (a dynamic region, or
     a static one numbered for the exchange; not a region led by a partitioned source,
-    whose channels interleave by arrival); ``down`` must be dynamic and have no event-time
-    window (its watermark copies need a split that sees the whole stream)."""
+    whose channels interleave by arrival); ``down`` must be dynamic. An event-time window
+    in ``down`` takes its watermark frames from the exchange splits (``plan.eventtime``)."""
     us = check_region(graph, up.name, up.operators)
     ds = check_region(graph, down.name, down.operators)
     if ds.entry is None or len(ds.entries) != 1 or us.exit is None or ds.entry.src != us.exit:
@@ -598,9 +569,6 @@ def exchange_problem(graph: AppGraph, up: Region, down: Region) -> str | None:
     if ds.ordering != DYNAMIC:
         return (f"region '{down.name}' is static-rate (functors only, no key): it needs no exchange, put its "
                 f"operators in region '{up.name}'")
-    if ds.watermark is not None:
-        return (f"region '{down.name}' holds event-time window '{ds.watermark[0]}', whose watermark copies "
-                f"come from one split that sees the whole stream")
     return None
 
 

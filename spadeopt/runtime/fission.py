@@ -138,6 +138,47 @@ class ExchangeMerge(SeqMerge):
         return out
 
 
+def _position(t) -> int:
+    """A tuple's place in the width-1 order: its number, or ``m`` for a watermark frame
+    numbered ``-1 - m`` (``plan.eventtime``)."""
+    n = t[-1]
+    return n if n >= 0 else -1 - n
+
+
+class ClockedExchangeMerge(ExchangeMerge):
+    """An ``ExchangeMerge`` whose senders also send watermark frames: copies of tuples
+    numbered ``-1 - m`` (``m`` the copied tuple's number, held by another channel), merged
+    at ``m`` and passed on as they are, so the event-time window behind it sees, in
+    width-1 order, every tuple that moves the stream into a later window. A frame leaves
+    only once every sender has passed its number: the channel's watermark is the minimum
+    over its senders."""
+
+    def _take(self) -> tuple[list[tuple], int | None]:
+        queues, heads = self.queues, self.heads
+        mark = None
+        for q, h, live, floor in zip(queues, heads, self.live, self.floor, strict=True):
+            if live:
+                last = _position(q[-1]) if len(q) > h and _position(q[-1]) > floor else floor
+                if mark is None or last < mark:
+                    mark = last
+        if mark is not None and mark < 0:
+            return [], mark
+        parts = []
+        for i, q in enumerate(queues):
+            h = heads[i]
+            n = len(q)
+            if h == n:
+                continue
+            end = n if mark is None or _position(q[-1]) <= mark else bisect_right(q, mark, lo=h, key=_position)
+            if end == h:
+                continue
+            parts.append(q[h:end])
+            self._consume(i, end)
+        if not parts:
+            return [], mark
+        return (parts[0] if len(parts) == 1 else sorted(chain.from_iterable(parts), key=_position)), mark
+
+
 class BlockMerge(_ChannelQueues):
     def __init__(self, n: int, block: int) -> None:
         super().__init__(n)

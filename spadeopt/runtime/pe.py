@@ -212,7 +212,7 @@ class PERuntime:
              connector: Any = None) -> Sink:
         """``report_as``: a counting sink's channel copy counts under its logical name;
         ``connector``: a sink connector (``spadeopt.connectors.base.Sink``) it writes to."""
-        s = Sink(report_as or name, mode, names, types, self.out_dir, connector)
+        s = Sink(report_as or name, mode, names, types, self.out_dir, connector, part=name)
         self.sinks[name] = s
         if connector is not None:
             self.sink_connectors[name] = connector

@@ -4,6 +4,11 @@ A file sink writes ``<out>/.<name>.jsonl.part`` while the job runs; only when th
 job has succeeded does the driver ``commit`` it to ``<out>/<name>.jsonl`` (a rename).
 A failed or killed run therefore never leaves a file that looks complete: ``discard``
 removes the parts, and any part left by a node that died is hidden and marked.
+
+An *unordered* file sink (``mode="unordered"``: the order of its lines is not part of
+the answer) writes one part per copy, ``.<name>#<copy>.jsonl.part`` (each channel of a
+parallel region its own), and ``commit`` writes ``<name>.jsonl`` as every copy's lines
+sorted: one order, whatever the width or the interleaving.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from pathlib import Path
 from spadeopt.connectors.formats import json_encoder
 
 PART_SUFFIX = ".jsonl.part"
+UNORDERED = "#"  # an unordered sink's part: .<name>#<copy>.jsonl.part
 
 
 def part_name(name: str) -> str:
@@ -30,11 +36,25 @@ def parts(out_dir: str | os.PathLike[str]) -> dict[str, Path]:
 
 
 def commit(out_dir: str | os.PathLike[str]) -> list[Path]:
-    """Rename every part in ``out_dir`` to its final ``<name>.jsonl``; the final paths."""
+    """Rename every part in ``out_dir`` to its final ``<name>.jsonl`` (an unordered sink's
+    parts: their lines sorted into it); the final paths."""
     done = []
+    unordered: dict[str, list[Path]] = {}
     for name, p in parts(out_dir).items():
+        if UNORDERED in name:
+            unordered.setdefault(name.split(UNORDERED, 1)[0], []).append(p)
+            continue
         final = Path(out_dir) / f"{name}.jsonl"
         os.replace(p, final)
+        done.append(final)
+    for name, ps in sorted(unordered.items()):
+        lines = sorted(line for p in ps for line in p.read_text(encoding="utf-8").splitlines(keepends=True))
+        final = Path(out_dir) / f"{name}.jsonl"
+        tmp = final.with_name(f".{name}.jsonl.sorting")
+        tmp.write_text("".join(lines), encoding="utf-8")
+        os.replace(tmp, final)
+        for p in ps:
+            p.unlink()
         done.append(final)
     return done
 
@@ -58,7 +78,7 @@ class Sink:
     closed (flushed) with the sink."""
 
     def __init__(self, name: str, mode: str, names: list[str], types: list[str], out_dir: str | None,
-                 connector=None):
+                 connector=None, part: str = ""):
         self.name = name
         self.count = 0
         self.names = names
@@ -70,9 +90,9 @@ class Sink:
             connector.open()
             self.write = self._write_connector
             return
-        if mode == "file" and out_dir:
+        if mode in ("file", "unordered") and out_dir:
             self._encode = json_encoder(names, types)  # json.dumps's text, bytes as hex
-            self.path = Path(out_dir) / part_name(name)
+            self.path = Path(out_dir) / part_name(name if mode == "file" else f"{name}{UNORDERED}{part or name}")
             self._file = open(self.path, "w", encoding="utf-8")  # noqa: SIM115
         self.write = self._write_file if self._file else self._count
 

@@ -39,8 +39,14 @@ def bad_regions(case: str = "ok") -> App:
         g = a.aggregate("g", h, window=count_window(2), by=["k"], output={"k": "k", "n": "count()"})
     elif case == "time":  # a sliding event-time window (replicable since 2026-11-26)
         g = a.aggregate("g", f, window=time_window("ts", 10, 5), by=["k"], output={"k": "k", "n": "count()"})
-    elif case == "time_filter":  # a filter before a tumbling event-time window
+    elif case == "time_filter":  # a filter before a tumbling event-time window (replicable since 2026-11-28)
         g = a.aggregate("g", f, window=time_window("ts", 10), by=["k"], output={"k": "k", "n": "count()"})
+    elif case == "time_exit":  # left before an event-time window whose rows are counted inside
+        g = a.aggregate("g", f, window=time_window("ts", 10), by=["k"], output={"k": "k", "n": "count()"})
+        a.sink("counted", g, mode="count")
+        a.sink("sink", f)
+        a.parallel("f", "g", "counted", width=2, name="reg")
+        return a
     else:
         raise ValueError(case)
     a.sink("sink", g)

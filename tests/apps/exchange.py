@@ -10,7 +10,11 @@ region's channels by a hash of the second key, and each of those merges them by 
 - ``keyed``: the source outside, region ``prep`` split by account (``acct``): a filter and
   a per-account count window; region ``desk`` the same per-symbol work;
 - ``static``: as ``source`` but ``prep`` is functors only (static-rate), numbered for the
-  exchange.
+  exchange;
+- ``timed``: as ``source``, and ``prep`` stamps an event time ``ts`` out of order by up to
+  180 (some trades late for 500-wide windows); region ``desk`` filters, counts per symbol
+  in tumbling event-time windows (a window exchange behind the key exchange,
+  ``plan.eventtime``) and formats.
 
 ``prep`` at ``wprep`` and ``desk`` at ``wdesk`` (FMAN's widths; ``--width`` overrides);
 ``spin_us`` slows the source (checkpoint kill tests).
@@ -20,7 +24,7 @@ from __future__ import annotations
 
 from time import perf_counter
 
-from spadeopt import App, app, count_window
+from spadeopt import App, app, count_window, time_window
 from spadeopt.toolkit.sources import splittable
 
 SCHEMA = "id:int, acct:int, sym:int, qty:int, px:float"
@@ -52,8 +56,24 @@ def rows_in_splits(rows: list, split: int = 5, *, part: int = 0, parts: int = 1)
         yield [tuple(r) for r in rows[s * split:(s + 1) * split]]
 
 
+def _timed(a: App, src, wprep: int, wdesk: int, src_name: str) -> None:
+    f = a.functor("clean", src, filter="qty > 20 and acct % 7 != 3",
+                  output={"id": "id", "sym": "sym", "qty": "qty", "px": "px", "ts:int": "id * 10 - (qty % 7) * 30"})
+    hot = a.functor("hot", f, filter="qty % 3 != 0")
+    g = a.aggregate("per_sym", hot, window=time_window("ts", 500), by=["sym"],
+                    output={"sym": "sym", "id": "last(id)", "wend": "wend()", "n": "count()", "qty:int": "sum(qty)",
+                            "notional:float": "sum(px)"})
+    a.sink("sink", a.functor("fmt", g, output={"sym": "sym", "id": "id", "wend": "wend", "n": "n",
+                                               "notional": "notional", "big:bool": "qty > 800"}), mode="file")
+    a.parallel(src_name, "clean", width=wprep, name="prep")
+    a.parallel("hot", "per_sym", "fmt", width=wdesk, name="desk")
+
+
 def build(a: App, src, case: str, wprep: int, wdesk: int, src_name: str) -> None:
     """``prep`` and ``desk`` after ``src`` (module docstring); the sink is ``sink``."""
+    if case == "timed":
+        _timed(a, src, wprep, wdesk, src_name)
+        return
     if case == "keyed":
         f = a.functor("clean", src, filter="qty > 20")
         p = a.aggregate("per_acct", f, window=count_window(3), by=["acct"],

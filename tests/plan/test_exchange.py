@@ -104,12 +104,15 @@ def test_what_refuses_an_exchange_keeps_merge_and_split_and_says_why():
     assert doc["from"] == "up" and doc["to"] == "down" and not doc["exchange"] and "arrival" in doc["why"]
     kinds = [op.kind for op in physical_graph(arrival, rs).operators]
     assert "exchange_split" not in kinds and kinds.count("fission_merge") == 2 and kinds.count("fission_split") == 1
-    # an event-time window downstream: its watermark copies need one split
+    # an event-time window downstream (refused until 2026-11-28): every sender sends its
+    # watermark frames, every receiver orders them (plan.eventtime)
     timed = _two_regions(window=time_window("ts", 10)).build()
     rs = resolve_regions(timed, "manual", None)
     down = next(r for r in rs if r.name == "down")
-    assert down.fed == "split"
-    assert "holds event-time window 'h'" in exchange_problem(timed, feeding_region(timed, rs, down), down)
+    assert down.fed == EXCHANGE and exchange_problem(timed, feeding_region(timed, rs, down), down) is None
+    phys = physical_graph(timed, rs)
+    assert phys.op("down__xsplit0").params.clock[0] == "ts" and phys.op("down__xmerge1").params.clocked
+    assert "down__split" not in phys.by_name and "up__merge" not in phys.by_name
     # the upstream output also feeds another operator, which needs the merge
     tap = _two_regions(also=True).build()
     rs = resolve_regions(tap, "manual", None)
@@ -122,11 +125,11 @@ def test_what_refuses_an_exchange_keeps_merge_and_split_and_says_why():
 
 
 def test_a_plan_that_claims_an_exchange_it_cannot_have_is_refused():
-    g = _two_regions(window=time_window("ts", 10)).build()
+    g = _two_regions(also=True).build()
     plan = plan_for(g, "manual")
     forged = dataclasses.replace(plan, regions=tuple(
         dataclasses.replace(r, fed=EXCHANGE, after="up") if r.name == "down" else r for r in plan.regions))
-    with pytest.raises(PlanError, match="fed by an exchange from region 'up', but region 'down' holds event-time"):
+    with pytest.raises(PlanError, match="fed by an exchange from region 'up', but region 'up''s output .* also feeds"):
         check_plan(forged, g)
     # a plan that keeps merge and split between two exchange-able regions is honoured
     g = _graph()

@@ -43,7 +43,7 @@ def test_state_and_selectivity_kinds_are_derived_from_parameters():
     ("stateful", ["operator 'g' is stateful", "aggregate without by="]),
     ("drops_key", ["operator 'f' does not forward key 'k'"]),
     ("disjoint", ["partition keys do not intersect", "'h' on ['j']", "'g' on ['k']"]),
-    ("time_filter", ["operator 'f' is before event-time window 'g' but does not emit exactly one tuple per tuple"]),
+    ("time_exit", ["the region is left from 'f', before event-time window 'g'"]),
     ("custom", ["operator 'c' is stateful", "declares state='stateless'"]),
     ("loop", ["crosses a feedback loop", "'echo'"]),
 ])
@@ -209,3 +209,17 @@ def test_explain_shows_regions_channels_pes_and_nodes(tmp_path):
     text = explain_text(b.directory)
     assert "each channel reads its own source splits, no merge (each channel's counting sink counts" in text
     assert f"channel 0: src@0, f0@0, f1@0, f2@0, sink@0 -> {b.plan.pe_of['sink__0']} on node" in text
+
+
+def test_a_filter_before_an_event_time_window_gets_a_window_exchange():
+    """Refused until 2026-11-28 (the split read the window's event time off the entering
+    tuple); each channel now has a window exchange in front of the window's copy
+    (``plan.eventtime``), and the split sends no watermark frames."""
+    graph, _ = load_graph("tests/apps/bad_regions.py", {"case": "time_filter"})
+    plan = plan_for(graph, "manual")
+    phys = physical_graph(graph, plan.regions)
+    names = [op.name for op in phys.operators]
+    assert [n for n in names if "__g__w" in n] == ["reg__g__wsplit0", "reg__g__wsplit1",
+                                                  "reg__g__wmerge0", "reg__g__wmerge1"]
+    assert phys.op("reg__split").params.clock is None
+    assert phys.op("reg__g__wsplit0").params.clock[0] == "ts" and phys.op("reg__g__wmerge1").params.clocked

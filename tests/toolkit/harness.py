@@ -131,8 +131,8 @@ class _FakeRT:
     def ordered(self, n: int, key_index: list[int]) -> Ordered:
         return Ordered(n, key_index)
 
-    def sink(self, name: str, mode: str, names: list[str], types: list[str]) -> Sink:
-        s = self.sinks[name] = Sink(name, mode, names, types, str(self.out_dir))
+    def sink(self, name: str, mode: str, names: list[str], types: list[str], report_as: str | None = None) -> Sink:
+        s = self.sinks[name] = Sink(report_as or name, mode, names, types, str(self.out_dir), part=name)
         return s
 
     def input(self, ref: str, fn, final, links: int) -> None:
@@ -158,12 +158,13 @@ class _FakeRT:
 
 
 def simulate(app: App | AppGraph, fusion: str, out_dir: Path, *, seed: int = 0,
-             chunks: Sequence[int] = (BATCH,), widths: Mapping[str, int] | None = None) -> Rows:
+             chunks: Sequence[int] = (BATCH,), widths: Mapping[str, int] | None = None,
+             given: Plan | None = None) -> Rows:
     """Run ``app`` under ``fusion`` in this process; ``chunks`` are the source batch
     sizes (cycled); ``seed`` picks the interleaving of deliveries between PEs;
-    ``widths`` are the parallel regions' widths."""
+    ``widths`` are the parallel regions' widths; ``given``: run this plan instead."""
     graph = as_graph(app)
-    p = plan(graph, fusion, widths)
+    p = given if given is not None else plan(graph, fusion, widths)
     files = render_build(graph, p, "")
     deploy = json.loads(files["deploy.json"])
     out_dir.mkdir(parents=True, exist_ok=True)

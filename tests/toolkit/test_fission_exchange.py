@@ -174,7 +174,7 @@ def test_numbering_without_the_index_of_rows_sharing_a_number_gives_another_answ
     base = simulate(app, "all", tmp_path_factory.mktemp("w1"), widths={"prep": 1, "desk": 1}, chunks=[13])
     text = (template_dir() / "ops" / "exchange_split.py.j2").read_text()
     wrong = text.replace("((s << {{ c.bits }}) | i,)", "((s << {{ c.bits }}),)")
-    assert wrong.count("c.bits }}),)") == 2
+    assert wrong.count("c.bits }}),)") == 3  # the hash, clock and round-robin branches
     path = tmp_path / "exchange_split_no_index.py.j2"
     path.write_text(wrong)
     monkeypatch.setitem(KINDS, "exchange_split", dataclasses.replace(KINDS["exchange_split"], template=str(path)))

@@ -213,8 +213,6 @@ def test_submit_from_another_thread_is_refused_naming_pe_and_operator(tmp_path):
 
 @pytest.mark.parametrize("region,words", [
     (("c",), ["operator 'c' is stateful", "declares state='stateless' or 'partitioned'"]),
-    (("f", "w"), ["operator 'f' is before event-time window 'w' but does not emit exactly one tuple per tuple",
-                  "start the region at 'w'"]),
     (("e", "c2", "after"), ["operator 'e' does not forward key 'k'", "operator 'c2' does not forward key 'k'"]),
 ])
 def test_what_cannot_keep_width_1_answers_is_refused_naming_operator_and_rule(region, words):
