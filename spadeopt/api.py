@@ -20,6 +20,14 @@ from spadeopt.plan.deployment import Deployment, Sampling
 from spadeopt.plan.plan import Plan, check_plan
 from spadeopt.runtime.loader import canonical_ref, load_app
 
+# One profiling default everywhere (profile, optimize's Makefile target, compare, demo):
+# one PE (FALL) measures every operator without processes contending for the cores, and
+# refinement makes an operator's CPU fraction independent of what it was fused with; one
+# tuple in 100 gives rare links enough samples in a short run for a few per cent of
+# overhead (docs/benchmarks.md, "profiling overhead").
+PROFILE_FUSION = "all"
+PROFILE_SAMPLE_RATE = 0.01
+
 
 def load_graph(app_ref: str, params: Mapping[str, str] | None = None) -> tuple[AppGraph, str]:
     """Load and validate an app; returns the graph and a reference PEs can import."""
@@ -235,8 +243,8 @@ def write_json(path: Path, doc: Any) -> None:
     write_atomic(Path(path), json.dumps(doc, indent=2, sort_keys=True) + "\n")
 
 
-def profile(app_ref: str, run_dir: Path, fusion: str = "none", params: Mapping[str, str] | None = None, *,
-            sample_rate: float = 0.001, reservoir: int = 5000, seed: int = 0, nodes: int = 1, cores: int = 2,
+def profile(app_ref: str, run_dir: Path, fusion: str = PROFILE_FUSION, params: Mapping[str, str] | None = None, *,
+            sample_rate: float = PROFILE_SAMPLE_RATE, reservoir: int = 5000, seed: int = 0, nodes: int = 1, cores: int = 2,
             production_probe: bool = True, options: RunOptions | None = None) -> tuple[RunResult, Path]:
     """Stage 1: run an instrumented build of the app and write its raw samples; then
     (``production_probe``) run its production FALL build (:func:`_production_probe`).

@@ -247,10 +247,27 @@ def cmd_broker(args: argparse.Namespace) -> int:
     return 0
 
 
+USER_HELP = "Compile a Python stream app into fused processes (PEs) and run it on Spark."
+USER_EPILOG = """\
+first run:    spadeopt run APP.py --fusion all --out out/APP
+two stages:   spadeopt profile APP.py -o runs/APP
+              spadeopt refine runs/APP -o profiles/APP.json
+              spadeopt optimize APP.py --profile profiles/APP.json -o build/APP
+              spadeopt explain build/APP --png plan.png
+              spadeopt run build/APP --out out/APP-fatm
+side by side: spadeopt compare APP.py --out out/compare
+
+`spadeopt COMMAND --help` for a command's options. Guide: docs/guide.md; builder
+methods and expressions: docs/api.md. Exit codes: 0 ok, 1 the job failed while running,
+2 bad input (nothing written), 130 interrupted."""
+
+
 def parser() -> argparse.ArgumentParser:
+    from spadeopt.api import PROFILE_FUSION, PROFILE_SAMPLE_RATE
     from spadeopt.bench.registry import BENCHMARKS
 
-    ap = argparse.ArgumentParser(prog="spadeopt", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="spadeopt", description=USER_HELP, epilog=USER_EPILOG,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="command", required=True)
     FORCE_HELP = ("replace an output path that holds something spadeopt did not write there "
                   "(it is moved aside to NAME.spadeopt-backup-TIME, never deleted)")
@@ -259,10 +276,10 @@ def parser() -> argparse.ArgumentParser:
     NO_COLLAPSE_HELP = ("keep operator boundaries inside static-rate functor runs instead of compiling each "
                         "run into one loop (the ablation; recorded in plan.json and deploy.json)")
 
-    def app_args(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--fusion", default="none",
+    def app_args(p: argparse.ArgumentParser, fusion: str = "none", why: str = "") -> None:
+        p.add_argument("--fusion", default=fusion,
                        help="none (one PE per operator), all (one PE), manual (the app's annotations) "
-                            "or a plan.json (default: none)")
+                            f"or a plan.json (default: {fusion}{why})")
         p.add_argument("-p", action="append", metavar="KEY=VALUE", help="app parameter (repeatable)")
         p.add_argument("--nodes", type=int, default=1, help="nodes to place PEs on (default 1)")
         p.add_argument("--cores", type=int, default=2, help="cores per node (default 2)")
@@ -306,8 +323,11 @@ def parser() -> argparse.ArgumentParser:
 
     pr = sub.add_parser("profile", help="stage 1: run an instrumented build and collect port metrics")
     pr.add_argument("app")
-    app_args(pr)
-    pr.add_argument("--sample-rate", type=float, default=0.001, help="stride sampling fraction s in (0, 1] (default 0.001)")
+    app_args(pr, PROFILE_FUSION, ": one PE measures operators without process contention, and an operator's "
+             "profile does not depend on its fusion")
+    pr.add_argument("--sample-rate", type=float, default=PROFILE_SAMPLE_RATE,
+                    help=f"stride sampling fraction s in (0, 1] (default {PROFILE_SAMPLE_RATE}: enough samples "
+                         "of rare links in short runs, at a few per cent of overhead)")
     pr.add_argument("--reservoir", type=int, default=5000, help="reservoir size S: sampled tuples kept per point (default 5000)")
     pr.add_argument("--duration", type=float, help="stop the sources after this many seconds (default: run to the end)")
     pr.add_argument("--seed", type=int, default=0, help="seed of the reservoir samplers (recorded; default 0)")
