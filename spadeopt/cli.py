@@ -213,21 +213,54 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def cmd_cluster(args: argparse.Namespace) -> int:
     from spadeopt.deploy import cluster
-    from spadeopt.deploy.sparkauth import SECRET_ENV
 
     if args.action == "start":
         c = cluster.start(args.state_dir, args.workers, args.cores, args.memory, args.port, host=args.host)
         print(f"Spark standalone master {c.master_url} with {args.workers} worker(s) x {args.cores} core(s) "
               f"on {args.host}; logs and pids in {c.state_dir}")
         print(f"its secret (mode 0600; jobs without it are refused): {c.secret_file}")
-        print(f"run an app on it: export {SECRET_ENV}={c.secret_file}")
-        print(f"                  spadeopt run apps/chain.py --nodes {args.workers} --cores {args.cores} "
-              f"--master {c.master_url}")
-        print(f"stop it: spadeopt cluster stop --state-dir {args.state_dir}")
+        print(_cluster_recipe(c.master_url, c.secret_file, args.workers, args.cores, args.state_dir))
+    elif args.action == "status":
+        return _cluster_status(args.state_dir)
     else:
         stopped = cluster.stop(args.state_dir)
         print(f"stopped {', '.join(stopped) or 'nothing (no recorded process was still running)'}")
     return 0
+
+
+def _cluster_recipe(master: str, secret_file: str | None, workers: int, cores: int | None, state_dir: Path) -> str:
+    """How to run an app on a cluster ``spadeopt cluster start`` made: every line needed."""
+    from spadeopt.deploy.sparkauth import SECRET_ENV
+
+    return "\n".join([
+        "run an app on it (PYSPARK_PYTHON: the executors' Python, which must have spadeopt installed;",
+        "this one has):",
+        f"  export {SECRET_ENV}={secret_file}",
+        f"  export PYSPARK_PYTHON={sys.executable}",
+        f"  spadeopt run apps/chain.py --nodes {workers} --cores {cores or 1} --master {master} --out out/chain",
+        f"check it: spadeopt cluster status --state-dir {state_dir}",
+        f"stop it:  spadeopt cluster stop --state-dir {state_dir}"])
+
+
+def _cluster_status(state_dir: Path) -> int:
+    from spadeopt.deploy import cluster
+
+    found = cluster.status(state_dir)
+    if found is None:
+        print(f"no cluster recorded in {state_dir}: start one with `spadeopt cluster start`")
+        return 1
+    c, alive = found
+    up = all(alive.values()) and bool(alive)
+    workers = sum(1 for r in alive if r.startswith("worker"))
+    print(f"{'running' if up else 'NOT fully running'}: master {c.master_url}, {workers} worker(s) x "
+          f"{cluster.worker_cores(c) or '?'} core(s); state in {c.state_dir}")
+    for role, ok in alive.items():
+        print(f"  {role:10} {'up' if ok else 'gone'}")
+    if up:
+        print(_cluster_recipe(c.master_url, c.secret_file, workers, cluster.worker_cores(c), state_dir))
+    else:
+        print(f"stop what is left and start again: spadeopt cluster stop --state-dir {state_dir}")
+    return 0 if up else 1
 
 
 def cmd_broker(args: argparse.Namespace) -> int:
@@ -434,9 +467,9 @@ def parser() -> argparse.ArgumentParser:
     sh.add_argument("profile", type=Path)
     sh.add_argument("--top", type=int, help="only the N heaviest operators and busiest links")
     sh.set_defaults(func=cmd_show)
-    cl = sub.add_parser("cluster", help="start or stop a local Spark standalone cluster (master + workers "
+    cl = sub.add_parser("cluster", help="start, check or stop a local Spark standalone cluster (master + workers "
                         "on 127.0.0.1, from the pip PySpark), authenticated by a secret only you can read")
-    cl.add_argument("action", choices=("start", "stop"))
+    cl.add_argument("action", choices=("start", "status", "stop"))
     cl.add_argument("--workers", type=int, default=2, help="workers to start (default 2)")
     cl.add_argument("--cores", type=int, default=1, help="cores per worker (default 1)")
     cl.add_argument("--memory", default="1g", help="memory per worker (default 1g)")

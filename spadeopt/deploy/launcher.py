@@ -289,6 +289,9 @@ def run_build(build_dir: Path, options: RunOptions | None = None, *, sampling: S
     master = sc.master
     local = is_local(master)
     if not local:
+        from spadeopt.deploy.preflight import check_cluster_slots
+
+        check_cluster_slots(sc, nodes, cores, say)  # before anything is shipped or submitted
         say(f"executors run Python '{sc.pythonExec}' (set PYSPARK_PYTHON or --conf spark.pyspark.python to "
             f"an interpreter with spadeopt installed on every worker)")
     say(f"running {len(deploy.pes)} PE(s) of '{deploy.app}' ({deploy.strategy}); "
