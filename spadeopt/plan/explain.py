@@ -109,13 +109,17 @@ def explain_text(build_dir: Path) -> str:
     if pred and pred.get("rate"):
         model = pred.get("model", {})
         consts = ", ".join(f"{k} {v:g}" for k, v in sorted(model.items()) if k != "source")
+        ladder = doc.get("max_frac_search") or []
+        best = max((m for m in ladder if m.get("predicted")), key=lambda m: m["predicted"], default=None)
+        fracs = " / ".join(f"{m['max_frac']:g}" for m in ladder)
+        at = f", the best of MaxFrac {fracs}: MaxFrac {best['max_frac']:g}" if best and len(ladder) > 1 else ""
         lines.append(f"fused for {doc['rate']['planned']:,.0f} source tuples/s; predicted throughput "
-                     f"{pred['rate']:,.0f} source tuples/s (bound: {pred['bottleneck']}; model: {consts}; "
+                     f"{pred['rate']:,.0f} source tuples/s{at} (bound: {pred['bottleneck']}; model: {consts}; "
                      f"call_s {pred['call_s']:.3g}; {model.get('source')})")
     elif pred:
         lines.append(f"no throughput prediction: {pred.get('error')}")
     if plan is not None and plan.regions:
-        lines += ["", *regions_text(plan), *fission_text(doc.get("fission"))]
+        lines += ["", *regions_text(plan), *fission_text(doc.get("fission"), doc.get("max_frac"))]
     lines += discovered_text(doc.get("fission"), plan)
     return "\n".join(lines)
 
@@ -153,7 +157,7 @@ def discovered_text(doc: Mapping[str, Any] | None, plan: Plan | None) -> list[st
     return lines
 
 
-def fission_text(doc: Mapping[str, Any] | None) -> list[str]:
+def fission_text(doc: Mapping[str, Any] | None, max_frac: float | None = None) -> list[str]:
     """How FATM chose the regions' widths (explain.json's ``fission``)."""
     if not doc:
         return []
@@ -174,10 +178,35 @@ def fission_text(doc: Mapping[str, Any] | None) -> list[str]:
             "key exchange (channel to channel, no merge and split between them)" if x["exchange"]
             else f"merge and split kept: {x['why']}"))
     if search:
-        for name, r in search["regions"].items():
-            tried = ", ".join(f"{t['width']} -> " + (f"{t['planned_rate']:,.0f}/s" if t["planned_rate"] else "no plan")
-                              for t in r["tried"])
-            lines.append(f"region '{name}': FATM chose width {r['chosen']} ({search['search']} search over "
-                         f"widths 1..{search['max_width']}, {search['vectors_tried']} width vector(s) planned; "
-                         f"predicted source rate by width: {tried})")
+        lines += [_width_line(name, r, search, max_frac) for name, r in search["regions"].items()]
     return lines
+
+
+def _vector(search: Mapping[str, Any], widths: Mapping[str, int]) -> Mapping[str, Any] | None:
+    """The planned width vector of ``search`` with these widths (None: not planned)."""
+    return next((v for v in search.get("vectors", []) if v.get("widths") == dict(widths)), None)
+
+
+def _width_line(name: str, r: Mapping[str, Any], search: Mapping[str, Any], max_frac: float | None) -> str:
+    """One region's width: the width chosen with the rate predicted for it, the rates of
+    the widths tried, and, when another width predicted more, why it was not taken."""
+    rate = {t["width"]: t["planned_rate"] for t in r["tried"]}
+    tried = ", ".join(f"{w} -> " + (f"{v:,.0f}/s" if v else "no plan") for w, v in rate.items())
+    chosen = r["chosen"]
+    head = (f"region '{name}': FATM chose width {chosen}, predicted "
+            + (f"{rate[chosen]:,.0f}/s" if rate.get(chosen) else "(not planned alone)")
+            + (f" at MaxFrac {max_frac:g}" if max_frac else "")
+            + f" (widths tried: {tried}; {search['search']} search over widths 1..{search['max_width']}, "
+              f"{search['vectors_tried']} width vector(s) planned)")
+    best = max((w for w, v in rate.items() if v), key=lambda w: rate[w], default=chosen)
+    if best == chosen or not rate.get(chosen):
+        return head
+    gain = rate[best] / rate[chosen] - 1
+    chosen_v = _vector(search, {n: x["chosen"] for n, x in search["regions"].items()})
+    leader_v = _vector(search, search.get("rate_leader", {}))
+    why = (f"; width {best} predicted {gain:.1%} more, within the model's error "
+           f"({search.get('model_error', 0):.0%}), so FATM kept the plan that sends fewer tuples between PEs")
+    if chosen_v and leader_v and chosen_v.get("crossing") is not None and leader_v.get("crossing") is not None:
+        why += f" ({chosen_v['crossing']:,.0f} vs {leader_v['crossing']:,.0f} tuples/s)"
+    return head + why
+
