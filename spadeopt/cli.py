@@ -142,7 +142,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     from spadeopt import api
     from spadeopt.plan.explain import explain_text
 
-    print(explain_text(args.build))
+    print(explain_text(args.build, full=args.full))
     if args.png or args.dot:
         written = api.draw_plan(args.build, args.png, args.dot, args.force)
         print("\n".join(f"plan picture: {p}" for p in written))
@@ -430,6 +430,8 @@ def parser() -> argparse.ArgumentParser:
     ex.add_argument("build", type=Path)
     ex.add_argument("--png", type=Path, help="draw the plan (nodes, PEs, operators, planned link rates) to a PNG")
     ex.add_argument("--dot", type=Path, help="write the same picture as Graphviz DOT text")
+    ex.add_argument("--full", action="store_true", help="list every region, boundary and refused merge "
+                    "(default: blocks alike, e.g. 22 identical groups of operators, are shown once with a count)")
     ex.add_argument("--force", action="store_true", help=FORCE_HELP)
     ex.set_defaults(func=cmd_explain)
 

@@ -64,3 +64,14 @@ def test_a_rate_label_sits_on_its_own_arrow_between_the_boxes():
     x, y = picture._label_at((4.1, 5.0), (5.9, 1.0), 0.15)
     assert 4.1 < x < 5.9 + 0.5 and 1.0 < y < 5.0  # between the two columns, on the curve
     assert picture._label_at((1.0, 0.0), (3.0, 0.0), 0.0) == (2.0, 0.0)
+
+
+def test_explain_shows_each_kind_of_region_and_refusal_once_and_full_lists_all(bargain_build):
+    short = cli("explain", str(bargain_build))
+    full = cli("explain", str(bargain_build), "--full")
+    assert short.returncode == full.returncode == 0, short.stderr + full.stderr
+    assert len(short.stdout.splitlines()) < 80 < 200 < len(full.stdout.splitlines())
+    cands = short.stdout.split("candidate regions discovered from the graph: 44\n", 1)[1]
+    regions = [ln for ln in cands.splitlines() if ln.startswith("region '")]
+    assert len(regions) == 2 and all("[and 21 more like it: " in ln for ln in regions)
+    assert "region 'auto_g13_trade'" in full.stdout and "region 'auto_g13_trade'" not in short.stdout
