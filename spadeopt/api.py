@@ -128,8 +128,10 @@ def run(target: str, fusion: str = "none", params: Mapping[str, str] | None = No
     if out is not None:
         claim_dir(out, "sinks", "--out", force)
     if built:
-        preflight(_graph_of_build(deploy, options), master or deploy.spark.master, deploy.nodes, deploy.cores,
-                  progress)
+        graph = _graph_of_build(deploy, options)
+        preflight(graph, master or deploy.spark.master, deploy.nodes, deploy.cores, progress)
+        options.say(f"running the build {target} of app '{deploy.app}' ({deploy.strategy}) with the parameters it "
+                    f"was built with: {_params_text(deploy.params)} (to change them, build again with -p)")
         result = _launch(Path(target), options)
     else:
         if build_dir is not None:
@@ -152,7 +154,23 @@ def run(target: str, fusion: str = "none", params: Mapping[str, str] | None = No
         result = _launch(b.directory, options)
     if out is not None:
         _mark_sinks(out, result)
+    if result.latency and graph is not None and backlog_sources(graph):
+        result.latency["backlog_sources"] = backlog_sources(graph)
     return result
+
+
+def _params_text(params: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k}={v!r}" for k, v in sorted(dict(params).items())) or "none"
+
+
+def backlog_sources(graph: AppGraph) -> list[str]:
+    """Live, unbounded Redis sources that start at the beginning of their streams (the
+    default): their first latency markers include the backlog read at the start."""
+    from spadeopt.deploy.preflight import connectors
+
+    return [op for op, factory, args in connectors(graph)
+            if factory.endswith(":RedisStreamSource") and args.get("start") == "beginning"
+            and args.get("start_time") is None and args.get("until") is None and args.get("count") is None]
 
 
 def _graph_of_build(deploy: Deployment, options: RunOptions) -> AppGraph | None:

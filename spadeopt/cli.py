@@ -131,8 +131,13 @@ def cmd_optimize(args: argparse.Namespace) -> int:
                             widths=parse_widths(args.width), fission=not args.no_fission,
                             collapse=not args.no_collapse, checkpoints=args.checkpoints)
     print(explain_text(build.directory))
+    given = _params(args.p)
+    carried = ", ".join(f"{k}={v!r}" for k, v in sorted(build.deploy.params.items())) or "none"
     print(f"\nwrote {len(build.plan.pes)} PE module(s), plan.json, deploy.json and explain.json to "
           f"{build.directory}; run it with: spadeopt run {build.directory}")
+    print(f"the build carries the app parameters {carried} ("
+          + ("the profile's, with -p " + ", ".join(sorted(given)) if given else "the profile's: give -p KEY=VALUE "
+             "to optimize for others") + ")")
     for note in build.notes:  # what its checkpoints guarantee short of a failure-free run's output
         print(f"checkpoints: {note}")
     return 0
