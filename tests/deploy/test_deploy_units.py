@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-
 import zipfile
 
 import pytest

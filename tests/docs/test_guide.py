@@ -8,7 +8,6 @@ import importlib.util
 import json
 import re
 import shlex
-from collections import defaultdict
 from pathlib import Path
 
 import pytest
