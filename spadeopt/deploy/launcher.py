@@ -28,6 +28,7 @@ from typing import Any
 
 from spadeopt.deploy import sparkauth
 from spadeopt.deploy.agent import ERROR_TAG, STOP_FILE, barrier_task, is_live_run
+from spadeopt.deploy.jvmlog import jvm_log, jvm_output_to_log
 from spadeopt.deploy.masters import is_local, local_cluster_cores
 from spadeopt.deploy.options import RunOptions
 from spadeopt.deploy.procs import running
@@ -168,7 +169,7 @@ def spark_session(master: str | None, cores: int, app_name: str = "spadeopt",
         # PySpark puts a SparkConf given before its JVM exists on the JVM's command line
         # (and in its system properties, which outlive this session), so the JVM starts
         # without the authentication settings, and they go in through py4j
-        with _jvm_stderr_to_log(SparkContext._gateway is None):
+        with jvm_output_to_log(SparkContext._gateway is None):
             SparkContext._ensure_initialized(conf=sconf)
         if auth.secret and not is_local(effective):
             _ugi_secret(SparkContext._jvm, auth.secret)
@@ -201,46 +202,6 @@ def _ugi_secret(jvm, secret: str) -> None:
     creds = jvm.org.apache.hadoop.security.Credentials()
     creds.addSecretKey(jvm.org.apache.hadoop.io.Text("sparkCookie"), bytearray(secret.encode()))
     jvm.org.apache.hadoop.security.UserGroupInformation.getCurrentUser().addCredentials(creds)
-
-
-JVM_LOG_ENV = "SPADEOPT_JVM_LOG"  # where the driver JVM's own output goes (default below)
-
-
-def jvm_log() -> Path:
-    """The file the driver JVM's stdout and stderr go to: Spark's start-up lines (log
-    levels, JVM module warnings) and anything it prints later, instead of the terminal."""
-    return Path(os.environ.get(JVM_LOG_ENV) or Path.home() / ".cache" / "spadeopt" / "spark-driver.log")
-
-
-@contextlib.contextmanager
-def _jvm_stderr_to_log(starting: bool):
-    """While PySpark starts the JVM (``starting``), this process's stdout and stderr point
-    at ``jvm_log()``: the JVM inherits them for its whole life; ours are put back at once."""
-    if not starting:
-        yield
-        return
-    try:
-        path = jvm_log()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        log = open(path, "ab")  # noqa: SIM115 - closed below, after the JVM has its copy
-        sys.stdout.flush()
-        sys.stderr.flush()
-        saved = [os.dup(1), os.dup(2)]
-    except OSError:  # no log to write to: the JVM keeps our stderr
-        yield
-        return
-    try:
-        log.write(f"\n---- {time.strftime('%Y-%m-%d %H:%M:%S')} pid {os.getpid()}: Spark driver JVM\n".encode())
-        log.flush()
-        os.dup2(log.fileno(), 1)
-        os.dup2(log.fileno(), 2)
-        yield
-    finally:
-        os.dup2(saved[0], 1)
-        os.dup2(saved[1], 2)
-        for fd in saved:
-            os.close(fd)
-        log.close()
 
 
 def spark_reason(exc: BaseException) -> str:
@@ -331,7 +292,7 @@ def run_build(build_dir: Path, options: RunOptions | None = None, *, sampling: S
     master = sc.master
     local = is_local(master)
     if not local:
-        from spadeopt.deploy.preflight import check_cluster_slots
+        from spadeopt.deploy.slots import check_cluster_slots
 
         check_cluster_slots(sc, nodes, cores, say)  # before anything is shipped or submitted
         say(f"executors run Python '{sc.pythonExec}' (set PYSPARK_PYTHON or --conf spark.pyspark.python to "

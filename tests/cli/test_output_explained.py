@@ -14,7 +14,7 @@ import pytest
 from spadeopt import api
 from spadeopt.bench.compare import table
 from spadeopt.console import result_table
-from spadeopt.deploy import launcher
+from spadeopt.deploy import jvmlog
 from spadeopt.deploy.launcher import RunResult
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -50,8 +50,8 @@ def test_compare_footer_names_only_the_strategies_it_ran():
 
 
 def test_the_jvm_s_start_up_output_goes_to_the_log_not_the_terminal(tmp_path, monkeypatch, capfd):
-    monkeypatch.setenv(launcher.JVM_LOG_ENV, str(tmp_path / "jvm.log"))
-    with launcher._jvm_stderr_to_log(True):  # a child started now keeps the log as its stderr
+    monkeypatch.setenv(jvmlog.JVM_LOG_ENV, str(tmp_path / "jvm.log"))
+    with jvmlog.jvm_output_to_log(True):  # a child started now keeps the log as its stderr
         child = subprocess.Popen(["sh", "-c", "sleep 0.3; echo 'Setting default log level' >&2; echo out"])
     os.write(2, b"ours\n")
     child.wait()
@@ -66,7 +66,7 @@ def test_run_of_a_build_says_which_parameters_it_carries_and_spark_stays_quiet(t
 
     assert cli("build", "apps/clicks.py", "-p", "n=500", "--fusion", "all", "-o", str(tmp_path / "b")).returncode == 0
     proc = cli("run", str(tmp_path / "b"), "--out", str(tmp_path / "o"),
-               env={launcher.JVM_LOG_ENV: str(tmp_path / "jvm.log")})
+               env={jvmlog.JVM_LOG_ENV: str(tmp_path / "jvm.log")})
     assert proc.returncode == 0, proc.stderr
     assert "with the parameters it was built with: gap=30.0, live=False, n=500, users=50, window=60.0" in proc.stderr
     assert "Setting default log level" not in proc.stderr
