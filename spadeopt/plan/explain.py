@@ -165,8 +165,7 @@ def explain_text(build_dir: Path, full: bool = False) -> str:
     elif pred:
         lines.append(f"no throughput prediction: {pred.get('error')}")
     if plan is not None and plan.regions:
-        lines += ["", *alike(regions_text(plan), full), *alike(fission_text(doc.get("fission"), doc.get("max_frac")),
-                                                                full)]
+        lines += ["", *alike(regions_text(plan), full), *alike(fission_text(doc.get("fission")), full)]
     lines += discovered_text(doc.get("fission"), plan, full)
     return "\n".join(lines)
 
@@ -206,7 +205,7 @@ def discovered_text(doc: Mapping[str, Any] | None, plan: Plan | None, full: bool
     return lines
 
 
-def fission_text(doc: Mapping[str, Any] | None, max_frac: float | None = None) -> list[str]:
+def fission_text(doc: Mapping[str, Any] | None) -> list[str]:
     """How FATM chose the regions' widths (explain.json's ``fission``)."""
     if not doc:
         return []
@@ -229,7 +228,7 @@ def fission_text(doc: Mapping[str, Any] | None, max_frac: float | None = None) -
             "key exchange (channel to channel, no merge and split between them)" if x["exchange"]
             else f"merge and split kept: {x['why']}"))
     if search:
-        lines += [_width_line(name, r, search, max_frac) for name, r in search["regions"].items()]
+        lines += [_width_line(name, r, search) for name, r in search["regions"].items()]
     return lines
 
 
@@ -238,7 +237,7 @@ def _vector(search: Mapping[str, Any], widths: Mapping[str, int]) -> Mapping[str
     return next((v for v in search.get("vectors", []) if v.get("widths") == dict(widths)), None)
 
 
-def _width_line(name: str, r: Mapping[str, Any], search: Mapping[str, Any], max_frac: float | None) -> str:
+def _width_line(name: str, r: Mapping[str, Any], search: Mapping[str, Any]) -> str:
     """One region's width: the width chosen with the rate predicted for it, the rates of
     the widths tried, and, when another width predicted more, why it was not taken."""
     rate = {t["width"]: t["planned_rate"] for t in r["tried"]}
@@ -246,7 +245,6 @@ def _width_line(name: str, r: Mapping[str, Any], search: Mapping[str, Any], max_
     chosen = r["chosen"]
     head = (f"region '{name}': FATM chose width {chosen}, predicted "
             + (f"{rate[chosen]:,.0f}/s" if rate.get(chosen) else "(not planned alone)")
-            + (f" at MaxFrac {max_frac:g}" if max_frac else "")
             + f" (widths tried: {tried}; {search['search']} search over widths 1..{search['max_width']}, "
               f"{search['vectors_tried']} width vector(s) planned)")
     best = max((w for w, v in rate.items() if v), key=lambda w: rate[w], default=chosen)

@@ -17,9 +17,9 @@ SEARCH = {"search": "coordinate ascent, early stop", "max_width": 2, "vectors_tr
 
 
 def test_chosen_width_is_stated_with_its_own_rate_and_the_reason_a_faster_one_lost():
-    lines = fission_text({"enabled": True, "search": SEARCH}, 0.5)
+    lines = fission_text({"enabled": True, "search": SEARCH})
     a = next(ln for ln in lines if ln.startswith("region 'a'"))
-    chosen, rate = re.search(r"FATM chose width (\d+), predicted ([\d,]+)/s at MaxFrac 0.5", a).groups()
+    chosen, rate = re.search(r"FATM chose width (\d+), predicted ([\d,]+)/s \(widths tried", a).groups()
     table = dict(re.findall(r"(\d+) -> ([\d,]+)/s", a.split("widths tried:", 1)[1]))
     assert table[chosen] == rate == "247,655"
     assert "width 2 predicted 5.1% more, within the model's error (12%)" in a
