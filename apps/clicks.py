@@ -79,10 +79,10 @@ SCHEMA = "user:str, ts:float, page:str, agent:str, dwell:float"
 
 @app
 def clicks_app(n: int = 20_000, users: int = 50, window: float = 60.0, gap: float = 30.0,
-               live: bool = False) -> App:
+               live: bool = False, stream: str = "clicks") -> App:
     a = App("clicks")
     if live:  # the Redis stream "clicks", JSON objects in field "value", until Ctrl-C / --duration
-        c = a.source("clicks", SCHEMA, connector=redis_source("clicks"))
+        c = a.source("clicks", SCHEMA, connector=redis_source(stream))
     else:
         c = a.source("clicks", SCHEMA, generator=clicks, args={"n": n, "users": users, "seed": 1})
     humans = a.functor("humans", c, filter="not is_bot(agent)", functions=[is_bot])
@@ -96,8 +96,8 @@ def clicks_app(n: int = 20_000, users: int = 50, window: float = 60.0, gap: floa
                    outputs={"sessions": "user:str, start:float, end:float, clicks:int"},
                    args={"gap": gap}, state="partitioned", key=["user"])
     if live:
-        a.sink("per_user_out", per_user, connector=redis_sink("clicks:per_user"))
-        a.sink("sessions_out", ses["sessions"], connector=redis_sink("clicks:sessions"))
+        a.sink("per_user_out", per_user, connector=redis_sink(f"{stream}:per_user"))
+        a.sink("sessions_out", ses["sessions"], connector=redis_sink(f"{stream}:sessions"))
     else:
         a.sink("per_user_out", per_user)
         a.sink("sessions_out", ses["sessions"])
@@ -108,49 +108,56 @@ def clicks_app(n: int = 20_000, users: int = 50, window: float = 60.0, gap: floa
 app = clicks_app
 
 
-def produce(count: int, rate: float) -> int:
-    """A producer written with plain redis-py, as any other program would write one: the
-    project broker's port and password file, stream ``clicks``, one JSON object per entry
-    in field ``value``, keys = the source's attribute names."""
-    import json
+def _redis():
+    """A redis-py client of the project's broker, as any program would make one: its port
+    (16379, or $SPADEOPT_BROKER_PORT) and the password in .spadeopt-broker/password."""
     import os
-    import time
     from pathlib import Path
 
     import redis
 
     root = Path(__file__).resolve().parents[1]
     password = (root / ".spadeopt-broker" / "password").read_text().strip()
-    r = redis.Redis(host="127.0.0.1", port=int(os.environ.get("SPADEOPT_BROKER_PORT", "16379")),
-                    password=password)
+    return redis.Redis(host="127.0.0.1", port=int(os.environ.get("SPADEOPT_BROKER_PORT", "16379")),
+                       password=password)
+
+
+def produce(count: int, rate: float, stream: str = "clicks") -> int:
+    """A producer written with plain redis-py: stream ``stream``, one JSON object per
+    entry in field ``value``, its keys the source's attribute names."""
+    import json
+    import time
+
+    r = _redis()
     fields = [f.split(":")[0].strip() for f in SCHEMA.split(",")]
     t0 = time.monotonic()
     for i, tup in enumerate(clicks(count, 50, 1)):
-        r.xadd("clicks", {"value": json.dumps(dict(zip(fields, tup, strict=True)))})
+        r.xadd(stream, {"value": json.dumps(dict(zip(fields, tup, strict=True)))})
         if rate:
             time.sleep(max(0.0, t0 + (i + 1) / rate - time.monotonic()))
     return count
 
 
+def show(stream: str = "clicks", last: int = 5) -> list[tuple[str, str, str]]:
+    """The last entries of the two output streams: (stream, entry ID, JSON row)."""
+    r = _redis()
+    return [(key, entry_id.decode(), f[b"value"].decode())
+            for key in (f"{stream}:per_user", f"{stream}:sessions")
+            for entry_id, f in r.xrevrange(key, count=last)[::-1]]
+
+
 if __name__ == "__main__":
     import argparse
 
-    ap = argparse.ArgumentParser(prog="python -m apps.clicks", description="write clicks to the Redis "
-                                 "stream 'clicks' of the project broker (make broker), or read the results")
+    ap = argparse.ArgumentParser(prog="python -m apps.clicks", description="write clicks to a Redis stream "
+                                 "of the project broker (make broker), or show the app's output streams")
     ap.add_argument("action", choices=("produce", "show"))
     ap.add_argument("--count", type=int, default=5000)
     ap.add_argument("--rate", type=float, default=0, help="clicks per second (default: as fast as possible)")
+    ap.add_argument("--stream", default="clicks", help="the input stream (the app's -p stream=...)")
     ns = ap.parse_args()
     if ns.action == "produce":
-        print(f"wrote {produce(ns.count, ns.rate)} clicks to stream 'clicks'")
+        print(f"wrote {produce(ns.count, ns.rate, ns.stream)} clicks to stream '{ns.stream}'")
     else:
-        import os
-        from pathlib import Path
-
-        import redis
-
-        pw = (Path(__file__).resolve().parents[1] / ".spadeopt-broker" / "password").read_text().strip()
-        r = redis.Redis(port=int(os.environ.get("SPADEOPT_BROKER_PORT", "16379")), password=pw)
-        for key in ("clicks:per_user", "clicks:sessions"):
-            for entry_id, f in r.xrevrange(key, count=5)[::-1]:
-                print(key, entry_id.decode(), f[b"value"].decode())
+        for key, entry_id, row in show(ns.stream):
+            print(key, entry_id, row)

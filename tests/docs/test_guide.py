@@ -109,3 +109,38 @@ def test_the_guide_s_app_runs_end_to_end_with_the_same_answers_fused_and_unfused
     got = [json.loads(r) for r in (outs[0] / "sessions_out.jsonl").read_text().splitlines()]
     assert sorted(map(_key, got)) == sorted(map(_key, sessions))
     assert len(sessions) > 50 and len(per_user) > 100
+
+
+@pytest.mark.spark
+def test_the_guide_s_live_step_own_producer_in_live_run_out_and_reading_the_sink(tmp_path):
+    """Step 7 as written: a plain redis-py producer, a live run ended by --duration (its
+    windows and sessions closed at the end), the output streams read back: the same rows
+    as plain Python computes."""
+    import subprocess
+    import sys
+    import uuid
+
+    from spadeopt.deploy import broker
+
+    if broker.status() is None:
+        pytest.fail("the Redis broker is not running: start it with `make broker`", pytrace=False)
+    stream = f"spadeopt-test:clicks-{uuid.uuid4().hex[:8]}"
+    r = guide_app._redis()
+    try:
+        py = [sys.executable, "-m", "apps.clicks"]
+        done = subprocess.run([*py, "produce", "--count", "3000", "--stream", stream], cwd=ROOT,
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0 and f"wrote 3000 clicks to stream '{stream}'" in done.stdout, done.stderr
+        proc = cli("run", "apps/clicks.py", "-p", "live=true", "-p", f"stream={stream}", "--fusion", "all",
+                   "--duration", "6", "--build-dir", str(tmp_path / "b"))
+        assert proc.returncode == 0, proc.stderr
+        assert "ended by" in proc.stdout and "includes the backlog read at the start: clicks" in proc.stdout
+        shown = subprocess.run([*py, "show", "--stream", stream], cwd=ROOT, capture_output=True, text=True,
+                               timeout=60)
+        assert shown.returncode == 0 and f"{stream}:sessions" in shown.stdout, shown.stderr
+        per_user, sessions = expected(3000)
+        for key, want in ((f"{stream}:per_user", per_user), (f"{stream}:sessions", sessions)):
+            got = [json.loads(f[b"value"]) for _, f in r.xrange(key)]
+            assert sorted(map(_key, got)) == sorted(map(_key, want)), key
+    finally:
+        r.delete(stream, f"{stream}:per_user", f"{stream}:sessions")
