@@ -287,6 +287,7 @@ def run_build(build_dir: Path, options: RunOptions | None = None, *, sampling: S
     if deploy.settings.insecure_links:
         say("WARNING: --insecure-links: links between PEs are NOT authenticated or encrypted; any process "
             "that reaches a PE endpoint can inject tuples. Use it only for measurements.")
+    reused = _SESSION
     spark = spark_session(master, cores, conf=options.conf)
     sc = spark.sparkContext
     master = sc.master
@@ -294,7 +295,8 @@ def run_build(build_dir: Path, options: RunOptions | None = None, *, sampling: S
     if not local:
         from spadeopt.deploy.slots import check_cluster_slots
 
-        check_cluster_slots(sc, nodes, cores, say)  # before anything is shipped or submitted
+        if spark is not reused:  # a fresh session: before anything is shipped or submitted
+            check_cluster_slots(sc, nodes, cores, say)
         say(f"executors run Python '{sc.pythonExec}' (set PYSPARK_PYTHON or --conf spark.pyspark.python to "
             f"an interpreter with spadeopt installed on every worker)")
     say(f"running {len(deploy.pes)} PE(s) of '{deploy.app}' ({deploy.strategy}); "

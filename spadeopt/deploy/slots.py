@@ -28,7 +28,10 @@ def check_cluster_slots(sc, nodes: int, cores: int, say: Callable[[str], None] |
     wait for executors to register, then refuse a plan whose nodes x cores they cannot
     run, before the job is submitted (a barrier stage would wait for slots that never
     come): when the executors cannot run ``nodes`` tasks of ``cores`` CPUs at once and
-    their number has not changed for ``settle_s`` (or none came within ``wait_s``)."""
+    their number has not changed for ``settle_s``. When none came within ``wait_s`` the
+    job is submitted, and Spark's own error (dynamic allocation, no workers) names it.
+    Called for a fresh SparkContext only: a restart after a lost executor reuses the
+    session, and the cluster replaces the executor while the new stage waits."""
     import time
 
     from spadeopt.deploy.masters import slots_hint
@@ -38,6 +41,8 @@ def check_cluster_slots(sc, nodes: int, cores: int, say: Callable[[str], None] |
             return
     except UsageError:  # a master spark-submit gave that spadeopt does not parse: Spark decides
         return
+    if sc.getConf().get("spark.dynamicAllocation.enabled", "false").lower() == "true":
+        return  # no executor comes before a task asks; Spark refuses the barrier stage, naming why
     t0 = last_change = time.monotonic()
     seen = None
     while True:
@@ -53,8 +58,12 @@ def check_cluster_slots(sc, nodes: int, cores: int, say: Callable[[str], None] |
         if now - t0 > wait_s or (executors and now - last_change > settle_s):
             break
         time.sleep(0.5)
-    offers = (f"{executors} executor(s), room for {slots} task(s) of {cores} core(s) at once" if executors
-              else f"no executor within {wait_s:.0f} s (are its workers up? `spadeopt cluster status`)")
+    if not executors:  # none came (dynamic allocation on, workers busy or down): Spark's own error names it
+        if say is not None:
+            say(f"no executor of {sc.master} registered within {wait_s:.0f} s; submitting anyway "
+                f"(are its workers up? `spadeopt cluster status`)")
+        return
+    offers = f"{executors} executor(s), room for {slots} task(s) of {cores} core(s) at once"
     raise UsageError(f"Spark master '{sc.master}' offers {offers}, but the plan runs {nodes} node(s) x "
                      f"{cores} core(s), one task of {cores} core(s) per node at once; "
                      f"{slots_hint(sc.master, nodes, cores)}. Nothing was submitted")
