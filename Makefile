@@ -71,8 +71,8 @@ test: $(STAMP) check-java broker ## run the whole test suite (real Spark in loca
 test-fast: $(STAMP) broker ## the tests that start no Spark and are not slow (<= 3 min); an unmarked one that starts Spark fails
 	SPADEOPT_NO_SPARK=1 $(BIN)/python -m pytest -q -m "not spark and not slow"
 
-profile: $(STAMP) check-java ## stage 1: profile APP (default bargain) unfused into profiles/APP/run-*
-	$(BIN)/spadeopt profile apps/$(APP).py --fusion none $(SIZE_$(APP)) -o $(RUN)
+profile: $(STAMP) check-java ## stage 1: profile APP (default bargain; fused, s = 0.01, as optimize and compare) into profiles/APP/run-*
+	$(BIN)/spadeopt profile apps/$(APP).py $(SIZE_$(APP)) -o $(RUN)
 
 optimize: $(STAMP) check-java ## profile (fused) -> refine -> optimize APP [NODES=2]; leaves build/APP/auto for `spadeopt run`
 	$(BIN)/spadeopt profile apps/$(APP).py --fusion all $(SIZE_$(APP)) --sample-rate 0.01 -o $(RUN)

@@ -20,6 +20,14 @@ from spadeopt.plan.deployment import Deployment, Sampling
 from spadeopt.plan.plan import Plan, check_plan
 from spadeopt.runtime.loader import canonical_ref, load_app
 
+# One profiling default everywhere (profile, optimize's Makefile target, compare, demo):
+# one PE (FALL) measures every operator without processes contending for the cores, and
+# refinement makes an operator's CPU fraction independent of what it was fused with; one
+# tuple in 100 gives rare links enough samples in a short run for a few per cent of
+# overhead (docs/benchmarks.md, "profiling overhead").
+PROFILE_FUSION = "all"
+PROFILE_SAMPLE_RATE = 0.01
+
 
 def load_graph(app_ref: str, params: Mapping[str, str] | None = None) -> tuple[AppGraph, str]:
     """Load and validate an app; returns the graph and a reference PEs can import."""
@@ -120,8 +128,10 @@ def run(target: str, fusion: str = "none", params: Mapping[str, str] | None = No
     if out is not None:
         claim_dir(out, "sinks", "--out", force)
     if built:
-        preflight(_graph_of_build(deploy, options), master or deploy.spark.master, deploy.nodes, deploy.cores,
-                  progress)
+        graph = _graph_of_build(deploy, options)
+        preflight(graph, master or deploy.spark.master, deploy.nodes, deploy.cores, progress)
+        options.say(f"running the build {target} of app '{deploy.app}' ({deploy.strategy}) with the parameters it "
+                    f"was built with: {_params_text(deploy.params)} (to change them, build again with -p)")
         result = _launch(Path(target), options)
     else:
         if build_dir is not None:
@@ -144,7 +154,23 @@ def run(target: str, fusion: str = "none", params: Mapping[str, str] | None = No
         result = _launch(b.directory, options)
     if out is not None:
         _mark_sinks(out, result)
+    if result.latency and graph is not None and backlog_sources(graph):
+        result.latency["backlog_sources"] = backlog_sources(graph)
     return result
+
+
+def _params_text(params: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k}={v!r}" for k, v in sorted(dict(params).items())) or "none"
+
+
+def backlog_sources(graph: AppGraph) -> list[str]:
+    """Live, unbounded Redis sources that start at the beginning of their streams (the
+    default): their first latency markers include the backlog read at the start."""
+    from spadeopt.deploy.preflight import connectors
+
+    return [op for op, factory, args in connectors(graph)
+            if factory.endswith(":RedisStreamSource") and args.get("start") == "beginning"
+            and args.get("start_time") is None and args.get("until") is None and args.get("count") is None]
 
 
 def _graph_of_build(deploy: Deployment, options: RunOptions) -> AppGraph | None:
@@ -235,8 +261,8 @@ def write_json(path: Path, doc: Any) -> None:
     write_atomic(Path(path), json.dumps(doc, indent=2, sort_keys=True) + "\n")
 
 
-def profile(app_ref: str, run_dir: Path, fusion: str = "none", params: Mapping[str, str] | None = None, *,
-            sample_rate: float = 0.001, reservoir: int = 5000, seed: int = 0, nodes: int = 1, cores: int = 2,
+def profile(app_ref: str, run_dir: Path, fusion: str = PROFILE_FUSION, params: Mapping[str, str] | None = None, *,
+            sample_rate: float = PROFILE_SAMPLE_RATE, reservoir: int = 5000, seed: int = 0, nodes: int = 1, cores: int = 2,
             production_probe: bool = True, options: RunOptions | None = None) -> tuple[RunResult, Path]:
     """Stage 1: run an instrumented build of the app and write its raw samples; then
     (``production_probe``) run its production FALL build (:func:`_production_probe`).

@@ -131,8 +131,13 @@ def cmd_optimize(args: argparse.Namespace) -> int:
                             widths=parse_widths(args.width), fission=not args.no_fission,
                             collapse=not args.no_collapse, checkpoints=args.checkpoints)
     print(explain_text(build.directory))
+    given = _params(args.p)
+    carried = ", ".join(f"{k}={v!r}" for k, v in sorted(build.deploy.params.items())) or "none"
     print(f"\nwrote {len(build.plan.pes)} PE module(s), plan.json, deploy.json and explain.json to "
           f"{build.directory}; run it with: spadeopt run {build.directory}")
+    print(f"the build carries the app parameters {carried} ("
+          + ("the profile's, with -p " + ", ".join(sorted(given)) if given else "the profile's: give -p KEY=VALUE "
+             "to optimize for others") + ")")
     for note in build.notes:  # what its checkpoints guarantee short of a failure-free run's output
         print(f"checkpoints: {note}")
     return 0
@@ -142,7 +147,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     from spadeopt import api
     from spadeopt.plan.explain import explain_text
 
-    print(explain_text(args.build))
+    print(explain_text(args.build, full=args.full))
     if args.png or args.dot:
         written = api.draw_plan(args.build, args.png, args.dot, args.force)
         print("\n".join(f"plan picture: {p}" for p in written))
@@ -216,21 +221,54 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def cmd_cluster(args: argparse.Namespace) -> int:
     from spadeopt.deploy import cluster
-    from spadeopt.deploy.sparkauth import SECRET_ENV
 
     if args.action == "start":
         c = cluster.start(args.state_dir, args.workers, args.cores, args.memory, args.port, host=args.host)
         print(f"Spark standalone master {c.master_url} with {args.workers} worker(s) x {args.cores} core(s) "
               f"on {args.host}; logs and pids in {c.state_dir}")
         print(f"its secret (mode 0600; jobs without it are refused): {c.secret_file}")
-        print(f"run an app on it: export {SECRET_ENV}={c.secret_file}")
-        print(f"                  spadeopt run apps/chain.py --nodes {args.workers} --cores {args.cores} "
-              f"--master {c.master_url}")
-        print(f"stop it: spadeopt cluster stop --state-dir {args.state_dir}")
+        print(_cluster_recipe(c.master_url, c.secret_file, args.workers, args.cores, args.state_dir))
+    elif args.action == "status":
+        return _cluster_status(args.state_dir)
     else:
         stopped = cluster.stop(args.state_dir)
         print(f"stopped {', '.join(stopped) or 'nothing (no recorded process was still running)'}")
     return 0
+
+
+def _cluster_recipe(master: str, secret_file: str | None, workers: int, cores: int | None, state_dir: Path) -> str:
+    """How to run an app on a cluster ``spadeopt cluster start`` made: every line needed."""
+    from spadeopt.deploy.sparkauth import SECRET_ENV
+
+    return "\n".join([
+        "run an app on it (PYSPARK_PYTHON: the executors' Python, which must have spadeopt installed;",
+        "this one has):",
+        f"  export {SECRET_ENV}={secret_file}",
+        f"  export PYSPARK_PYTHON={sys.executable}",
+        f"  spadeopt run apps/chain.py --nodes {workers} --cores {cores or 1} --master {master} --out out/chain",
+        f"check it: spadeopt cluster status --state-dir {state_dir}",
+        f"stop it:  spadeopt cluster stop --state-dir {state_dir}"])
+
+
+def _cluster_status(state_dir: Path) -> int:
+    from spadeopt.deploy import cluster
+
+    found = cluster.status(state_dir)
+    if found is None:
+        print(f"no cluster recorded in {state_dir}: start one with `spadeopt cluster start`")
+        return 1
+    c, alive = found
+    up = all(alive.values()) and bool(alive)
+    workers = sum(1 for r in alive if r.startswith("worker"))
+    print(f"{'running' if up else 'NOT fully running'}: master {c.master_url}, {workers} worker(s) x "
+          f"{cluster.worker_cores(c) or '?'} core(s); state in {c.state_dir}")
+    for role, ok in alive.items():
+        print(f"  {role:10} {'up' if ok else 'gone'}")
+    if up:
+        print(_cluster_recipe(c.master_url, c.secret_file, workers, cluster.worker_cores(c), state_dir))
+    else:
+        print(f"stop what is left and start again: spadeopt cluster stop --state-dir {state_dir}")
+    return 0 if up else 1
 
 
 def cmd_broker(args: argparse.Namespace) -> int:
@@ -250,10 +288,27 @@ def cmd_broker(args: argparse.Namespace) -> int:
     return 0
 
 
+USER_HELP = "Compile a Python stream app into fused processes (PEs) and run it on Spark."
+USER_EPILOG = """\
+first run:    spadeopt run APP.py --fusion all --out out/APP
+two stages:   spadeopt profile APP.py -o runs/APP
+              spadeopt refine runs/APP -o profiles/APP.json
+              spadeopt optimize APP.py --profile profiles/APP.json -o build/APP
+              spadeopt explain build/APP --png plan.png
+              spadeopt run build/APP --out out/APP-fatm
+side by side: spadeopt compare APP.py --out out/compare
+
+`spadeopt COMMAND --help` for a command's options. Guide: docs/guide.md; builder
+methods and expressions: docs/api.md. Exit codes: 0 ok, 1 the job failed while running,
+2 bad input (nothing written), 130 interrupted."""
+
+
 def parser() -> argparse.ArgumentParser:
+    from spadeopt.api import PROFILE_FUSION, PROFILE_SAMPLE_RATE
     from spadeopt.bench.registry import BENCHMARKS
 
-    ap = argparse.ArgumentParser(prog="spadeopt", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="spadeopt", description=USER_HELP, epilog=USER_EPILOG,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="command", required=True)
     FORCE_HELP = ("replace an output path that holds something spadeopt did not write there "
                   "(it is moved aside to NAME.spadeopt-backup-TIME, never deleted)")
@@ -262,10 +317,10 @@ def parser() -> argparse.ArgumentParser:
     NO_COLLAPSE_HELP = ("keep operator boundaries inside static-rate functor runs instead of compiling each "
                         "run into one loop (the ablation; recorded in plan.json and deploy.json)")
 
-    def app_args(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--fusion", default="none",
+    def app_args(p: argparse.ArgumentParser, fusion: str = "none", why: str = "") -> None:
+        p.add_argument("--fusion", default=fusion,
                        help="none (one PE per operator), all (one PE), manual (the app's annotations) "
-                            "or a plan.json (default: none)")
+                            f"or a plan.json (default: {fusion}{why})")
         p.add_argument("-p", action="append", metavar="KEY=VALUE", help="app parameter (repeatable)")
         p.add_argument("--nodes", type=int, default=1, help="nodes to place PEs on (default 1)")
         p.add_argument("--cores", type=int, default=2, help="cores per node (default 2)")
@@ -309,8 +364,11 @@ def parser() -> argparse.ArgumentParser:
 
     pr = sub.add_parser("profile", help="stage 1: run an instrumented build and collect port metrics")
     pr.add_argument("app")
-    app_args(pr)
-    pr.add_argument("--sample-rate", type=float, default=0.001, help="stride sampling fraction s in (0, 1] (default 0.001)")
+    app_args(pr, PROFILE_FUSION, ": one PE measures operators without process contention, and an operator's "
+             "profile does not depend on its fusion")
+    pr.add_argument("--sample-rate", type=float, default=PROFILE_SAMPLE_RATE,
+                    help=f"stride sampling fraction s in (0, 1] (default {PROFILE_SAMPLE_RATE}: enough samples "
+                         "of rare links in short runs, at a few per cent of overhead)")
     pr.add_argument("--reservoir", type=int, default=5000, help="reservoir size S: sampled tuples kept per point (default 5000)")
     pr.add_argument("--duration", type=float, help="stop the sources after this many seconds (default: run to the end)")
     pr.add_argument("--seed", type=int, default=0, help="seed of the reservoir samplers (recorded; default 0)")
@@ -380,6 +438,8 @@ def parser() -> argparse.ArgumentParser:
     ex.add_argument("build", type=Path)
     ex.add_argument("--png", type=Path, help="draw the plan (nodes, PEs, operators, planned link rates) to a PNG")
     ex.add_argument("--dot", type=Path, help="write the same picture as Graphviz DOT text")
+    ex.add_argument("--full", action="store_true", help="list every region, boundary and refused merge "
+                    "(default: blocks alike, e.g. 22 identical groups of operators, are shown once with a count)")
     ex.add_argument("--force", action="store_true", help=FORCE_HELP)
     ex.set_defaults(func=cmd_explain)
 
@@ -423,9 +483,9 @@ def parser() -> argparse.ArgumentParser:
     sh.add_argument("profile", type=Path)
     sh.add_argument("--top", type=int, help="only the N heaviest operators and busiest links")
     sh.set_defaults(func=cmd_show)
-    cl = sub.add_parser("cluster", help="start or stop a local Spark standalone cluster (master + workers "
+    cl = sub.add_parser("cluster", help="start, check or stop a local Spark standalone cluster (master + workers "
                         "on 127.0.0.1, from the pip PySpark), authenticated by a secret only you can read")
-    cl.add_argument("action", choices=("start", "stop"))
+    cl.add_argument("action", choices=("start", "status", "stop"))
     cl.add_argument("--workers", type=int, default=2, help="workers to start (default 2)")
     cl.add_argument("--cores", type=int, default=1, help="cores per worker (default 1)")
     cl.add_argument("--memory", default="1g", help="memory per worker (default 1g)")

@@ -41,6 +41,11 @@ def result_table(result) -> str:
     if lat:
         rows.append(("latency", f"p50 {lat['p50_ms']:,.1f} ms, p99 {lat['p99_ms']:,.1f} ms, max {lat['max_ms']:,.1f} ms "
                                 f"(source -> sink, {lat['markers']:,} markers)"))
+        if lat.get("backlog_sources"):
+            rows.append(("", f"includes the backlog read at the start: {', '.join(lat['backlog_sources'])} "
+                             f"started at the beginning of its stream(s) (start=\"beginning\", the default), so "
+                             f"entries waiting there count from when they were added; start=\"end\" reads only "
+                             f"new entries"))
     for name, rep in getattr(result, "connectors", {}).items():
         if "lag" in rep:  # a live source: where it stopped, and what was left behind it
             lag = "?" if rep["lag"] is None else f"{rep['lag']:,}"
@@ -60,6 +65,8 @@ def result_table(result) -> str:
     for p in result.per_pe:
         lines.append(f"{p['pe'].ljust(6)} {p['node']:>4} {p['cpu_s']:>8.2f} {p['wall_s']:>8.2f}  "
                      f"{p.get('host', '?')} / {p.get('executor', '?')}")
+    lines += ["", "throughput: source tuples / the time from the first source tuple to the last PE's end (the app",
+              "at work); wall time also counts starting the PEs, so it is longer than tuples / throughput"]
     return "\n".join(lines)
 
 

@@ -278,7 +278,8 @@ def table(doc: dict[str, Any]) -> str:
         lines.append("/FALL = pl/meas over FALL's pl/meas: the predicted speed-up over FALL / the measured one, "
                      "both from this compare's runs (free of the machine's speed during the probe)")
     if doc.get("fatm_over_best_other"):
-        lines.append(f"FATM / best of FALL, FMAN, FATM-w1 measured: {doc['fatm_over_best_other']:.2f}x")
+        ran = [LABELS[st] for st in ("all", "manual", "auto1") if st in doc["strategies"]]  # only what ran
+        lines.append(f"FATM / best of {', '.join(ran)} measured: {doc['fatm_over_best_other']:.2f}x")
     if any(r.get("latency_p50_ms") is not None for r in doc["strategies"].values()):
         lines.append("p50 / p99 ms = source -> sink latency markers, median of the runs" + (
             " (live sources: what a user of the live feed sees)" if (doc.get("answers") or {}).get("live_sources")

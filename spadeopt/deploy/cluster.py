@@ -221,6 +221,25 @@ def _same_process(proc: Proc) -> bool:
     return main is not None and main in argv or argv[: len(proc.cmdline)] == proc.cmdline
 
 
+def status(state_dir: Path) -> tuple[Cluster, dict[str, bool]] | None:
+    """The cluster recorded in ``state_dir`` and, per role, whether the process ``start``
+    started is still running (pid and start time); None when nothing is recorded there."""
+    if not (Path(state_dir) / STATE_FILE).exists():
+        return None
+    cluster = load(Path(state_dir))
+    return cluster, {p.role: _same_process(p) for p in cluster.procs}
+
+
+def worker_cores(cluster: Cluster) -> int | None:
+    """Cores per worker, as ``start`` gave them (from the first worker's command line)."""
+    for p in cluster.procs:
+        if p.role.startswith("worker") and "--cores" in p.cmdline:
+            i = p.cmdline.index("--cores")
+            if i + 1 < len(p.cmdline) and p.cmdline[i + 1].isdigit():
+                return int(p.cmdline[i + 1])
+    return None
+
+
 def stop(state_dir: Path) -> list[str]:
     """Stop what ``start`` recorded in ``state_dir``; the roles that were stopped.
 

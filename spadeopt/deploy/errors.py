@@ -20,6 +20,7 @@ this. The full text is written to a log file whose path the message gives.
 from __future__ import annotations
 
 import re
+import sys
 
 from spadeopt.deploy.masters import slots_hint
 from spadeopt.plan.deployment import Deployment
@@ -64,9 +65,11 @@ def explain(text: str, deploy: Deployment, master: str, python: str | None = Non
         py = f" ({python})" if python else ""
         if mod.split(".")[0] == "spadeopt":
             return (f"app '{app}' failed: spadeopt is not installed for the Python{py} of the executor{on} "
-                    f"(ModuleNotFoundError: No module named '{mod}'). Install it on every worker "
-                    f"(`pip install spadeopt`), or ship a virtualenv with `--archives env.tar.gz#env` and "
-                    f"PYSPARK_PYTHON=./env/bin/python")
+                    f"(ModuleNotFoundError: No module named '{mod}'). Point PYSPARK_PYTHON at a Python that "
+                    f"has it on every worker: on this machine `export PYSPARK_PYTHON={sys.executable}` (the "
+                    f"Python spadeopt runs in; `$(which python3)` usually has no spadeopt), or install "
+                    f"spadeopt into the workers' Python, or ship a virtualenv with `--archives env.tar.gz#env` "
+                    f"and PYSPARK_PYTHON=./env/bin/python")
         return (f"app '{app}' failed: module '{mod}' is not importable by the Python{py} of the executor{on}; "
                 f"install it on every worker (only the app's own directory is shipped with the job)")
     if "SPARK-24942" in text or "does not support dynamic resource allocation" in text:

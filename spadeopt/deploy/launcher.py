@@ -28,6 +28,7 @@ from typing import Any
 
 from spadeopt.deploy import sparkauth
 from spadeopt.deploy.agent import ERROR_TAG, STOP_FILE, barrier_task, is_live_run
+from spadeopt.deploy.jvmlog import jvm_log, jvm_output_to_log
 from spadeopt.deploy.masters import is_local, local_cluster_cores
 from spadeopt.deploy.options import RunOptions
 from spadeopt.deploy.procs import running
@@ -168,7 +169,8 @@ def spark_session(master: str | None, cores: int, app_name: str = "spadeopt",
         # PySpark puts a SparkConf given before its JVM exists on the JVM's command line
         # (and in its system properties, which outlive this session), so the JVM starts
         # without the authentication settings, and they go in through py4j
-        SparkContext._ensure_initialized(conf=sconf)
+        with jvm_output_to_log(SparkContext._gateway is None):
+            SparkContext._ensure_initialized(conf=sconf)
         if auth.secret and not is_local(effective):
             _ugi_secret(SparkContext._jvm, auth.secret)
         full = SparkConf()
@@ -181,7 +183,8 @@ def spark_session(master: str | None, cores: int, app_name: str = "spadeopt",
             full.set(sparkauth.SECRET_KEY, auth.secret)
         _SESSION = SparkSession.builder.config(conf=full).getOrCreate()
     except Exception as exc:  # noqa: BLE001 - Spark/py4j raise many kinds
-        raise EnvironmentProblem(f"Spark did not start with master '{effective}': {spark_reason(exc)}") from None
+        raise EnvironmentProblem(f"Spark did not start with master '{effective}': {spark_reason(exc)} (the JVM's "
+                                 f"output: {jvm_log()})") from None
     _SESSION.sparkContext.setLogLevel("ERROR")
     _SESSION_KEY = key
     return _SESSION
@@ -284,11 +287,16 @@ def run_build(build_dir: Path, options: RunOptions | None = None, *, sampling: S
     if deploy.settings.insecure_links:
         say("WARNING: --insecure-links: links between PEs are NOT authenticated or encrypted; any process "
             "that reaches a PE endpoint can inject tuples. Use it only for measurements.")
+    reused = _SESSION
     spark = spark_session(master, cores, conf=options.conf)
     sc = spark.sparkContext
     master = sc.master
     local = is_local(master)
     if not local:
+        from spadeopt.deploy.slots import check_cluster_slots
+
+        if spark is not reused:  # a fresh session: before anything is shipped or submitted
+            check_cluster_slots(sc, nodes, cores, say)
         say(f"executors run Python '{sc.pythonExec}' (set PYSPARK_PYTHON or --conf spark.pyspark.python to "
             f"an interpreter with spadeopt installed on every worker)")
     say(f"running {len(deploy.pes)} PE(s) of '{deploy.app}' ({deploy.strategy}); "

@@ -123,4 +123,67 @@ def preflight(graph, master_url: str | None, nodes: int, cores: int,
     if graph is not None:
         check_inputs(graph, master, say)
         check_connectors(graph, master, say)
+        if master.kind != "cluster":  # a cluster's workers may see data this driver does not
+            check_generators(graph)
     return master
+
+
+def _first_record(op) -> tuple | None:
+    """The first record a generator source yields (its first split's first record for a
+    splittable one), or None when the generator cannot be found here or yields nothing."""
+    import itertools
+    import sys
+
+    p = op.params
+    fn = sys.modules.get(p.generator.module)
+    for part in p.generator.qualname.split("."):
+        fn = getattr(fn, part, None)
+    if not callable(fn):
+        return None
+    args = dict(p.args) | ({"part": 0, "parts": 1} if p.split else {})
+    first = next(iter(fn(**args)), None)
+    if p.split and first is not None:
+        first = next(itertools.islice(first, 1), None)
+    return first
+
+
+def check_generators(graph) -> None:
+    """Each generator source's first record against its schema: arity and the type of
+    every attribute (as the links between PEs accept them: an int for a float too),
+    naming the source and the attribute, before Spark starts. A wrong type would
+    otherwise fail later, in whichever operator first computes with it."""
+    from spadeopt.errors import user_failure
+    from spadeopt.wire import WIRE_TYPES
+
+    problems = []
+    for op in graph.operators:
+        if op.kind != "source" or not hasattr(op.params, "generator") or op.params.generator.module.startswith(
+                "spadeopt."):
+            continue
+        try:
+            first = _first_record(op)
+        except Exception as exc:  # noqa: BLE001 - the user's generator
+            problems.append(str(user_failure(exc, f"source '{op.name}': its generator raised on its first record")))
+            continue
+        schema = op.outputs[0].schema
+        if first is None:
+            continue
+        if not isinstance(first, tuple | list) or len(first) != len(schema):
+            size = len(first) if isinstance(first, tuple | list) else "not a tuple"
+            problems.append(f"source '{op.name}' ({op.line}): its generator's first record {first!r} has "
+                            f"{size} value(s), but the schema has {len(schema)} ({schema}); yield tuples "
+                            f"in the schema's order")
+            continue
+        for (name, typ), value in zip(schema.attrs, first, strict=True):
+            if type(value) not in WIRE_TYPES[typ]:
+                problems.append(f"source '{op.name}' ({op.line}): attribute '{name}' is declared {typ}, but "
+                                f"the generator's first record has {value!r} ({type(value).__name__}); "
+                                f"yield {typ} values (e.g. {typ}(...)) or declare '{name}:"
+                                f"{_type_name(value)}'")
+    if problems:
+        lines = "\n".join(f"  - {p}" for p in problems)
+        raise UsageError(f"app '{graph.name}' cannot run:\n{lines}")
+
+
+def _type_name(value) -> str:
+    return {bool: "bool", int: "int", float: "float", str: "str", bytes: "bytes"}.get(type(value), "str")

@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from spadeopt.errors import GraphError, SpadeoptError, UsageError, user_failure
-from spadeopt.frontend.validate import build_graph
+from spadeopt.frontend.custom_check import check_custom
+from spadeopt.frontend.validate import build_graph, where_declared
 from spadeopt.kinds import (
     KINDS,
     aggregate,
@@ -165,8 +166,9 @@ class App:
                state: str = STATEFUL, key: Iterable[str] = (),
                tuple_generating: Mapping[str, bool] | None = None) -> dict[str, StreamHandle]:
         """A user class with ``process(port, tup, submit)`` and optionally ``on_final(submit)``."""
-        self._add(custom.declare(name, cls, inputs=inputs, outputs=outputs, args=args, state=state, key=key,
-                                 tuple_generating=tuple_generating))
+        decl = self._add(custom.declare(name, cls, inputs=inputs, outputs=outputs, args=args, state=state, key=key,
+                                        tuple_generating=tuple_generating))
+        decl.problems.extend(check_custom(name, cls, outputs, args, inputs, where_declared(decl.line)))
         return {p: StreamHandle(name, p) for p in outputs}
 
     def sink(self, name: str, input: StreamLike | list[StreamLike], *, mode: str = "file",

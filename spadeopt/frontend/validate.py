@@ -9,6 +9,8 @@ at run time)."""
 
 from __future__ import annotations
 
+import difflib
+import os
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -32,7 +34,9 @@ def _resolve(ref: Any, decls: Mapping[str, Decl], where: str, problems: list[str
     text = str(ref)
     op, _, port = text.partition(".")
     if op not in decls:
-        problems.append(f"{where} subscribes to unknown operator '{op}' (stream '{text}')")
+        near = difflib.get_close_matches(op, list(decls), n=2, cutoff=0.6)
+        hint = f"; did you mean {' or '.join(repr(n) for n in near)}?" if near else ""
+        problems.append(f"{where} subscribes to unknown operator '{op}' (stream '{text}'){hint}")
         return None
     outs = decls[op].out_ports
     if not port:
@@ -46,6 +50,19 @@ def _resolve(ref: Any, decls: Mapping[str, Decl], where: str, problems: list[str
                         f"('{op}' has output ports: {', '.join(outs) or 'none'})")
         return None
     return PortRef(op, port)
+
+
+def where_declared(line: str) -> str:
+    """``file:line`` of a declaration, relative to the working directory when under it."""
+    path, sep, lineno = line.rpartition(":")
+    if not sep:
+        return f"at {line}" if line else "at an unknown line"
+    try:
+        rel = os.path.relpath(path)
+        path = rel if not rel.startswith("..") else path
+    except ValueError:
+        pass
+    return f"at {path}:{lineno}"
 
 
 def build_graph(app: str, declared: Iterable[Decl], ann: Annotations, params: Mapping[str, Any],
@@ -75,7 +92,8 @@ def build_graph(app: str, declared: Iterable[Decl], ann: Annotations, params: Ma
     for d in decls.values():
         inputs[d.name] = {}
         for port, refs in d.inputs.items():
-            resolved = [_resolve(r, decls, f"input '{d.name}.{port}'", problems) for r in refs]
+            resolved = [_resolve(r, decls, f"input '{d.name}.{port}' ({where_declared(d.line)})", problems)
+                        for r in refs]
             inputs[d.name][port] = [r for r in resolved if r is not None]
             if not refs:
                 problems.append(f"input port '{d.name}.{port}' is not connected to any stream")
@@ -116,7 +134,9 @@ def build_graph(app: str, declared: Iterable[Decl], ann: Annotations, params: Ma
             if bad:
                 failed.add(name)
                 continue
+            found = len(problems)
             prm, outs = KINDS[d.kind].derive(f"{d.kind} '{name}'", d.raw, ins, problems)
+            problems[found:] = [f"{p} ({where_declared(d.line)})" for p in problems[found:]]
             if prm is None:
                 failed.add(name)
                 continue

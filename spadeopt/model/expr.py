@@ -12,6 +12,7 @@ comprehensions, assignments or attribute access other than ``math.*`` and, in jo
 from __future__ import annotations
 
 import ast
+import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -71,8 +72,17 @@ class _Rewriter(ast.NodeTransformer):
             return node
         if node.id in SAFE_BUILTINS or node.id in {"True", "False", "None", "math"}:
             return node
-        msg = f"unknown name '{node.id}'"
-        raise ExprProblem(msg)
+        raise ExprProblem(self._unknown(node.id))
+
+    def _unknown(self, name: str) -> str:
+        """``unknown name 'dwel'``, with the nearest names it could have meant."""
+        attrs = [a for q, (_, sch) in self.scopes.items() if q == "" for a in sch.names]
+        known = [*attrs, *sorted(self.functions), *sorted(SAFE_BUILTINS)]
+        near = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
+        hint = f"; did you mean {' or '.join(repr(n) for n in near)}?" if near else ""
+        have = (f" (attributes: {', '.join(attrs) or 'none'}; a function of yours must be passed with "
+                f"functions=[{name}])") if not near else ""
+        return f"unknown name '{name}'{hint}{have}"
 
     def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
         if isinstance(node.value, ast.Name) and node.value.id == "math":
@@ -87,8 +97,18 @@ class _Rewriter(ast.NodeTransformer):
                 ast.Subscript(ast.Name(var, ast.Load()), ast.Constant(sch.index(node.attr)), ast.Load()),
                 node,
             )
-        msg = f"attribute access '{ast.unparse(node)}' is not allowed (only math.*, left.x, right.x)"
+        msg = (f"attribute access '{ast.unparse(node)}' is not allowed (only math.*, and left.x / right.x "
+               f"in a join): expressions cannot call methods; move the call into a module-level function "
+               f"(def f({_root(node)}): ...) and pass it with functions=[f], "
+               f"then call f({_root(node)}) in the expression (docs/api.md, \"Expressions\")")
         raise ExprProblem(msg)
+
+
+def _root(node: ast.AST) -> str:
+    """The name an attribute chain starts from (``agent`` of ``agent.lower``), else ``x``."""
+    while isinstance(node, ast.Attribute | ast.Call | ast.Subscript):
+        node = node.value if not isinstance(node, ast.Call) else node.func
+    return node.id if isinstance(node, ast.Name) else "x"
 
 
 def compile_expr(

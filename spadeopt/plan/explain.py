@@ -10,7 +10,8 @@ printed. The picture of the same build is ``plan.picture``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -61,9 +62,54 @@ def regions_text(plan: Plan) -> list[str]:
     return lines
 
 
-def explain_text(build_dir: Path) -> str:
+def _shape(text: str) -> str:
+    """What a block says with its numbers blanked: blocks of one shape differ only in
+    the numbered operators and figures they name (bargain's 22 alike groups)."""
+    return re.sub(r"\d+(\.\d+)?", "#", text)
+
+
+def _label(header: str) -> str:
+    quoted = re.search(r"'([^']+)'", header)
+    return quoted.group(1) if quoted else header.strip().split(":", 1)[0]
+
+
+def _blocks(lines: Iterable[str]) -> list[list[str]]:
+    """Lines cut into blocks: a line, and the more indented lines under it."""
+    blocks: list[list[str]] = []
+    for ln in lines:
+        indent = len(ln) - len(ln.lstrip())
+        if blocks and indent > len(blocks[-1][0]) - len(blocks[-1][0].lstrip()):
+            blocks[-1].append(ln)
+        else:
+            blocks.append([ln])
+    return blocks
+
+
+def alike(lines: Iterable[str], full: bool = False, most: int = 4) -> list[str]:
+    """Blocks of the same shape (``_shape``) shown once, the first of them, with how many
+    more there are and their names: one entry per kind of region or refusal, not one per
+    region (``full``: every block as it is)."""
+    blocks = _blocks(lines)
+    if full:
+        return [ln for b in blocks for ln in b]
+    groups: dict[str, list[list[str]]] = {}
+    for b in blocks:
+        groups.setdefault(_shape("\n".join(b)), []).append(b)
+    out = []
+    for members in groups.values():
+        head, *rest = members[0]
+        if len(members) > 1:
+            names = [_label(m[0]) for m in members[1:]]
+            shown = ", ".join(names[:most]) + (", ..." if len(names) > most else "")
+            head += f"  [and {len(names)} more like it: {shown}; spadeopt explain --full lists each]"
+        out += [head, *rest]
+    return out
+
+
+def explain_text(build_dir: Path, full: bool = False) -> str:
     """A readable account of a build: an optimized build's ``explain.json``, and the
-    parallel regions of any build's ``plan.json``."""
+    parallel regions of any build's ``plan.json``; blocks alike are shown once unless
+    ``full``."""
     path = Path(build_dir) / "explain.json"
     plan_path = Path(build_dir) / "plan.json"
     plan = Plan.load(plan_path) if plan_path.is_file() else None
@@ -73,7 +119,7 @@ def explain_text(build_dir: Path) -> str:
                              f"`spadeopt build` or `spadeopt optimize`")
         lines = [f"app '{plan.app}', strategy {plan.strategy}: {len(plan.pes)} PE(s) on {plan.nodes} node(s)", ""]
         lines += [f"{p.pe_id:<6} node {p.node}  {', '.join(p.operators)}" for p in plan.pes]
-        extra = regions_text(plan)
+        extra = alike(regions_text(plan), full)
         return "\n".join(lines + ([""] + extra if extra else []))
     doc = read_explain(path)
     lines = [f"MaxFrac {doc['max_frac']}, MinUtil {doc['min_util']}; objective sum of Rate(P) "
@@ -94,7 +140,7 @@ def explain_text(build_dir: Path) -> str:
                      f"{pe['effective_util']:>9.2f}  {ops}")
     if doc["not_merged"]:
         lines += ["", "neighbouring PEs not merged:"]
-        lines += [f"  {a} + {b}: {r['why']}" for r in doc["not_merged"] for a, b in [r["pes"]]]
+        lines += alike([f"  {a} + {b}: {r['why']}" for r in doc["not_merged"] for a, b in [r["pes"]]], full)
     if (doc.get("exact") or {}).get("skipped"):
         lines += ["", f"exact optimum: skipped, {doc['exact']['skipped']}"]
     elif doc.get("exact"):
@@ -109,14 +155,18 @@ def explain_text(build_dir: Path) -> str:
     if pred and pred.get("rate"):
         model = pred.get("model", {})
         consts = ", ".join(f"{k} {v:g}" for k, v in sorted(model.items()) if k != "source")
+        ladder = doc.get("max_frac_search") or []
+        best = max((m for m in ladder if m.get("predicted")), key=lambda m: m["predicted"], default=None)
+        fracs = " / ".join(f"{m['max_frac']:g}" for m in ladder)
+        at = f", the best of MaxFrac {fracs}: MaxFrac {best['max_frac']:g}" if best and len(ladder) > 1 else ""
         lines.append(f"fused for {doc['rate']['planned']:,.0f} source tuples/s; predicted throughput "
-                     f"{pred['rate']:,.0f} source tuples/s (bound: {pred['bottleneck']}; model: {consts}; "
+                     f"{pred['rate']:,.0f} source tuples/s{at} (bound: {pred['bottleneck']}; model: {consts}; "
                      f"call_s {pred['call_s']:.3g}; {model.get('source')})")
     elif pred:
         lines.append(f"no throughput prediction: {pred.get('error')}")
     if plan is not None and plan.regions:
-        lines += ["", *regions_text(plan), *fission_text(doc.get("fission"))]
-    lines += discovered_text(doc.get("fission"), plan)
+        lines += ["", *alike(regions_text(plan), full), *alike(fission_text(doc.get("fission")), full)]
+    lines += discovered_text(doc.get("fission"), plan, full)
     return "\n".join(lines)
 
 
@@ -127,7 +177,7 @@ def _ops(ops: list[str], most: int = 6) -> str:
     return f"{', '.join(ops[:most - 2])}, ..., {ops[-1]} ({len(ops)} operators)"
 
 
-def discovered_text(doc: Mapping[str, Any] | None, plan: Plan | None) -> list[str]:
+def discovered_text(doc: Mapping[str, Any] | None, plan: Plan | None, full: bool = True) -> list[str]:
     """The candidate regions FATM discovered from the graph alone (explain.json's
     ``fission.discovered``, ``plan.discover``): each with its width in the plan, its key
     and feed, and for every neighbouring operator outside it, the rule that keeps it out."""
@@ -137,19 +187,21 @@ def discovered_text(doc: Mapping[str, Any] | None, plan: Plan | None) -> list[st
     width = {r.name: r.width for r in plan.regions} if plan is not None else {}
     cands = found.get("candidates", [])
     lines = ["", f"candidate regions discovered from the graph: {len(cands)}"]
+    blocks: list[str] = []
     for c in cands:
         feed = ("led by its partitioned source" if c["ordering"] == "arrival" else "led by its splittable source") \
             if c["fed"] == "source" else (
             f"split by hash of {', '.join(c['key'])}" if c["key"] else "split round robin")
         w = width.get(c["name"])
-        lines.append(f"region '{c['name']}': width {w if w is not None else '?'}, {feed}, {c['ordering']}; "
-                     f"operators {_ops(c['operators'])}")
+        blocks.append(f"region '{c['name']}': width {w if w is not None else '?'}, {feed}, {c['ordering']}; "
+                      f"operators {_ops(c['operators'])}")
         for b in c["boundaries"]:
-            lines.append(f"  boundary at '{b['outside']}' (next to '{b['inside']}'): {b['reason']}")
+            blocks.append(f"  boundary at '{b['outside']}' (next to '{b['inside']}'): {b['reason']}")
+    lines += alike(blocks, full)
     outside = found.get("outside", [])
     if outside:
         lines.append("operators in no candidate region:")
-        lines += [f"  '{o['operator']}': {o['reason']}" for o in outside]
+        lines += alike([f"  '{o['operator']}': {o['reason']}" for o in outside], full)
     return lines
 
 
@@ -163,8 +215,10 @@ def fission_text(doc: Mapping[str, Any] | None) -> list[str]:
     search = doc.get("search")
     skipped = doc.get("not_searched") or {}
     if skipped:
+        names = [f"{n} ({s:.1%})" for n, s in sorted(skipped.items())]
+        shown = ", ".join(names[:6]) + (f", ... ({len(names)} regions)" if len(names) > 6 else "")
         lines.append(f"width 1 without a search (a discovered region under 5 % of the load, or beyond the 8 "
-                     f"heaviest): {', '.join(f'{n} ({s:.1%})' for n, s in sorted(skipped.items()))}")
+                     f"heaviest): {shown}")
     kept = doc.get("kept_unwidened")
     if kept:
         lines.append(f"widening did not pay: the chosen widths planned {kept['widened'] or 0:,.0f}/s at their "
@@ -174,10 +228,34 @@ def fission_text(doc: Mapping[str, Any] | None) -> list[str]:
             "key exchange (channel to channel, no merge and split between them)" if x["exchange"]
             else f"merge and split kept: {x['why']}"))
     if search:
-        for name, r in search["regions"].items():
-            tried = ", ".join(f"{t['width']} -> " + (f"{t['planned_rate']:,.0f}/s" if t["planned_rate"] else "no plan")
-                              for t in r["tried"])
-            lines.append(f"region '{name}': FATM chose width {r['chosen']} ({search['search']} search over "
-                         f"widths 1..{search['max_width']}, {search['vectors_tried']} width vector(s) planned; "
-                         f"predicted source rate by width: {tried})")
+        lines += [_width_line(name, r, search) for name, r in search["regions"].items()]
     return lines
+
+
+def _vector(search: Mapping[str, Any], widths: Mapping[str, int]) -> Mapping[str, Any] | None:
+    """The planned width vector of ``search`` with these widths (None: not planned)."""
+    return next((v for v in search.get("vectors", []) if v.get("widths") == dict(widths)), None)
+
+
+def _width_line(name: str, r: Mapping[str, Any], search: Mapping[str, Any]) -> str:
+    """One region's width: the width chosen with the rate predicted for it, the rates of
+    the widths tried, and, when another width predicted more, why it was not taken."""
+    rate = {t["width"]: t["planned_rate"] for t in r["tried"]}
+    tried = ", ".join(f"{w} -> " + (f"{v:,.0f}/s" if v else "no plan") for w, v in rate.items())
+    chosen = r["chosen"]
+    head = (f"region '{name}': FATM chose width {chosen}, predicted "
+            + (f"{rate[chosen]:,.0f}/s" if rate.get(chosen) else "(not planned alone)")
+            + f" (widths tried: {tried}; {search['search']} search over widths 1..{search['max_width']}, "
+              f"{search['vectors_tried']} width vector(s) planned)")
+    best = max((w for w, v in rate.items() if v), key=lambda w: rate[w], default=chosen)
+    if best == chosen or not rate.get(chosen):
+        return head
+    gain = rate[best] / rate[chosen] - 1
+    chosen_v = _vector(search, {n: x["chosen"] for n, x in search["regions"].items()})
+    leader_v = _vector(search, search.get("rate_leader", {}))
+    why = (f"; width {best} predicted {gain:.1%} more, within the model's error "
+           f"({search.get('model_error', 0):.0%}), so FATM kept the plan that sends fewer tuples between PEs")
+    if chosen_v and leader_v and chosen_v.get("crossing") is not None and leader_v.get("crossing") is not None:
+        why += f" ({chosen_v['crossing']:,.0f} vs {leader_v['crossing']:,.0f} tuples/s)"
+    return head + why
+

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 MAX_LINES = 8  # operators listed per PE box before "+N more"
-MAX_LABELS = 12  # only the busiest links carry a rate label (all are drawn)
+MAX_LABELS = 40  # only the busiest links carry a rate label (all are drawn)
 DOT_MARK = "// spadeopt plan picture"
 PNG_MARK = "spadeopt plan picture"
 
@@ -88,8 +88,7 @@ def candidate_lines(fission: dict[str, Any] | None, widths: dict[str, Any]) -> t
         span = ops[0] if len(ops) == 1 else f"{ops[0]} .. {ops[-1]} ({len(ops)} ops)"
         out.append(f"{c['name']} x{widths.get(c['name'], '?')}: {span}")
         for b in c["boundaries"]:
-            reason = b["reason"] if len(b["reason"]) <= 90 else b["reason"][:87] + "..."
-            out.append(f"   | {b['outside']}: {reason}")
+            out.append(f"   | {b['outside']}: {b['reason']}")  # wrapped where drawn, never cut
     return tuple(out)
 
 
@@ -104,11 +103,22 @@ def _weight(label: str) -> float:
 
 
 def _ops_text(ops: tuple[str, ...]) -> list[str]:
-    """Operator names as users know them: a channel copy ``op__2`` of a region is ``op@2``."""
-    shown = [re.sub(r"__(\d+)$", r"@\1", op) for op in ops[:MAX_LINES]]
-    if len(ops) > MAX_LINES:
-        shown.append(f"+{len(ops) - MAX_LINES} more")
-    return shown
+    """Operator names as users know them: a channel copy ``op__2`` of a region is ``op@2``.
+    A PE of more than ``MAX_LINES`` operators lists them grouped by name without its
+    numbers (``g03_vwap``, ``g07_vwap`` -> ``g*_vwap (2)``), in order of first appearance."""
+    names = [re.sub(r"__(\d+)$", r"@\1", op) for op in ops]
+    if len(names) <= MAX_LINES:
+        return names
+    groups: dict[str, int] = {}
+    for n in names:
+        base = re.sub(r"\d+", "*", n)
+        groups[base] = groups.get(base, 0) + 1
+    first = {re.sub(r"\d+", "*", n): n for n in reversed(names)}
+    shown = [f"{b} ({k})" if k > 1 else first[b] for b, k in groups.items()]
+    if len(shown) > MAX_LINES:
+        rest = sum(list(groups.values())[MAX_LINES - 1:])
+        shown = shown[:MAX_LINES - 1] + [f"+{rest} more"]
+    return [f"{len(names)} operators:", *shown]
 
 
 def to_dot(pic: Picture) -> str:
@@ -140,22 +150,64 @@ def _dot_text(text: str) -> str:
     return text.replace("\\", "\\\\").replace('"', '\\"')
 
 
-def to_png(pic: Picture, path: Path) -> None:
-    """Draw the picture with matplotlib: nodes as columns, PEs stacked, arrows between PEs."""
+MAX_PX = 3000  # widest picture drawn (pixels): a plan of many nodes is drawn at a lower dpi
+
+
+def _legend(pic: Picture, chars: int) -> list[str]:
+    """The parallel regions grouped by width, and the candidate regions with the reason
+    for each boundary, wrapped to ``chars`` characters (never cut)."""
+    import textwrap
+
+    lines: list[str] = []
+    if pic.regions:
+        by_width: dict[Any, list[str]] = {}
+        for name, width in sorted(pic.regions.items()):
+            by_width.setdefault(width, []).append(name)
+        lines.append(f"parallel regions ({len(pic.regions)}), by width:")
+        for width, names in sorted(by_width.items(), key=lambda kv: str(kv[0])):
+            lines += textwrap.wrap(f"x{width} ({len(names)}): {', '.join(names)}", chars,
+                                   initial_indent="  ", subsequent_indent="      ")
+    if pic.candidates:
+        lines.append("candidate regions (width) and why each boundary is there:")
+        for c in pic.candidates:
+            lines += textwrap.wrap(c, chars, initial_indent="  ", subsequent_indent="  " + " " * 7,
+                                   break_on_hyphens=False) or [""]
+    if len(lines) > MAX_LEGEND:
+        lines = lines[:MAX_LEGEND - 1] + [f"... {len(lines) - MAX_LEGEND + 1} more lines: spadeopt explain "
+                                          f"lists every region and boundary"]
+    return lines
+
+
+MAX_LEGEND = 40  # lines of legend under the plan
+
+
+def _label_at(start: tuple[float, float], end: tuple[float, float], rad: float) -> tuple[float, float]:
+    """The middle of an ``arc3,rad=...`` arrow from ``start`` to ``end`` (its quadratic
+    Bezier at t = 0.5), so a rate label sits on its own arrow, not on a box edge."""
+    (x1, y1), (x2, y2) = start, end
+    return (x1 + x2) / 2 + rad * (y2 - y1) / 2, (y1 + y2) / 2 - rad * (x2 - x1) / 2
+
+
+def to_png(pic: Picture, path: Path) -> set[str]:
+    """Draw the picture with matplotlib: nodes as columns, PEs stacked, arrows between PEs
+    each labelled on its own curve, a legend of regions under the plan. Returns the PEs
+    drawn (every PE of the plan)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 
-    col_w, box_w, line_h, gap = 4.0, 3.2, 0.28, 0.5
+    col_w, box_w, line_h, gap = 5.0, 3.2, 0.28, 0.5
     heights = {pe.pe: (len(_ops_text(pe.operators)) + 1) * line_h + 0.2 for pes in pic.nodes for pe in pes}
     total_h = max((sum(heights[p.pe] + gap for p in pes) for pes in pic.nodes), default=1.0) + 1.0
-    fig_w = max(6.0, col_w * len(pic.nodes) + 1.5)
-    fig, ax = plt.subplots(figsize=(fig_w, max(4.0, total_h * 0.9)))
+    fig_w = max(7.0, col_w * len(pic.nodes) + 1.0)
+    legend = _legend(pic, int(fig_w * 15))
+    legend_h = (len(legend) + 1) * 0.2 if legend else 0.0
+    fig, ax = plt.subplots(figsize=(fig_w, max(4.0, (total_h + legend_h) * 0.9)))
     centre: dict[str, tuple[float, float, float]] = {}
     for n, pes in enumerate(pic.nodes):
-        x0 = 0.5 + n * col_w
+        x0 = 0.9 + n * col_w
         ax.add_patch(FancyBboxPatch((x0 - 0.2, 0.2), box_w + 0.4, total_h - 0.6, boxstyle="round,pad=0.05",
                                     fc="#f3f6fa", ec="#8aa0b8", lw=1.2))
         ax.text(x0 + box_w / 2, total_h - 0.1, f"node {n}", ha="center", va="top", fontsize=11, weight="bold")
@@ -177,32 +229,33 @@ def to_png(pic: Picture, path: Path) -> None:
             continue
         (xa, ya, _), (xb, yb, _) = centre[a], centre[b]
         if xb > xa + 1e-9:  # left to right: right edge -> left edge
-            start, end, style = (xa + box_w, ya), (xb, yb), "arc3,rad=0.05"
+            start, end, rad = (xa + box_w, ya), (xb, yb), 0.15
         elif xb < xa - 1e-9:  # right to left: left edge -> right edge
-            start, end, style = (xa, ya), (xb + box_w, yb), "arc3,rad=0.05"
-        else:  # same node: loop out on the right
-            start, end, style = (xa + box_w, ya), (xb + box_w, yb), "arc3,rad=-0.5"
+            start, end, rad = (xa, ya), (xb + box_w, yb), 0.15
+        else:  # same node: a loop out on the right, wider the further apart the PEs are
+            start, end = (xa + box_w, ya), (xb + box_w, yb)
+            rad = -0.35 if yb < ya else 0.35
         ax.add_patch(FancyArrowPatch(start, end, arrowstyle="-|>", mutation_scale=9, lw=0.7,
-                                     color="#2f5d8a", alpha=0.8, connectionstyle=style))
+                                     color="#2f5d8a", alpha=0.8, connectionstyle=f"arc3,rad={rad}"))
         if i in labelled:
-            ax.text((start[0] + end[0]) / 2, (start[1] + end[1]) / 2, label, fontsize=7, ha="center",
-                    va="bottom", color="#1d3c5a", bbox={"fc": "white", "ec": "none", "pad": 0.5, "alpha": 0.8})
-    if pic.candidates:
-        shown = list(pic.candidates[:3 * MAX_LINES])
-        if len(pic.candidates) > len(shown):
-            shown.append(f"+{len(pic.candidates) - len(shown)} more lines (spadeopt explain lists them all)")
-        ax.text(0.5, 0.1, "candidate regions (width) and why each boundary is there:\n" + "\n".join(shown),
-                va="top", fontsize=7, family="monospace", color="#333333")
+            x, y = _label_at(start, end, rad)
+            ax.text(x, y, label, fontsize=7, ha="center", va="center", color="#1d3c5a",
+                    bbox={"fc": "white", "ec": "#2f5d8a", "lw": 0.4, "pad": 0.8, "alpha": 0.9,
+                          "boxstyle": "round,pad=0.15"})
+    if legend:
+        ax.text(0.3, 0.05, "\n".join(legend), va="top", fontsize=7, family="monospace", color="#333333")
     title = f"{pic.app} ({pic.strategy}): {sum(len(p) for p in pic.nodes)} PEs on {len(pic.nodes)} node(s)"
     if pic.regions:
-        title += "; regions " + ", ".join(f"{k} x{v}" for k, v in sorted(pic.regions.items()))
+        title += f"; {len(pic.regions)} parallel region(s), listed below"
     ax.set_title(title, fontsize=11)
     ax.set_xlim(0, fig_w)
-    ax.set_ylim(-(min(len(pic.candidates), 3 * MAX_LINES + 1) + 1) * 0.22 if pic.candidates else 0, total_h + 0.2)
+    ax.set_ylim(-legend_h, total_h + 0.2)
     ax.axis("off")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp, dpi=110, bbox_inches="tight", metadata={"Software": PNG_MARK})
+    fig.savefig(tmp, dpi=min(110, int(MAX_PX / (fig_w + 1.0))), bbox_inches="tight",
+                metadata={"Software": PNG_MARK})
     plt.close(fig)
     tmp.replace(path)
+    return set(centre)

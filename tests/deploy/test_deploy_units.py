@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import zipfile
 
 import pytest
@@ -115,6 +116,7 @@ def test_missing_spadeopt_dynamic_allocation_and_slots_are_named():
     msg = explain(text, DEPLOY, "spark://h:7077", "/opt/py/bin/python")
     assert "spadeopt is not installed for the Python (/opt/py/bin/python) of the executor on executor 1 " \
            "on host 10.0.0.5" in msg
+    assert f"export PYSPARK_PYTHON={sys.executable}" in msg and "pip install spadeopt" not in msg
     dyn = explain(PY4J + "SparkException: [SPARK-24942]: Barrier execution mode does not support dynamic resource "
                   "allocation for now.", DEPLOY, "spark://h:7077")
     assert "dynamic allocation" in dyn and "SPARK-24942" in dyn
