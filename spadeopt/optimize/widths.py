@@ -67,7 +67,7 @@ from typing import Any
 from spadeopt.errors import OptimizeError
 from spadeopt.model.graph import AppGraph
 from spadeopt.optimize.predict import DEFAULT_MODEL, PerfModel
-from spadeopt.optimize.ranking import MODEL_ERROR, TIE, Rated, tie_break
+from spadeopt.optimize.ranking import MODEL_ERROR, TIE, TIE_WINDOW, Rated, tie_break
 from spadeopt.plan.fission import physical_graph, rewrite_region
 from spadeopt.plan.regions import DYNAMIC, EXCHANGE, Region, check_region
 
@@ -315,7 +315,7 @@ def choose_widths(regions: tuple[Region, ...], free: tuple[str, ...], max_width:
     chosen = best.widths if best is not None and best.rate is not None else leader
     record = {
         "search": search, "max_width": max_width, "vectors_tried": len(cache), "tie": TIE,
-        "model_error": MODEL_ERROR, "rate_leader": dict(zip(free, leader, strict=True)),
+        "model_error": MODEL_ERROR, "tie_window": TIE_WINDOW, "rate_leader": dict(zip(free, leader, strict=True)),
         "regions": {
             n: {"chosen": chosen[j],
                 "tried": _per_region(cache, j, chosen)}

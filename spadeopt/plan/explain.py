@@ -253,8 +253,9 @@ def _width_line(name: str, r: Mapping[str, Any], search: Mapping[str, Any]) -> s
     gain = rate[best] / rate[chosen] - 1
     chosen_v = _vector(search, {n: x["chosen"] for n, x in search["regions"].items()})
     leader_v = _vector(search, search.get("rate_leader", {}))
-    why = (f"; width {best} predicted {gain:.1%} more, within the model's error "
-           f"({search.get('model_error', 0):.0%}), so FATM kept the plan that sends fewer tuples between PEs")
+    window = search.get("tie_window", search.get("model_error", 0))
+    why = (f"; width {best} predicted {gain:.1%} more, within FATM's tie window "
+           f"({window:.0%}), so FATM kept the plan that sends fewer tuples between PEs")
     if chosen_v and leader_v and chosen_v.get("crossing") is not None and leader_v.get("crossing") is not None:
         why += f" ({chosen_v['crossing']:,.0f} vs {leader_v['crossing']:,.0f} tuples/s)"
     return head + why

@@ -22,7 +22,7 @@ def test_chosen_width_is_stated_with_its_own_rate_and_the_reason_a_faster_one_lo
     chosen, rate = re.search(r"FATM chose width (\d+), predicted ([\d,]+)/s \(widths tried", a).groups()
     table = dict(re.findall(r"(\d+) -> ([\d,]+)/s", a.split("widths tried:", 1)[1]))
     assert table[chosen] == rate == "247,655"
-    assert "width 2 predicted 5.1% more, within the model's error (12%)" in a
+    assert "width 2 predicted 5.1% more, within FATM's tie window (12%)" in a  # an older build's record
     assert "fewer tuples between PEs (84,892 vs 298,055 tuples/s)" in a
     b = next(ln for ln in lines if ln.startswith("region 'b'"))
     assert "FATM chose width 1, predicted 247,655/s" in b and "more" not in b
@@ -33,4 +33,12 @@ def test_the_faster_width_chosen_needs_no_excuse():
               "regions": {"a": {**SEARCH["regions"]["a"], "chosen": 2}}}
     (line,) = fission_text({"enabled": True, "search": search})
     assert "FATM chose width 2, predicted 260,177/s (widths tried: 1 -> 247,655/s, 2 -> 260,177/s" in line
-    assert "within the model's error" not in line
+    assert "tie window" not in line
+
+
+def test_a_record_with_the_tie_window_names_it():
+    search = {**SEARCH, "tie_window": 0.02,
+              "regions": {"a": {"chosen": 1, "tried": [{"width": 1, "planned_rate": 247654.8},
+                                                       {"width": 2, "planned_rate": 251369.6}]}}}
+    (line,) = fission_text({"enabled": True, "search": search})
+    assert "width 2 predicted 1.5% more, within FATM's tie window (2%)" in line
