@@ -80,7 +80,6 @@ from spadeopt.optimize.fatm_search import (
     PhysicalCache,
     Regions,
     ScaledProblems,
-    Scored,
     SearchContext,
     best_over_max_frac,
     max_frac_candidates,

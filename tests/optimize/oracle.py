@@ -22,6 +22,7 @@ import itertools
 import random
 from dataclasses import replace
 
+from spadeopt import time_window
 from spadeopt.errors import SpadeoptError
 from spadeopt.frontend.dsl import App
 from spadeopt.model.graph import AppGraph
@@ -33,7 +34,6 @@ from spadeopt.optimize.widths import region_caps
 from spadeopt.plan.plan import make_plan
 from spadeopt.plan.regions import Region, choose_exchanges
 from spadeopt.toolkit.sources import splittable
-from spadeopt import time_window
 
 GRID = (0.3, 0.5, 0.75, 1.0)
 
@@ -137,7 +137,6 @@ def _predict_groups(ctx: SearchContext, regions, groups) -> float | None:
     try:
         problem = entry.predict_problem or problem_for(entry.graph, entry.prof, ctx.comm, 1.0, 1.0, entry.memo)
         ids = tuple(f"p{i}" for i in range(len(groups)))
-        parts = [frozenset(g) for g in groups]
         loads, plinks = pe_graph([sorted(g) for g in groups], problem, ids)
         placement = _place_anyhow(loads, plinks, ctx.nodes, ctx.cores)
         plan = make_plan(ctx.graph, "auto", groups, [placement[i] for i in ids], ctx.nodes, ctx.cores,
