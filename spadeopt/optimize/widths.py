@@ -360,21 +360,37 @@ def _ascend(score: Callable[[tuple[int, ...]], WidthTry], per: list[tuple[int, .
     return best
 
 
+JOINT_MOVES = ((1, 1), (1, 2), (2, 1), (2, 2), (1, -1), (-1, 1))
+"""Candidate steps of two regions together (in candidate widths): both up one or two,
+or one up and the other down (a core moved from one region to the other)."""
+
+
 def _joint_step(score: Callable[[tuple[int, ...]], WidthTry], per: list[tuple[int, ...]], cur: tuple[int, ...],
                 best: WidthTry) -> WidthTry | None:
-    """Two regions one width up together (every pair of regions that can widen; all of
-    them at once when more than ``JOINT_PAIRS`` can): the best such vector if it beats
-    ``best``, else None."""
-    up = [next((w for w in choices if w > cur[j]), None) for j, choices in enumerate(per)]
-    movable = [j for j, w in enumerate(up) if w is not None]
-    if len(movable) < 2:
-        return None
-    groups = itertools.combinations(movable, 2) if len(movable) <= JOINT_PAIRS else [tuple(movable)]
+    """Two regions moved together by each of :data:`JOINT_MOVES` (every pair of regions;
+    all of them up one step at once when more than ``JOINT_PAIRS`` can move): the best
+    such vector if it beats ``best``, else None. Two regions whose rates bind each other
+    (a source region feeding a keyed one through an exchange) gain only together, and
+    neither alone."""
+    pos = [choices.index(w) if w in choices else 0 for choices, w in zip(per, cur, strict=True)]
+
+    def moved(j: int, d: int) -> int | None:
+        k = pos[j] + d
+        return per[j][k] if 0 <= k < len(per[j]) else None
+
+    movable = [j for j in range(len(per)) if moved(j, 1) is not None]
     found = None
-    for g in groups:
-        t = score(tuple(up[j] if j in g else w for j, w in enumerate(cur)))
-        if _better(t, found or best):
-            found = t
+    if len(movable) > JOINT_PAIRS:
+        t = score(tuple(moved(j, 1) if j in movable else w for j, w in enumerate(cur)))
+        return t if _better(t, best) else None
+    for i, j in itertools.combinations(range(len(per)), 2):
+        for di, dj in JOINT_MOVES:
+            wi, wj = moved(i, di), moved(j, dj)
+            if wi is None or wj is None:
+                continue
+            t = score(tuple(wi if k == i else wj if k == j else w for k, w in enumerate(cur)))
+            if _better(t, found or best):
+                found = t
     return found
 
 
