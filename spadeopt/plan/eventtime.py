@@ -36,6 +36,7 @@ on how channels interleave.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from spadeopt.kinds import kind_of, selectivity
@@ -44,7 +45,9 @@ from spadeopt.model.graph import STATIC, AppGraph, PortRef, Stream
 Clock = tuple[str, str, Any]  # (window operator, time attribute, Window)
 
 
-def _walk(start: str, step: dict[str, set[str]], members: set[str]) -> set[str]:
+def walk(start: str, step: Mapping[str, set[str]], members: set[str]) -> set[str]:
+    """Operators of ``members`` reached from ``start`` by one or more ``step`` edges inside
+    ``members`` (``start`` itself only around a cycle; callers have none)."""
     out: set[str] = set()
     stack = [start]
     while stack:
@@ -62,8 +65,8 @@ def _entry_clock(graph: AppGraph, ix: Any, members: set[str], entry: Stream, exi
     window or after it, what is before it emits one tuple per tuple with ``attr``
     unchanged (the split's frames flow through it into the window, which drops them), the
     entering stream has ``attr``, and the region is not left before the window."""
-    before, after = _walk(op, ix.pred, members), _walk(op, ix.succ, members)
-    reached = _walk(entry.dst.op, ix.succ, members) | {entry.dst.op}
+    before, after = walk(op, ix.pred, members), walk(op, ix.succ, members)
+    reached = walk(entry.dst.op, ix.succ, members) | {entry.dst.op}
     if op not in reached or any(o != op and o not in before and o not in after for o in reached):
         return False
     if any(selectivity(graph.op(o)) != STATIC or not kind_of(graph.op(o)).forwards(graph.op(o), attr)
@@ -87,7 +90,7 @@ def event_time_shape(graph: AppGraph, ops: tuple[str, ...], ix: Any, members: se
     inner = []
     for clock in timed:
         op = clock[0]
-        before, after = _walk(op, ix.pred, members), _walk(op, ix.succ, members)
+        before, after = walk(op, ix.pred, members), walk(op, ix.succ, members)
         feeds = [s for _, s in ix.ins[op] if s.dst.port == "in"]
         if len(feeds) != 1:
             problems.append(f"event-time window '{op}' is fed by {len(feeds)} streams; a replicated window "
@@ -118,7 +121,7 @@ def flush_into_join(graph: AppGraph, ops: tuple[str, ...], ix: Any, problems: li
     for j in ops:
         if graph.op(j).kind != "join":
             continue
-        for o in sorted(_walk(j, ix.pred, everything)):
+        for o in sorted(walk(j, ix.pred, everything)):
             op = graph.op(o)
             w = getattr(op.params, "window", None)
             if op.kind == "aggregate" and w is not None and w.kind == "count" and kind_of(op).final_rows(op):

@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+from collections import defaultdict
 
 from spadeopt.errors import UsageError
 from spadeopt.kinds import kind_of
@@ -69,6 +70,7 @@ from spadeopt.model.graph import (
     Stream,
 )
 from spadeopt.model.schema import Schema
+from spadeopt.plan.eventtime import walk
 from spadeopt.plan.regions import (
     ARRIVAL,
     BLOCK,
@@ -237,8 +239,8 @@ def _cut_channels(ann: Annotations, logical: AppGraph, region: Region, op: str) 
     k = region.width
     copies = [Region.channel_op(op, c) for c in range(k)]
     mine = {copies[c]: (region.window_split(op, c), region.window_merge(op, c)) for c in range(k)}
-    before = {Region.channel_op(o, c) for o in _upstream(logical, op, set(region.operators)) for c in range(k)}
-    after = {Region.channel_op(o, c) for o in _downstream(logical, op, set(region.operators)) for c in range(k)}
+    before = {Region.channel_op(o, c) for o in _reach(logical, op, set(region.operators), forward=False) for c in range(k)}
+    after = {Region.channel_op(o, c) for o in _reach(logical, op, set(region.operators), forward=True) for c in range(k)}
     fuse: list[tuple[str, ...]] = []
     for g in ann.fuse:  # a fuse group across a window exchange is cut there
         at = next((o for o in g if o in mine), None)
@@ -271,30 +273,13 @@ def _cut_channels(ann: Annotations, logical: AppGraph, region: Region, op: str) 
     return ann
 
 
-def _downstream(graph: AppGraph, op: str, members: set[str]) -> set[str]:
-    """The operators of ``members`` with a path from ``op`` inside ``members``."""
-    out: set[str] = set()
-    todo = [op]
-    while todo:
-        at = todo.pop()
-        for s in graph.streams:
-            if s.src.op == at and s.dst.op in members and s.dst.op not in out:
-                out.add(s.dst.op)
-                todo.append(s.dst.op)
-    return out
-
-
-def _upstream(graph: AppGraph, op: str, members: set[str]) -> set[str]:
-    """The operators of ``members`` with a path to ``op`` inside ``members``."""
-    out: set[str] = set()
-    todo = [op]
-    while todo:
-        at = todo.pop()
-        for s in graph.streams:
-            if s.dst.op == at and s.src.op in members and s.src.op not in out:
-                out.add(s.src.op)
-                todo.append(s.src.op)
-    return out
+def _reach(graph: AppGraph, op: str, members: set[str], forward: bool) -> set[str]:
+    """The operators of ``members`` with a path from ``op`` (``forward``) or to it inside ``members``."""
+    step: dict[str, set[str]] = defaultdict(set)
+    for s in graph.streams:
+        a, b = (s.src.op, s.dst.op) if forward else (s.dst.op, s.src.op)
+        step[a].add(b)
+    return walk(op, step, members)
 
 
 def _annotations(ann: Annotations, region: Region, members: set[str], producers: list[tuple[str, str]],

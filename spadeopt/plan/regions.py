@@ -85,7 +85,7 @@ from spadeopt.errors import UsageError
 from spadeopt.kinds import kind_of, selectivity
 from spadeopt.kinds.source import partitioning
 from spadeopt.model.graph import ARRIVAL, DYNAMIC, PARTITIONED, STATIC, AppGraph, PortRef, Stream
-from spadeopt.plan.eventtime import event_time_shape, flush_into_join
+from spadeopt.plan.eventtime import event_time_shape, flush_into_join, walk
 
 BLOCK = 64  # tuples per round-robin block (split and merge agree on it)
 EXCHANGE = "exchange"  # Region.fed of a region whose channels receive from the region before it
@@ -316,19 +316,6 @@ def region_index(graph: AppGraph) -> RegionIndex:
     return index
 
 
-def _walk(start: str, step: dict[str, set[str]], members: set[str]) -> set[str]:
-    """Operators of ``members`` reached from ``start`` by one or more ``step`` edges inside
-    ``members`` (``start`` itself only around a cycle; callers have none)."""
-    out: set[str] = set()
-    stack = [start]
-    while stack:
-        for n in step[stack.pop()]:
-            if n in members and n not in out and n != start:
-                out.add(n)
-                stack.append(n)
-    return out
-
-
 def check_region(graph: AppGraph, name: str, ops: tuple[str, ...]) -> Shape:
     """The region's shape, or ``UsageError`` naming every offending operator and why.
 
@@ -433,7 +420,7 @@ def check_region(graph: AppGraph, name: str, ops: tuple[str, ...]) -> Shape:
                                 f"each entry is split by the same hash of the key, so its type must be the same")
         feeds_part: set[str] = set()  # members with a partitioned operator after them (no cycle inside)
         for p in {op.name for op in part}:
-            feeds_part |= _walk(p, ix.pred, members)
+            feeds_part |= walk(p, ix.pred, members)
         for o in ops:
             if o in feeds_part:
                 for k in key:
@@ -474,7 +461,7 @@ def _partitioned_source(graph: AppGraph, ops: tuple[str, ...], ix: RegionIndex, 
                             f"or start the region after it)")
     feeds_part: set[str] = set()
     for op in part:
-        feeds_part |= _walk(op.name, ix.pred, members)
+        feeds_part |= walk(op.name, ix.pred, members)
     for o in ops:
         if o in feeds_part and o != source:
             for a in by:
