@@ -125,6 +125,25 @@ def place(
     )
 
 
+def round_robin(pes: Sequence[tuple[str, float]], pe_links: Mapping[tuple[str, str], float], nodes: int,
+                cores: int, capacity_frac: float = 1.0) -> Placement:
+    """``pes`` dealt over the nodes in turn, whatever they load: the placement of a plan
+    that :func:`place` finds infeasible at the rate it was asked about (FATM still scores
+    it, by the prediction, at the rate where it fits).
+
+    >>> p = round_robin([("a", 0.4), ("b", 0.4), ("c", 0.4)], {("a", "b"): 10.0}, nodes=2, cores=1)
+    >>> dict(p), p.node_load, p.inter_node_rate
+    ({'a': 0, 'b': 1, 'c': 0}, (0.8, 0.4), 10.0)
+    """
+    node_of = {pe: i % nodes for i, (pe, _) in enumerate(pes)}
+    node_load = [0.0] * nodes
+    for pe, load in pes:
+        node_load[node_of[pe]] += load
+    cut = math.fsum(r for (a, b), r in pe_links.items() if node_of[a] != node_of[b])
+    return Placement(node_of=node_of, node_load=tuple(node_load), capacity=cores * capacity_frac,
+                     inter_node_rate=cut)
+
+
 def pe_graph(
     partitions: Sequence[Sequence[str]],
     problem: FusionProblem,

@@ -36,7 +36,7 @@ from spadeopt.optimize.cost import objective, partition_loads
 from spadeopt.optimize.fatm_problem import problem_for
 from spadeopt.optimize.greedy_fuse import greedy_then_absorb
 from spadeopt.optimize.legality import channels_of, exclusion_groups, initial_partitions
-from spadeopt.optimize.placement import Placement, pe_graph, place
+from spadeopt.optimize.placement import Placement, pe_graph, place, round_robin
 from spadeopt.optimize.problem import FusionProblem, Link
 from spadeopt.optimize.rate import scale
 from spadeopt.optimize.result import FusionResult
@@ -129,7 +129,7 @@ def legal(groups: Sequence[Sequence[str]], problem: FusionProblem) -> bool:
 
 
 def placed(groups: Sequence[Sequence[str]], problem: FusionProblem, nodes: int, cores: int,
-           capacity_frac: float) -> tuple[tuple[str, ...], Placement | dict[str, int]]:
+           capacity_frac: float) -> tuple[tuple[str, ...], Placement]:
     """PE ids and their nodes: FATM's placement of ``groups`` at ``problem``'s rate, or
     (when they do not fit there) the PEs dealt round robin over the nodes."""
     ids = tuple(f"p{i}" for i in range(len(groups)))
@@ -137,7 +137,7 @@ def placed(groups: Sequence[Sequence[str]], problem: FusionProblem, nodes: int, 
     try:
         return ids, place(loads, links, nodes, cores, capacity_frac)
     except PlacementInfeasible:
-        return ids, {pe: i % nodes for i, pe in enumerate(ids)}
+        return ids, round_robin(loads, links, nodes, cores, capacity_frac)
 
 
 def family(entry, prof, logical_load: Mapping[str, float], comm, nodes: int, cores: int, capacity_frac: float,

@@ -199,3 +199,23 @@ def test_placement_invariants(args: dict) -> None:
         assert p.inter_node_rate == 0.0
     cut = sum(r for (a, b), r in args["pe_links"].items() if p[a] != p[b])
     assert p.inter_node_rate == pytest.approx(cut)
+
+
+def test_a_plan_placement_refuses_is_dealt_round_robin_as_a_placement() -> None:
+    """FATM scores channel-symmetric plans that do not fit at the rate the family is
+    built at; their placement is then round robin, and is still a ``Placement`` (explain
+    reads its node loads: a dict here crashed ``spadeopt optimize`` on a 200-operator
+    chain planned for 16 cores)."""
+    from spadeopt.optimize.placement import Placement
+    from spadeopt.optimize.symmetric import placed
+
+    problem = FusionProblem.build(["a", "b", "c"], {"a": 0.9, "b": 0.9, "c": 0.9},
+                                  [("a", "b", 100.0, 50.0), ("b", "c", 100.0, 50.0)], LinearCommModel(1e-6, 0.0),
+                                  max_frac=1.0)
+    with pytest.raises(PlacementInfeasible):
+        place(list(zip(["p0", "p1", "p2"], [0.9, 0.9, 0.9], strict=True)), {}, nodes=2, cores=1)
+    ids, where = placed([["a"], ["b"], ["c"]], problem, nodes=2, cores=1, capacity_frac=0.5)
+    assert isinstance(where, Placement) and ids == ("p0", "p1", "p2")
+    assert dict(where) == {"p0": 0, "p1": 1, "p2": 0}
+    assert len(where.node_load) == 2 and where.node_load[0] > where.node_load[1] > 0.9
+    assert where.inter_node_rate == pytest.approx(200.0)
