@@ -109,3 +109,22 @@ def test_a_pe_starts_without_the_compile_time_graph_library():
             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'networkx'))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=PKG.parent)
     assert out.stdout.strip() == "[]", out.stdout
+
+
+COMPILE_FLOORS = ("protocol", "model", "kinds", "frontend", "plan", "optimize", "codegen")
+"""The compile-time floors in pipeline order: each imports only the floors before it."""
+
+
+def _upward(edges) -> list[str]:
+    floor = {p: i for i, p in enumerate(COMPILE_FLOORS)}
+    return sorted(f"{a} -> {b}" for a, b in edges
+                  if _package(a) in floor and _package(b) in floor and floor[_package(b)] > floor[_package(a)])
+
+
+def test_compile_time_floors_import_only_the_floors_before_them():
+    assert not _upward(_edges()), _upward(_edges())
+
+
+def test_the_floor_check_catches_an_optimizer_reading_codegen():
+    planted = {("spadeopt.optimize.fatm", "spadeopt.codegen.collapse")}
+    assert _upward(planted) == ["spadeopt.optimize.fatm -> spadeopt.codegen.collapse"]

@@ -53,9 +53,9 @@ import copy
 from dataclasses import dataclass
 from typing import Any
 
-from spadeopt.kinds import kind_of, selectivity
-from spadeopt.model.graph import STATIC, AppGraph, PortRef
+from spadeopt.model.graph import AppGraph
 from spadeopt.model.types import ExprProblem, ExprType, check
+from spadeopt.plan.static_runs import run_successor
 
 
 @dataclass
@@ -64,33 +64,6 @@ class Run:
 
     ops: list[str]
     lines: list[str]  # the comprehension's lines, each with its ``# op:`` marker; [] = pass-through
-
-
-def run_successor(graph: AppGraph, name: str) -> str | None:
-    """The operator that ``name`` feeds inside a static run when both share a PE, or None.
-
-    The one rule for a *collapsible link* ``a -> b`` (codegen and the optimizer's cost
-    model both read it here): both kinds are collapsible (``Kind.collapsible``), ``b``
-    is static-rate (no filter), ``a`` has one output port whose only subscriber is ``b``,
-    and ``b`` has no other publisher. Codegen adds what only a plan knows: both in one
-    PE, neither locked, ``a``'s port not exposed (``find_runs``)."""
-    op = graph.op(name)
-    if not kind_of(op).collapsible or len(op.outputs) != 1:
-        return None
-    subs = graph.subscribers(PortRef(name, op.outputs[0].name))
-    if len(subs) != 1:
-        return None
-    nxt = graph.op(subs[0].op)
-    if not kind_of(nxt).collapsible or selectivity(nxt) != STATIC or len(graph.publishers(subs[0])) != 1:
-        return None
-    return nxt.name
-
-
-def collapsible_links(graph: AppGraph) -> frozenset[tuple[str, str]]:
-    """Every link ``a -> b`` that compiles into one loop when ``a`` and ``b`` share a PE
-    (``run_successor``)."""
-    return frozenset((op.name, nxt) for op in graph.operators
-                     if (nxt := run_successor(graph, op.name)) is not None)
 
 
 def find_runs(graph: AppGraph, specs: list[Any]) -> list[list[str]]:

@@ -55,7 +55,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
-from spadeopt.codegen.collapse import collapsible_links
 from spadeopt.errors import OptimizeError, UsageError
 from spadeopt.model.graph import AppGraph
 from spadeopt.optimize.cost import metrics, objective
@@ -102,6 +101,7 @@ from spadeopt.plan.regions import (
     exchanges_json,
     resolve_regions,
 )
+from spadeopt.plan.static_runs import collapsible_links
 
 __all__ = [
     "MAX_FRAC_LADDER",

@@ -19,7 +19,7 @@ Invariants: every function is pure and deterministic; without a probe (or a sour
 rate) the model and ``call_s`` come back unchanged and the fraction is 0;
 :func:`fit_production` is idempotent and clamps ``oper_scale`` to
 :data:`OPER_SCALE_FIT`. Which links collapse is read off the logical graph
-(codegen's one rule, :func:`spadeopt.codegen.collapse.collapsible_links`).
+(codegen's one rule, :func:`spadeopt.plan.static_runs.collapsible_links`).
 
 Cost: O(n + L) sums over the profile's loads and links, plus one pass over the graph
 for its collapsible links.
@@ -38,10 +38,10 @@ import math
 from dataclasses import replace
 from typing import NamedTuple
 
-from spadeopt.codegen.collapse import collapsible_links
 from spadeopt.model.graph import AppGraph
 from spadeopt.optimize.fatm_problem import OperatorProfile
 from spadeopt.optimize.predict import PerfModel
+from spadeopt.plan.static_runs import collapsible_links
 
 OPER_SCALE_FIT = (0.2, 2.0)  # a fitted oper_scale outside this is a broken run, not a fit: clamped
 

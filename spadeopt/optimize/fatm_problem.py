@@ -6,7 +6,7 @@ PE), and feedback loops into tuple-generating ports (:func:`unfusable_pairs`: bo
 may never be fused). Streams that carried no tuple while profiling become zero-rate
 links, so they still connect their operators (:func:`unseen_streams`). Which links
 codegen compiles into one loop when fused is codegen's one rule,
-:func:`spadeopt.codegen.collapse.collapsible_links`; :func:`collapsed_links` keeps those
+:func:`spadeopt.plan.static_runs.collapsible_links`; :func:`collapsed_links` keeps those
 whose ends share a PE of a plan.
 
 Invariants: :func:`problem_for` refuses a profile of another graph (fingerprint) or one
@@ -43,11 +43,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from spadeopt.codegen.collapse import collapsible_links
 from spadeopt.errors import OptimizeError
 from spadeopt.model.graph import AppGraph
 from spadeopt.optimize.problem import CommModel, FusionProblem
 from spadeopt.plan.plan import Plan
+from spadeopt.plan.static_runs import collapsible_links
 
 
 @dataclass(frozen=True)

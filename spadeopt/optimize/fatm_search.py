@@ -44,7 +44,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from spadeopt.codegen.collapse import collapsible_links
 from spadeopt.errors import OptimizeError, PlacementInfeasible, SpadeoptError
 from spadeopt.model.graph import AppGraph
 from spadeopt.optimize.fatm_fit import collapse_fraction, fit_production, unattributed_call_s
@@ -68,6 +67,7 @@ from spadeopt.optimize.widths import physical_profile
 from spadeopt.plan.fission import physical_graph
 from spadeopt.plan.plan import Plan, make_plan
 from spadeopt.plan.regions import Region, choose_exchanges
+from spadeopt.plan.static_runs import collapsible_links
 
 Regions = tuple[Region, ...]  # a width vector: every declared region with its width
 
