@@ -68,8 +68,8 @@ broker-stop: $(STAMP) ## stop the broker `make broker` started (only that proces
 test: $(STAMP) check-java broker ## run the whole test suite (real Spark in local mode) on two pytest workers
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=20
 
-test-fast: $(STAMP) broker ## the tests that start no Spark and are not slow (<= 3 min); an unmarked one that starts Spark fails
-	SPADEOPT_NO_SPARK=1 $(BIN)/python -m pytest -q -m "not spark and not slow"
+test-fast: $(STAMP) ## the tests that start no Spark, need no broker and are not slow (<= 3 min); an unmarked one that starts Spark fails
+	SPADEOPT_NO_SPARK=1 $(BIN)/python -m pytest -q -m "not spark and not slow and not broker"
 
 profile: $(STAMP) check-java ## stage 1: profile APP (default bargain; fused, s = 0.01, as optimize and compare) into profiles/APP/run-*
 	$(BIN)/spadeopt profile apps/$(APP).py $(SIZE_$(APP)) -o $(RUN)

@@ -26,6 +26,8 @@ import struct
 
 import msgpack
 
+from spadeopt.model.schema import SCALARS
+
 FINAL_TAG = b"\xc1"
 BARRIER_TAG = b"\xc2"  # a checkpoint barrier (spadeopt.runtime.checkpoint); a batch never starts with 0xc2
 MARKER_TAG = b"\xc3"  # a latency marker (spadeopt.runtime.latency); a batch never starts with 0xc3
@@ -39,10 +41,7 @@ SAMPLE_ALL, SAMPLE_STRIDE = 64, 16  # batches up to 64 tuples: every element che
 # is allowed everywhere: operators emit it for missing values (e.g. an aggregate of
 # nothing), and the toolkit treats it as such.
 _NONE = type(None)
-WIRE_TYPES: dict[str, frozenset[type]] = {
-    "int": frozenset({int, _NONE}), "float": frozenset({float, int, _NONE}), "str": frozenset({str, _NONE}),
-    "bytes": frozenset({bytes, _NONE}), "bool": frozenset({bool, _NONE}),
-}
+WIRE_TYPES: dict[str, frozenset[type]] = {name: s.wire | {_NONE} for name, s in SCALARS.items()}
 
 
 class WireError(ValueError):

@@ -66,6 +66,15 @@ def _new_marks() -> list[str]:
     return [f"spark-submit (pid {m})" for m in sorted(marks)]
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A test that uses the project broker (the ``broker`` fixture, directly or through
+    ``redis_client`` / ``keyspace``) is marked ``broker``: `make test-fast` deselects it,
+    so the fast tier needs no Redis server."""
+    for item in items:
+        if "broker" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.broker)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     """Spark asked for during a test's setup, call or teardown fails that phase (a passed

@@ -12,6 +12,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from spadeopt.model.schema import SCALARS
+
 _TRUE = frozenset({"1", "true", "yes", "y", "t", "on"})
 _FALSE = frozenset({"0", "false", "no", "n", "f", "off"})
 FORMATS = ("json", "csv", "msgpack", "fields")  # value formats of live connectors (docs/connectors.md)
@@ -179,13 +181,8 @@ def decoder(fmt: str, schema: list[list[str]], field: str = "value") -> Callable
     return decode
 
 
-_FAST = {  # attribute type -> (the value's exact type, the %-format of its JSON text)
-    "int": ("int", "%d"),
-    "float": ("float", "%r"),
-    "str": ("str", "%s"),
-    "bool": ("bool", "%s"),
-    "bytes": ("bytes", '"%s"'),
-}
+_FAST = {name: (s.py.__name__, s.json_format) for name, s in SCALARS.items()}
+"""attribute type -> (the value's exact type, the %-format of its JSON text)"""
 
 
 def json_encoder(names: list[str], types: list[str]) -> Callable[[tuple], str]:

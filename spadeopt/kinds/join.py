@@ -33,7 +33,7 @@ from spadeopt.kinds.outputs import (
 from spadeopt.kinds.windows import Window, check_window
 from spadeopt.model.expr import compile_expr
 from spadeopt.model.graph import PARTITIONED, STATEFUL, AppGraph, Operator, SymbolRef
-from spadeopt.model.schema import Schema
+from spadeopt.model.schema import SCALARS, Schema
 from spadeopt.model.types import static_type
 from spadeopt.protocol import SEQ
 
@@ -150,7 +150,7 @@ def lower(graph: AppGraph, op: Operator, imports: Imports) -> dict[str, Any]:
     }
 
 
-ORDER_TYPES = {"int": "int", "bool": "int", "float": "float"}  # order attribute type -> how a channel numbers
+ORDER_TYPES = {name: s.order for name, s in SCALARS.items() if s.order}  # order type -> how a channel numbers
 
 
 def _order_type(op: Operator, side: str) -> str | None:

@@ -12,7 +12,37 @@ from dataclasses import dataclass
 
 from spadeopt.errors import UsageError
 
-TYPES: dict[str, type] = {"int": int, "float": float, "str": str, "bool": bool, "bytes": bytes}
+
+@dataclass(frozen=True)
+class Scalar:
+    """One attribute type: everything spadeopt's layers need to know of it, in one row of
+    :data:`SCALARS` (the schema's names, the wire's checks, a join's numbering, the
+    connectors' encoders all read it here).
+
+    ``py``: the Python type a value has; ``wire``: the Python types a value decoded off the
+    wire may have (besides None, which every attribute may carry; a float attribute takes
+    an int, as Python's arithmetic does); ``order``: how a join numbers a channel by an
+    attribute of this type (``"int"`` exact, ``"float"`` by its bits; ``None``: not an
+    order attribute); ``json_format``: the %-format of the value's JSON text when it has
+    exactly ``py`` (``connectors.formats.json_encoder``)."""
+
+    name: str
+    py: type
+    wire: frozenset[type]
+    order: str | None
+    json_format: str
+
+
+SCALARS: dict[str, Scalar] = {s.name: s for s in (
+    Scalar("int", int, frozenset({int}), "int", "%d"),
+    Scalar("float", float, frozenset({float, int}), "float", "%r"),
+    Scalar("str", str, frozenset({str}), None, "%s"),
+    Scalar("bool", bool, frozenset({bool}), "int", "%s"),
+    Scalar("bytes", bytes, frozenset({bytes}), None, '"%s"'),
+)}
+"""The five attribute types, the one table (:class:`Scalar`)."""
+
+TYPES: dict[str, type] = {name: s.py for name, s in SCALARS.items()}
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _FILE_NAME = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_-]|\.(?!\.))*")
 MAX_FILE_NAME = 100

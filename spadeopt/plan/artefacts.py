@@ -24,7 +24,7 @@ from typing import Any
 
 from spadeopt.errors import ArtefactError, PlanError
 from spadeopt.model.schema import FILE_NAME_RULE, TYPES, is_file_name, is_identifier, is_port_name
-from spadeopt.plan.deployment import Deployment
+from spadeopt.plan.deployment import DEPLOY_FIELDS, Deployment
 from spadeopt.plan.regions import FEDS, MAX_REGION_WIDTH, ORDERINGS
 
 MAX_NODES = 1 << 20  # nodes of one plan (a bound on memory: the optimizer plans 100,000 nodes)
@@ -213,56 +213,80 @@ def _pes(f: _Fields, doc: dict, nodes: Any, deploy: bool) -> set[str]:
 
 def check_deploy(doc: Any, path: str | Path) -> dict[str, Any]:
     """Check a ``deploy.json`` document (``codegen.render.render_build``) read from
-    ``path``; returns it. The per-run settings a run may override (``batch_size``,
-    ``hwm``, ``max_frame``, ``max_batch_delay``, ``duration``, ``stall_timeout``, ``insecure_links``) are
-    checked when present; ``profile`` (where samples go) is never read from a file."""
+    ``path``; returns it. Every field of ``plan.deployment.DEPLOY_FIELDS`` is checked by
+    its rule (:data:`DEPLOY_RULES`); the per-run settings a run may override only when
+    present, and ``profile`` (where samples go) is never read from a file."""
     f = _Fields(path)
     doc = _top(doc, f, "deploy descriptor", DEPLOY_HINT)
-    f.value(doc, "", "app", is_file_name, f"an app name ({FILE_NAME_RULE})")
-    f.value(doc, "", "app_ref", lambda v: _is_text(v, 4096) and "\n" not in v and v.strip() != "",
-            "an app reference (a path or module, one line)")
-    f.value(doc, "", "fingerprint", lambda v: isinstance(v, str) and _FINGERPRINT.fullmatch(v) is not None,
-            "a graph fingerprint (hexadecimal)")
-    f.value(doc, "", "strategy", is_file_name, f"a strategy name ({FILE_NAME_RULE})")
-    nodes = f.int_in(doc, "", "nodes", 1, MAX_NODES)
-    f.int_in(doc, "", "cores", 1, MAX_CORES)
-    for key in ("instrumented", "collapse", "insecure_links", "checkpoints"):
-        f.value(doc, "", key, lambda v: isinstance(v, bool), "true or false", required=False)
-    ids = _pes(f, doc, nodes, deploy=True)
+    seen: dict[str, Any] = {}
+    for field in DEPLOY_FIELDS:
+        seen[field.key] = DEPLOY_RULES[field.rule](f, doc, field.key, field.required, seen)
+    f.raise_any("deploy descriptor", DEPLOY_HINT)
+    return doc
+
+
+def _links(f: _Fields, doc: dict, key: str, required: bool, seen: dict) -> None:
+    ids = seen.get("pes") or set()
     link_ids: set[str] = set()
-    for at, ln in f.objects(doc, "", "links"):
+    for at, ln in f.objects(doc, "", key, required):
         lid = f.value(ln, at, "id", is_file_name, f"a link id ({FILE_NAME_RULE})")
         if lid is not _MISSING:
             if lid in link_ids:
                 f.bad(f"{at}.id", lid, "a link id used once")
             link_ids.add(lid)
-        for key in ("src_pe", "dst_pe"):
-            f.value(ln, at, key, lambda v: isinstance(v, str) and v in ids, "a PE id of this file's pes")
-        for key in ("src", "dst"):
-            f.value(ln, at, key, _is_ref, "'op.port'")
+        for end in ("src_pe", "dst_pe"):
+            f.value(ln, at, end, lambda v: isinstance(v, str) and v in ids, "a PE id of this file's pes")
+        for end in ("src", "dst"):
+            f.value(ln, at, end, _is_ref, "'op.port'")
         f.value(ln, at, "transport", lambda v: v in ("ipc", "tcp"), "'ipc' or 'tcp'")
         for sat, attr in f.items(ln, at, "schema", required=False):
             if not (isinstance(attr, list) and len(attr) == 2 and is_identifier(attr[0])
                     and isinstance(attr[1], str) and attr[1] in TYPES):
                 f.bad(sat, attr, f"[attribute name, type] with a type of {sorted(TYPES)}")
-    for at, st in f.items(doc, "", "streams", required=False):
+
+
+def _streams(f: _Fields, doc: dict, key: str, required: bool, seen: dict) -> None:
+    for at, st in f.items(doc, "", key, required):
         if not (isinstance(st, list) and len(st) == 2 and all(_is_ref(x) for x in st)):
             f.bad(at, st, "['op.port', 'op.port']")
-    field, spark = f.mapping(doc, "", "spark")
-    if isinstance(doc.get("spark"), dict):
+
+
+def _spark(f: _Fields, doc: dict, key: str, required: bool, seen: dict) -> None:
+    field, spark = f.mapping(doc, "", key, required)
+    if isinstance(doc.get(key), dict):
         f.value(spark, field, "master", lambda v: _is_text(v, 1000) and "\n" not in v and v.strip() != "",
                 "a Spark master URL (one line)")
-    for key, hi in (("batch_size", MAX_BATCH), ("hwm", MAX_BATCH), ("max_frame", MAX_FRAME)):
-        f.int_in(doc, "", key, 1, hi, required=False)
-    for key in ("duration", "stall_timeout"):
-        f.number(doc, "", key, required=False, none_ok=True, positive=True)
-    f.value(doc, "", "max_batch_delay", lambda v: _is_number(v) and 0 <= v <= 60, "seconds, 0 to 60",
-            required=False)
-    f.value(doc, "", "profile", lambda v: v is None,
-            "nothing: where samples go is set by `spadeopt profile` per run, never read from a build",
-            required=False)
-    f.raise_any("deploy descriptor", DEPLOY_HINT)
-    return doc
+
+
+def _rule(test: Callable[[Any], bool], expected: str, none_ok: bool = False) -> Callable[..., Any]:
+    return lambda f, doc, key, required, seen: f.value(doc, "", key, test, expected, required, none_ok)
+
+
+DEPLOY_RULES: dict[str, Callable[[_Fields, dict, str, bool, dict], Any]] = {
+    "version": lambda f, doc, key, required, seen: doc.get(key),  # checked first, by _top
+    "app_name": _rule(is_file_name, f"an app name ({FILE_NAME_RULE})"),
+    "app_ref": _rule(lambda v: _is_text(v, 4096) and "\n" not in v and v.strip() != "",
+                     "an app reference (a path or module, one line)"),
+    "params": _rule(lambda v: isinstance(v, dict), "a JSON object (the app's parameters)"),
+    "fingerprint": _rule(lambda v: isinstance(v, str) and _FINGERPRINT.fullmatch(v) is not None,
+                         "a graph fingerprint (hexadecimal)"),
+    "strategy": _rule(is_file_name, f"a strategy name ({FILE_NAME_RULE})"),
+    "nodes": lambda f, doc, key, required, seen: f.int_in(doc, "", key, 1, MAX_NODES, required),
+    "cores": lambda f, doc, key, required, seen: f.int_in(doc, "", key, 1, MAX_CORES, required),
+    "bool": _rule(lambda v: isinstance(v, bool), "true or false"),
+    "pes": lambda f, doc, key, required, seen: _pes(f, doc, seen.get("nodes"), deploy=True),
+    "links": _links,
+    "streams": _streams,
+    "spark": _spark,
+    "count": lambda f, doc, key, required, seen: f.int_in(doc, "", key, 1, MAX_BATCH, required),
+    "frame_bytes": lambda f, doc, key, required, seen: f.int_in(doc, "", key, 1, MAX_FRAME, required),
+    "delay": _rule(lambda v: _is_number(v) and 0 <= v <= 60, "seconds, 0 to 60"),
+    "seconds": lambda f, doc, key, required, seen: f.number(doc, "", key, required, none_ok=True, positive=True),
+    "absent": _rule(lambda v: v is None,
+                    "nothing: where samples go is set by `spadeopt profile` per run, never read from a build"),
+}
+"""How each rule of ``plan.deployment.DEPLOY_FIELDS`` is checked: ``(fields, doc, key,
+required, seen)`` -> the value (``seen``: the values of the fields checked before)."""
 
 
 def load_deploy(build_dir: str | Path) -> Deployment:

@@ -87,7 +87,6 @@ class RunSettings:
 
 
 _DEFAULTS = RunSettings()
-_SETTINGS = tuple(f.name for f in dataclasses.fields(RunSettings) if f.name not in ("profile", "checkpoint", "source_limit"))
 
 
 @dataclass(frozen=True)
@@ -175,36 +174,93 @@ class Deployment:
         return dataclasses.replace(self, settings=self.settings.changed(**changes))
 
     def to_json(self) -> dict[str, Any]:
-        """The ``deploy.json`` document; run settings only where they differ from the
-        defaults, and never ``profile`` (set per run by ``spadeopt profile``)."""
-        doc: dict[str, Any] = {
-            "schema_version": self.schema_version, "app": self.app, "app_ref": self.app_ref,
-            "params": dict(self.params), "fingerprint": self.fingerprint, "strategy": self.strategy,
-            "nodes": self.nodes, "cores": self.cores, "instrumented": self.instrumented,
-            "collapse": self.collapse, "pes": [p.to_json() for p in self.pes],
-            "links": [ln.to_json() for ln in self.links], "streams": [list(s) for s in self.streams],
-            "spark": self.spark.to_json(),
-        }
-        if self.checkpoints:
-            doc["checkpoints"] = True
-        for name in _SETTINGS:
-            value = getattr(self.settings, name)
-            if value != getattr(_DEFAULTS, name):
-                doc[name] = value
+        """The ``deploy.json`` document (:data:`DEPLOY_FIELDS`): run settings only where
+        they differ from the defaults, ``checkpoints`` only when on, never ``profile``."""
+        doc: dict[str, Any] = {}
+        for f in DEPLOY_FIELDS:
+            if f.written == "never":
+                continue
+            value = getattr(self.settings if f.settings else self, f.key)
+            if (f.written == "if_true" and not value) or (f.settings and value == getattr(_DEFAULTS, f.key)):
+                continue
+            doc[f.key] = _ENCODE.get(f.rule, _same)(value)
         return doc
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> Deployment:
-        """Convert a checked document (``plan.artefacts.check_deploy``)."""
-        spark = doc["spark"]
-        settings = RunSettings(**{name: doc[name] for name in _SETTINGS if doc.get(name) is not None})
-        return cls(
-            app=doc["app"], app_ref=doc["app_ref"], fingerprint=doc["fingerprint"], strategy=doc["strategy"],
-            nodes=doc["nodes"], cores=doc["cores"], pes=tuple(DeployedPE.from_json(p) for p in doc["pes"]),
-            links=tuple(DeployedLink.from_json(ln) for ln in doc["links"]),
-            spark=SparkSettings(spark["master"], dict(spark.get("conf", {})), spark.get("submit", "")),
-            params=dict(doc.get("params", {})), instrumented=bool(doc.get("instrumented", False)),
-            collapse=bool(doc.get("collapse", True)), checkpoints=bool(doc.get("checkpoints", False)),
-            streams=tuple((a, b) for a, b in doc.get("streams", ())), settings=settings,
-            schema_version=doc.get("schema_version", SCHEMA_VERSION),
-        )
+        """Convert a checked document (``plan.artefacts.check_deploy``); a field it lacks
+        keeps its default, as does a run setting given as null."""
+        values: dict[str, Any] = {}
+        settings: dict[str, Any] = {}
+        for f in DEPLOY_FIELDS:
+            if f.written == "never" or f.key not in doc or (f.settings and doc[f.key] is None):
+                continue
+            (settings if f.settings else values)[f.key] = _DECODE.get(f.rule, _same)(doc[f.key])
+        return cls(**values, settings=RunSettings(**settings))
+
+
+@dataclass(frozen=True)
+class DeployField:
+    """One top-level field of ``deploy.json``: its key (the :class:`Deployment` attribute,
+    or the :class:`RunSettings` one when ``settings``), the ``rule`` it is checked by
+    (``plan.artefacts.DEPLOY_RULES``) and converted by, whether a file must have it, and
+    when it is written (``always``; ``if_true``; a run setting only when it is not the
+    default; ``never``: a per-run value a file may not carry)."""
+
+    key: str
+    rule: str
+    required: bool = True
+    settings: bool = False
+    written: str = "always"
+
+
+DEPLOY_FIELDS: tuple[DeployField, ...] = (
+    DeployField("schema_version", "version"),
+    DeployField("app", "app_name"),
+    DeployField("app_ref", "app_ref"),
+    DeployField("params", "params", required=False),
+    DeployField("fingerprint", "fingerprint"),
+    DeployField("strategy", "strategy"),
+    DeployField("nodes", "nodes"),
+    DeployField("cores", "cores"),
+    DeployField("instrumented", "bool", required=False),
+    DeployField("collapse", "bool", required=False),
+    DeployField("checkpoints", "bool", required=False, written="if_true"),
+    DeployField("pes", "pes"),
+    DeployField("links", "links"),
+    DeployField("streams", "streams", required=False),
+    DeployField("spark", "spark"),
+    DeployField("batch_size", "count", required=False, settings=True),
+    DeployField("hwm", "count", required=False, settings=True),
+    DeployField("max_frame", "frame_bytes", required=False, settings=True),
+    DeployField("max_batch_delay", "delay", required=False, settings=True),
+    DeployField("duration", "seconds", required=False, settings=True),
+    DeployField("stall_timeout", "seconds", required=False, settings=True),
+    DeployField("insecure_links", "bool", required=False, settings=True),
+    DeployField("profile", "absent", required=False, settings=True, written="never"),
+)
+"""``deploy.json``'s schema, the one list: :meth:`Deployment.to_json` writes,
+:meth:`Deployment.from_json` reads and ``plan.artefacts.check_deploy`` checks these
+fields, in this order (``nodes`` before ``pes``, ``pes`` before ``links``: later
+checks use earlier values)."""
+
+
+def _same(v: Any) -> Any:
+    return v
+
+
+_ENCODE: dict[str, Any] = {
+    "params": dict,
+    "pes": lambda pes: [p.to_json() for p in pes],
+    "links": lambda links: [ln.to_json() for ln in links],
+    "streams": lambda streams: [list(s) for s in streams],
+    "spark": lambda spark: spark.to_json(),
+}
+_DECODE: dict[str, Any] = {
+    "params": dict,
+    "bool": bool,
+    "pes": lambda pes: tuple(DeployedPE.from_json(p) for p in pes),
+    "links": lambda links: tuple(DeployedLink.from_json(ln) for ln in links),
+    "streams": lambda streams: tuple((a, b) for a, b in streams),
+    "spark": lambda spark: SparkSettings(spark["master"], dict(spark.get("conf", {})), spark.get("submit", "")),
+}
