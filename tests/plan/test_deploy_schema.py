@@ -9,7 +9,13 @@ import pytest
 
 from spadeopt.errors import ArtefactError
 from spadeopt.plan.artefacts import DEPLOY_RULES, check_deploy
-from spadeopt.plan.deployment import DEPLOY_FIELDS, Deployment, DeployedPE, RunSettings, SparkSettings
+from spadeopt.plan.deployment import (
+    DEPLOY_FIELDS,
+    DeployedPE,
+    Deployment,
+    RunSettings,
+    SparkSettings,
+)
 
 PER_RUN = {"checkpoint", "source_limit"}  # set per run, never in a file, never checked from one
 
