@@ -67,8 +67,9 @@ def pe_check(explain: Mapping[str, Any] | None, tuples: int, measured: Mapping[s
     load of PE ``p`` at its rate ``R`` is ``L_p`` cores, so ``tuples`` source tuples cost it
     ``L_p / R * tuples`` CPU seconds. ``None`` without a prediction (FALL's build).
 
-    >>> pe_check({"prediction": {"rate": 100.0, "pe_load": {"pe0": 0.5, "pe1": 1.0}}}, 1000, {"pe0": 6.0, "pe1": 10.0})
-    {'predicted_cpu_s': {'pe0': 5.0, 'pe1': 10.0}, 'measured_over_predicted': {'pe0': 1.2, 'pe1': 1.0}, 'worst': 'pe0'}
+    >>> got = pe_check({"prediction": {"rate": 100.0, "pe_load": {"pe0": 0.5, "pe1": 1.0}}}, 1000, {"pe0": 6.0, "pe1": 10.0})
+    >>> got["predicted_cpu_s"], got["measured_over_predicted"], got["worst"]
+    ({'pe0': 5.0, 'pe1': 10.0}, {'pe0': 1.2, 'pe1': 1.0}, 'pe0')
     """
     pred = (explain or {}).get("prediction") or {}
     rate, loads = pred.get("rate"), pred.get("pe_load")
@@ -77,7 +78,12 @@ def pe_check(explain: Mapping[str, Any] | None, tuples: int, measured: Mapping[s
     predicted = {pe: float(load) / rate * tuples for pe, load in loads.items()}
     ratio = {pe: round(measured[pe] / c, 3) for pe, c in predicted.items() if pe in measured and c > 0}
     worst = max(ratio, key=lambda pe: (abs(math.log(ratio[pe])) if ratio[pe] > 0 else math.inf, pe), default=None)
-    return {"predicted_cpu_s": predicted, "measured_over_predicted": ratio, "worst": worst}
+    out = {"predicted_cpu_s": predicted, "measured_over_predicted": ratio, "worst": worst,
+           "measured_cpu_s": {pe: measured[pe] for pe in predicted if pe in measured}}
+    for part in ("pe_comm", "pe_fission"):  # the links' and the splits' and merges' share (optimize.predict)
+        if isinstance(pred.get(part), Mapping):
+            out[f"predicted_{part[3:]}_cpu_s"] = {pe: float(v) / rate * tuples for pe, v in pred[part].items()}
+    return out
 
 
 def _row(label: str, res, cores: int, predicted: float | None, sinks: Path,

@@ -150,6 +150,7 @@ class Kind:
     checkpoint_problem: Callable[[Operator], str | None] = _checkpointable  # why its state cannot be checkpointed
     checkpoint_note: Callable[[AppGraph, Operator], str | None] = _no_checkpoint_note  # a weaker guarantee
     collapsible: bool = False
+    fission_made: bool = False  # made by plan.fission (splits, merges, exchanges), never declared by apps
 
 
 def derive_declared(where: str, raw: dict[str, Any], ins: dict[str, Schema], problems: Problems) -> Derived:

@@ -28,4 +28,5 @@ def lower(graph: AppGraph, op: Operator, imports: Imports) -> dict[str, Any]:
 
 
 KIND = Kind("exchange_merge", None, None, lower, "ops/exchange_merge.py.j2", never_blocks=False,
+            fission_made=True,
             passes_pulses=False)

@@ -54,4 +54,5 @@ def number_bits(op: Operator) -> int:
 
 
 KIND = Kind("exchange_split", None, None, lower, "ops/exchange_split.py.j2", never_blocks=False,
+            fission_made=True,
             passes_pulses=False, number_bits=number_bits)

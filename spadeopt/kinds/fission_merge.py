@@ -101,4 +101,5 @@ def checkpoint_note(graph: AppGraph, op: Operator) -> str | None:
 
 
 KIND = Kind("fission_merge", None, None, lower, "ops/fission_merge.py.j2", never_blocks=False,
+            fission_made=True,
             passes_pulses=False, checkpoint_note=checkpoint_note)

@@ -51,4 +51,5 @@ def clock_context(clock: tuple[str, Window, bool] | None, schema: Any) -> dict[s
             "sliding": not w.tumbling}
 
 
-KIND = Kind("fission_split", None, None, lower, "ops/fission_split.py.j2", never_blocks=False)
+KIND = Kind("fission_split", None, None, lower, "ops/fission_split.py.j2", never_blocks=False,
+            fission_made=True)

@@ -45,6 +45,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from spadeopt.errors import OptimizeError, PlacementInfeasible, SpadeoptError
+from spadeopt.kinds import kind_of
 from spadeopt.model.graph import AppGraph
 from spadeopt.optimize.fatm_fit import collapse_fraction, fit_production, unattributed_call_s
 from spadeopt.optimize.fatm_problem import OperatorProfile, problem_for
@@ -323,8 +324,10 @@ def predict_physical(graph: AppGraph, prof: OperatorProfile, plan: Plan, comm: C
         collapsed = frozenset((a, b) for a, b in entry.collapsible if pe_of.get(a) == pe_of.get(b))
     else:
         collapsed = frozenset()
+    primitives = frozenset(op.name for op in entry.graph.operators if kind_of(op).fission_made)
     return predict(entry.predict_problem, [(pe.pe_id, pe.operators, pe.node) for pe in plan.pes], plan.nodes,
-                   plan.cores, prof.source_rate, model, unattributed_call_s(prof, model), collapsed, frac, batches)
+                   plan.cores, prof.source_rate, model, unattributed_call_s(prof, model), collapsed, frac, batches,
+                   primitives)
 
 
 def predicted_rate(ctx: SearchContext, plan: Plan) -> float | None:

@@ -75,7 +75,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from spadeopt.errors import OptimizeError
@@ -151,11 +151,14 @@ class Prediction:
     bottleneck: str
     call_s: float
     model: PerfModel | None = None  # the constants used (fitted ones included)
+    pe_comm: Mapping[str, float] = field(default_factory=dict)  # the part of pe_load its links cost
+    pe_fission: Mapping[str, float] = field(default_factory=dict)  # the part its splits and merges cost
 
     def to_json(self) -> dict[str, Any]:
         return {"rate": self.rate, "factor": self.factor, "bottleneck": self.bottleneck, "call_s": self.call_s,
                 "model": self.model.to_json() if self.model else None,
-                "pe_load": dict(self.pe_load), "node_load": {str(n): v for n, v in self.node_load.items()},
+                "pe_load": dict(self.pe_load), "pe_comm": dict(self.pe_comm), "pe_fission": dict(self.pe_fission),
+                "node_load": {str(n): v for n, v in self.node_load.items()},
                 "node_capacity": {str(n): v for n, v in self.node_capacity.items()},
                 "busy_pes": {str(n): v for n, v in self.busy_pes.items()}}
 
@@ -229,7 +232,8 @@ def _flat_comm(problem: FusionProblem, crossing: Sequence[Link], model: PerfMode
 def predict(problem: FusionProblem, pes: Sequence[tuple[str, Sequence[str], int]], nodes: int, cores: int,
             profiled_rate: float, model: PerfModel, call_s: float | None = None,
             collapsed: frozenset[tuple[str, str]] = frozenset(), inlined_frac: float = 0.0,
-            batches: Mapping[tuple[str | None, str | None], float] | None = None) -> Prediction:
+            batches: Mapping[tuple[str | None, str | None], float] | None = None,
+            primitives: frozenset[str] = frozenset()) -> Prediction:
     """The predicted source rate of the PEs ``pes`` (``(name, operators, node)``) of
     ``problem`` (a problem at the profiled rate, factor 1) on ``nodes`` x ``cores``;
     ``call_s`` replaces ``model.call_s`` (e.g. measured from the profile); ``collapsed``
@@ -237,7 +241,8 @@ def predict(problem: FusionProblem, pes: Sequence[tuple[str, Sequence[str], int]
     keeps ``1 - inlined_frac`` of its load (``fatm.collapse_fraction``, fitted on the
     app's production FALL run) less ``model.collapse_saves_s`` per input tuple;
     ``batches`` are :func:`link_batches` of ``problem`` (computed when ``None`` and
-    ``model.batch`` > 0)."""
+    ``model.batch`` > 0); ``primitives`` are the operators fission made (splits, merges,
+    exchanges), whose share of each PE's load the prediction reports (``pe_fission``)."""
     call_s = model.call_s if call_s is None else call_s
     if model.batch > 0 and batches is None:
         batches = link_batches(problem, model.batch)
@@ -246,6 +251,7 @@ def predict(problem: FusionProblem, pes: Sequence[tuple[str, Sequence[str], int]
                             "profile a run whose sources emit tuples")
     seen: set[str] = set()
     parts = []
+    fission: dict[str, float] = {}
     for name, ops, node in pes:
         members = frozenset(ops)
         if members & seen or not members <= problem.operator_set or not 0 <= node < nodes:
@@ -262,6 +268,7 @@ def predict(problem: FusionProblem, pes: Sequence[tuple[str, Sequence[str], int]
                          else problem.load[op] for op in members)
         flat = _flat_comm(problem, crossing, model, batches) if batches is not None else None
         parts.append(_PE(name, node, model.oper_scale * (oper + call_s * internal), tuples, size, flat))
+        fission[name] = model.oper_scale * math.fsum(problem.load[op] for op in members & primitives)
     if seen != problem.operator_set:
         raise OptimizeError("the plan's PEs do not cover every operator of the app; rebuild the plan")
 
@@ -307,7 +314,9 @@ def predict(problem: FusionProblem, pes: Sequence[tuple[str, Sequence[str], int]
     _, *_, why = check(k * (1 + 1e-6) if k > 0 else 1e-9)
     return Prediction(rate=k * profiled_rate, factor=k, pe_load={p.name: x for p, x in zip(parts, ls, strict=True)},
                       node_load=node_load, node_capacity=cap, busy_pes=busy,
-                      bottleneck=why or "every core busy with operator work", call_s=call_s, model=model)
+                      bottleneck=why or "every core busy with operator work", call_s=call_s, model=model,
+                      pe_comm={p.name: max(0.0, x - k * p.linear) for p, x in zip(parts, ls, strict=True)},
+                      pe_fission={name: k * u for name, u in fission.items()})
 
 
 def _inlined_load(problem: FusionProblem, op: str, saves_s: float, frac: float) -> float:
