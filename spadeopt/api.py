@@ -317,7 +317,8 @@ def profile(app_ref: str, run_dir: Path, fusion: str = PROFILE_FUSION, params: M
 PRODUCTION_PROBE = "production.json"
 PROBE_RUNS = 3
 """Runs of the production probe; FATM fits on the median (one run on this shared VM
-swung the fitted rate by up to 1.6x between minutes: docs/decisions.md, round 7)."""
+swung the fitted rate by up to 1.6x between minutes:
+docs/decisions/020-production-probe-fits-the-model.md)."""
 
 
 def _production_probe(graph: AppGraph, ref: str, run_dir: Path, nodes: int, cores: int,

@@ -159,7 +159,8 @@ def _versus_fall(rows: Mapping[str, dict[str, Any]]) -> None:
     the same compare (``predicted_over_measured`` over FALL's): what the model says about
     one plan against another, free of how fast the shared machine happened to be when
     the production probe ran (a one-PE build's speed on the development VM swung 1.5x
-    between the probe and a compare minutes later; docs/decisions.md, round 9)."""
+    between the probe and a compare minutes later;
+    docs/decisions/025-measuring-on-a-shared-2-core-vm.md)."""
     fall = rows.get("all", {}).get("predicted_over_measured")
     for row in rows.values():
         if fall and row.get("predicted_over_measured"):

@@ -89,8 +89,9 @@ JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
 coordinate (the barrier stage, the rendezvous, py4j); the tuples flow between Python PEs.
 C2's compiler threads spent most of a session's start-up CPU: a local[2] session and one
 small job took 10-11 s instead of 23-31 s on the loaded 2-core test machine, a
-local-cluster[1,1,1024] one 13-20 s instead of 31-39 s (docs/decisions.md, "JVMs with C1
-only"). ``--conf spark.driver.extraJavaOptions=...`` replaces it."""
+local-cluster[1,1,1024] one 13-20 s instead of 31-39 s
+(docs/decisions/053-jvms-run-with-c1-only.md). ``--conf spark.driver.extraJavaOptions=...``
+replaces it."""
 
 
 def spark_session(master: str | None, cores: int, app_name: str = "spadeopt",

@@ -6,8 +6,9 @@ Both give the agent the same handle (``Popen``'s part it uses): ``pid``, ``stdin
 ``returncode``, and a PE that is the leader of its own process group with the command
 line ``python -P -m spadeopt.runtime.pe_main CONFIG``. Forking is the default: a PE
 then starts in milliseconds instead of spending ~0.2 s of CPU on imports
-(docs/decisions.md, "PE start-up"). ``SPADEOPT_PE_START=exec`` (or a Python without
-``setproctitle``, which the forked PE needs for its command line) execs each PE.
+(docs/decisions/005-pe-start-up-by-fork-from-a-zygote.md). ``SPADEOPT_PE_START=exec`` (or a
+Python without ``setproctitle``, which the forked PE needs for its command line) execs
+each PE.
 """
 
 from __future__ import annotations

@@ -11,7 +11,8 @@ holding the merge aligns barrier ``n`` on all its channel inputs before it snaps
 and passes it on, as for any PE with several inputs (``runtime.checkpoint``). A restart
 replays each channel from its own position, so the interleaving across partition keys
 may differ from the failed run's: the guarantee after the merge is per partition key
-(``checkpoint_note``; docs/decisions.md, "Checkpoints of arrival regions (issue 29)")."""
+(``checkpoint_note``;
+docs/decisions/040-checkpoints-of-arrival-regions-are-exactly-once-per-key.md)."""
 
 from __future__ import annotations
 

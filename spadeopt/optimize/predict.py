@@ -51,7 +51,7 @@ or a router's branch fewer). Each PE then pays, per crossing link and per tuple 
 beyond a full one: ``frame_s * (1 / b - 1 / batch) / 2``. So a link of full frames costs
 what the calibration's flat-out point says, whatever its rate, and a link of a few tuples
 per frame pays the frame's cost (ZeroMQ + CURVE + a wake-up) over those few (issue 27
-item 6, docs/decisions.md "FATM's predictions, again"). ``batch = 0`` keeps the
+item 6, docs/decisions/019-one-prediction-model-for-every-plan.md). ``batch = 0`` keeps the
 rate-indexed ``v(k Rate(P), Size(P))`` per PE.
 
 Capacity. A PE is one Python process: it can use at most ``pe_cap`` cores. A node offers
@@ -63,7 +63,8 @@ than cores). The predicted factor is the largest ``k`` for which every PE and ev
 fits, found by bisection (``L_P`` only grows with ``k`` and so does the count of PEs that
 count, so feasibility is monotone). Deterministic: a pure function of the plan, the
 profile, the calibration and :class:`PerfModel`. The defaults are fitted on this
-project's 2-core VM (docs/decisions.md); a calibration file's ``perf_model`` block
+project's 2-core VM (docs/decisions/019-one-prediction-model-for-every-plan.md); a
+calibration file's ``perf_model`` block
 replaces them.
 
 The split and merge of a parallel region are operators of the physical graph; their
@@ -333,7 +334,8 @@ DEFAULT_MODEL = PerfModel(oper_scale=0.7, sched=0.03, busy=0.0, collapse_saves_s
                           batch=float(DEFAULT_BATCH), frame_s=FRAME_S,
                           source="spadeopt defaults (fitted on bargain and chain compare runs, 2-core VM; "
                                  "docs/decisions.md)")
-"""Used when the calibration file holds no ``perf_model`` (constants: docs/decisions.md).
+"""Used when the calibration file holds no ``perf_model`` (constants:
+docs/decisions/019-one-prediction-model-for-every-plan.md).
 ``batch`` is the run setting's default frame (``wire.DEFAULT_BATCH``); a build run with
 another ``batch_size`` is predicted as if it had the default."""
 

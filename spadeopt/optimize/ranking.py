@@ -37,8 +37,8 @@ MODEL_ERROR = 0.12
 
 Where it comes from: the plan-relative prediction error of FATM's plans in the last
 quiet-machine compares (``docs/results/compare/{peer,outlier,bargain,chain}-r10.json``
-and ``-r10b.json``, issue 12 round 10 in docs/decisions.md): each FATM plan's
-``versus_fall`` (predicted over measured, divided by FALL's predicted over measured in
+and ``-r10b.json``, docs/decisions/019-one-prediction-model-for-every-plan.md): each FATM
+plan's ``versus_fall`` (predicted over measured, divided by FALL's predicted over measured in
 the same compare, so the machine's speed during the probe cancels) lies in 0.88-1.09;
 the largest deviation from 1 is 0.118 (outlier, r10b), rounded up to 0.12.
 ``tests/optimize/test_ranking.py`` recomputes it from those files. FMAN's 10-PE chain
@@ -54,8 +54,9 @@ TIE_WINDOW = 0.02
 
 It was :data:`MODEL_ERROR` (12 %) until FATM had to return the best plan under its own
 model: a tie-break over a 12 % plateau chose plans its model ranked up to 12 % lower, and
-at 16 cores the plans it ranked higher ran faster (docs/decisions/, "FATM's own best
-plan"). Within 2 % (the oracle test's tolerance) fewer crossing tuples still win; what
+at 16 cores the plans it ranked higher ran faster
+(docs/decisions/022-width-search-and-tie-break.md). Within 2 % (the oracle test's
+tolerance) fewer crossing tuples still win; what
 a crossing costs belongs in the prediction (the learned link cost), not in a wide tie."""
 
 CROSSING_REL_TOL = 1e-9  # crossing tuples this close (relative) are equal: the leader stays

@@ -18,7 +18,8 @@ logical (width-1) graph. For a candidate width vector (one width per region):
      region (a region entered by several streams has a split per entry, each costed at
      its own entry's rate), the merge ``model.merge_s(ordering)`` per tuple leaving it (static-rate or
      sequence-number variant; paper 000's ``c_p``, measured per host by ``spadeopt
-     calibrate`` with ``spadeopt.refine.fission_cost``, see docs/decisions.md);
+     calibrate`` with ``spadeopt.refine.fission_cost``, see
+     docs/decisions/021-fatm-chooses-region-widths.md);
    - each stream into the region now ends at its split, which sends ``rate/w`` to each
      channel (tuples of a dynamic region grow by the 9-byte sequence number); each
      channel sends ``rate/w`` to the merge, which sends the full rate on to the

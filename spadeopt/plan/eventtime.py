@@ -27,7 +27,7 @@ them:
   tuple that moves the whole stream into a later window also moves its own channel's,
   so each window copy sees, in width-1 order, every tuple that advances the width-1
   window (frames of the others change nothing), and so closes its groups and drops late
-  tuples exactly where width 1 does (``docs/decisions.md``, "Event time on every link").
+  tuples exactly where width 1 does (``docs/decisions/035-watermark-frames-in-regions.md``).
 
 Lateness is a function of the window's width-1 input alone: a tuple is late when the
 windows it belongs to were closed by an earlier tuple of that input. It never depends

@@ -8,7 +8,8 @@ dynamic ones) and the runtime merges (``spadeopt.runtime.fission.BlockMerge`` an
 tuples in batches of 256, width 2, best of 5. The calibration stores the median of its
 sweeps' measurements as the ``split_*_s`` / ``merge_*_s`` of its ``perf_model``
 (``spadeopt.optimize.predict.PerfModel``; without one, the defaults there are this
-module's figures on the 2-core VM, docs/decisions.md). The transport cost of the split's
+module's figures on the 2-core VM, docs/decisions/021-fatm-chooses-region-widths.md). The
+transport cost of the split's
 and merge's links is not included: FATM costs those links with the calibration, like
 every other link.
 """

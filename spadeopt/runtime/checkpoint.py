@@ -1,7 +1,8 @@
 """Consistent checkpoints inside a PE: barriers, alignment, snapshots, restore.
 
 The protocol is Flink's asynchronous barrier snapshots (Chandy-Lamport for FIFO
-channels), with the PE as the unit (docs/decisions.md, "Checkpoints"):
+channels), with the PE as the unit
+(docs/decisions/037-aligned-barrier-checkpoints-with-the-pe-as-unit.md):
 
 * The driver's coordinator (``spadeopt.deploy.checkpoints``) triggers checkpoint ``n``
   in every PE that has sources. The PE's sources thread takes it at a turn boundary
@@ -21,8 +22,8 @@ channels), with the PE as the unit (docs/decisions.md, "Checkpoints"):
   by a partitioned broker source needs nothing more: each channel's copy of the source
   is a source of its PE (its own keys, so its own entry IDs), and the PE holding the
   arrival merge aligns on every channel like any PE with several inputs (the guarantee
-  after that merge is per partition key: docs/decisions.md, "Checkpoints of arrival
-  regions (issue 29)").
+  after that merge is per partition key:
+  docs/decisions/040-checkpoints-of-arrival-regions-are-exactly-once-per-key.md).
 * When every PE's part is stored the coordinator says checkpoint ``n`` is complete; a
   transactional sink (the Redis sink) then commits its epochs up to ``n`` (entries and a
   marker of ``n`` in one transaction, an id already marked skipped). A restored part's
@@ -637,7 +638,7 @@ class Channel:
     The thread sleeps in a poll of the socket and of a wake-up pipe (``send_part``,
     ``finish`` write a byte to it), not in a 20 ms poll loop: each wake-up takes the GIL
     from the thread running the operators, and on a loaded machine a GIL hand-off can
-    wait for the scheduler (docs/decisions.md, "Checkpoint cost, 2026-11-26")."""
+    wait for the scheduler (docs/decisions/041-checkpoint-cost-and-running-value-windows.md)."""
 
     IDLE_MS = 1000  # the longest sleep once there is nothing to watch (a wake-up ends it)
     WATCH_MS = 20  # the sleep while waiting for the first output (a restart's)

@@ -5,7 +5,7 @@ operator of the PE, one batch per turn in turn (``PERuntime.drive_sources``), ea
 batch down its chain by direct calls (paper 003 §2.5). Python runs one thread at a
 time, so a thread per source bought no parallelism and cost a GIL hand-off every few
 milliseconds: 1.3-1.5x the CPU per tuple for two or six sources in one PE
-(docs/decisions.md, "One thread for a PE's sources"). The first exception in any
+(docs/decisions/004-one-thread-drives-all-sources-of-a-pe.md). The first exception in any
 thread stops the PE and is reported with the operator and input port it came from.
 
 Every frame is checked at the boundary, before any operator sees it
@@ -670,8 +670,8 @@ class PERuntime:
         time, then looks at ``stop``, checkpoints and dropped links again); with several
         a poller waits for any of them and drains up to 64 frames of a ready port. A
         poll and the failed non-blocking ``recv`` that ends a drain cost 7-10 us a frame
-        where the sender is the slower end and every frame is waited for (docs/decisions.md,
-        "Cheaper links")."""
+        where the sender is the slower end and every frame is waited for
+        (docs/decisions/007-inter-pe-link-cost.md)."""
         ports = list(self.inputs.values())
         if len(ports) == 1:
             self._one_port_loop(ports[0])

@@ -1,6 +1,6 @@
 """Two sources, a keyed custom smoother on one, a keyed event-time window on each, and a
 per-key join of the windows (issue 36, deliverable 2): the app whose author's regions
-were refused before watermark frames ("Event time on every link", docs/decisions.md).
+were refused before watermark frames (docs/decisions/035-watermark-frames-in-regions.md).
 
 Source ``temps`` (per-sensor readings) passes a filter and ``smooth`` (a custom operator
 partitioned on ``sensor``) into ``per10``, a tumbling 1 s event-time window per sensor;

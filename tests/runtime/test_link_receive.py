@@ -1,4 +1,4 @@
-"""The receiving end of a link after "Cheaper links" (docs/decisions.md): every tuple's
+"""The receiving end of a link (docs/decisions/007-inter-pe-link-cost.md): every tuple's
 arity is still checked wherever it sits in a batch, the types of the first and last
 tuples still are, and a PE's main loop (one input port: a blocking recv; several: a
 poller) takes every frame, counts finals and honours ``stop``."""
