@@ -328,7 +328,8 @@ def _inlined_load(problem: FusionProblem, op: str, saves_s: float, frac: float) 
 FRAME_S = 60e-6
 """CPU seconds a frame costs both ends of a link beyond its tuples' share, CURVE on: this
 VM's figure from issue 27 item 5 (frames of 2,048 tuples instead of 512 saved 0.03 us per
-tuple at the sender and 0.06 at the receiver, i.e. ~20 + ~40 us a frame; docs/decisions.md)."""
+tuple at the sender and 0.06 at the receiver, i.e. ~20 + ~40 us a frame;
+docs/decisions/007-inter-pe-link-cost.md)."""
 
 DEFAULT_MODEL = PerfModel(oper_scale=0.7, sched=0.03, busy=0.0, collapse_saves_s=0.0,
                           batch=float(DEFAULT_BATCH), frame_s=FRAME_S,
