@@ -62,14 +62,9 @@ def declare(name: str, input: Any, *, window: Window, output: Mapping[str, str],
     decl = Decl(name, "aggregate", {"in": [input]}, {"window": window, "by": by, "output": dict(output)},
                 state=PARTITIONED if by else STATEFUL, key=by)
     decl.raw["functions"] = declare_functions(functions, decl)
-    if not isinstance(late, bool):
-        decl.problems.append(f"aggregate '{name}': late must be True or False, got {late!r}")
-    elif late and getattr(window, "kind", None) != "time":
-        decl.problems.append(f"aggregate '{name}': late=True needs an event-time window (time_window(...)); a "
-                             f"count window drops no tuple, so it has no late port")
-    elif late:
+    decl.raw["late"] = late  # checked by derive
+    if late is True and getattr(window, "kind", None) == "time":
         decl.out_ports = ("out", "late")
-    decl.raw["late"] = late is True
     return decl
 
 
@@ -77,6 +72,11 @@ def derive(where: str, raw: dict, ins: dict[str, Schema], problems: Problems) ->
     schema = ins["in"]
     w: Window = raw["window"]
     check_window(where, w, schema, problems)
+    if not isinstance(raw["late"], bool):
+        problems.append(f"{where}: late must be True or False, got {raw['late']!r}")
+    elif raw["late"] and w.kind != "time":
+        problems.append(f"{where}: late=True needs an event-time window (time_window(...)); a count window "
+                        f"drops no tuple, so it has no late port")
     by = tuple(raw["by"])
     for b in by:
         if b not in schema:
@@ -139,7 +139,7 @@ def derive(where: str, raw: dict, ins: dict[str, Schema], problems: Problems) ->
     out_schema = output_schema(where, attrs, problems)
     if out_schema is None:
         return None, None
-    late = {"late": schema} if raw.get("late") and w.kind == "time" else {}
+    late = {"late": schema} if raw["late"] is True and w.kind == "time" else {}
     return AggregateParams(w, by, tuple(outs), fns, bool(late)), {"out": out_schema, **late}
 
 
@@ -254,10 +254,6 @@ def lower(graph: AppGraph, op: Operator, imports: Imports) -> dict[str, Any]:
 def region_problem(op: Operator) -> str | None:
     if op.state == STATEFUL:
         return stateful_problem(op, "an aggregate without by= keeps one state for all tuples")
-    if op.params.late:
-        return (f"window '{op.name}' has a late port (late=True): its late tuples would leave the region by a "
-                f"second port, and a region is left by one; keep '{op.name}' out of the region (its count of "
-                f"late tuples needs no port)")
     return None
 
 
