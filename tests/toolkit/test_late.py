@@ -206,3 +206,35 @@ def test_a_late_port_leaving_a_region_is_refused_saying_what_to_do():
         plan(a.build(), "none", {"reg": 2})
     msg = str(e.value)
     assert "left by 2: w.late, w.out" in msg and "mode='unordered' or 'count' inside the region" in msg
+
+
+@pytest.mark.parametrize("late_mode", ["unordered", "file"])
+def test_fatm_plans_a_window_with_a_late_port_and_its_plan_gives_the_width_1_answer(tmp_path, late_mode):
+    """FATM (auto) on a profile where the filter and the window dominate, 8 cores: with the
+    late tuples in an unordered sink it widens the window with its late sink (a region's
+    second output may end in such a sink); with a file sink it keeps the window out of
+    any region (the late port would leave it). Either plan gives width 1's rows, late
+    tuples and count."""
+    from spadeopt.optimize.fatm import fuse_auto
+    from spadeopt.optimize.fatm_problem import OperatorProfile
+    from tests.optimize.test_fatm_two_entries import COMM
+
+    a = App("fl")
+    s = a.source("src", SCHEMA, generator=replay, args={"rows": shuffled(600, 11, keys=7)})
+    f = a.functor("f", s, filter="v % 10 < 8")
+    rows, late = a.aggregate("w", f, window=time_window("ts", 10, allowed_lateness=2), by=["k"], output=OUT,
+                             late=True)
+    a.sink("rows", rows)
+    a.sink("late", late, mode=late_mode)
+    graph = a.build()
+    load = {op.name: (1.0 if op.name in ("f", "w") else 0.01) for op in graph.operators}
+    links = tuple((st_.src.op, st_.dst.op, 1000.0, 60.0) for st_ in graph.streams)
+    auto = fuse_auto(graph, OperatorProfile(graph.name, graph.fingerprint, load, links, 1000.0), COMM, nodes=1,
+                     cores=8, rate="max")
+    wide = {o for r in auto.plan.regions if r.width > 1 for o in r.operators}
+    assert ("w" in wide) == (late_mode == "unordered"), auto.plan.regions
+    counted, got_counted = {}, {}
+    base = simulate(graph, "all", tmp_path / "w1", chunks=[7, 30], counters=counted)
+    got = simulate(graph, "auto", tmp_path / "fatm", seed=3, chunks=[7, 30], given=auto.plan, counters=got_counted)
+    assert base["late"] and got == base
+    assert got_counted["w"] == counted["w"] == {"late": len(base["late"])}
