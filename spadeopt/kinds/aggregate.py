@@ -62,8 +62,8 @@ def declare(name: str, input: Any, *, window: Window, output: Mapping[str, str],
     decl = Decl(name, "aggregate", {"in": [input]}, {"window": window, "by": by, "output": dict(output)},
                 state=PARTITIONED if by else STATEFUL, key=by)
     decl.raw["functions"] = declare_functions(functions, decl)
-    decl.raw["late"] = late  # checked by derive
-    if late is True and getattr(window, "kind", None) == "time":
+    decl.raw["late"] = late  # checked by derive (a count window's late port is refused there)
+    if late is True:
         decl.out_ports = ("out", "late")
     return decl
 
@@ -72,9 +72,10 @@ def derive(where: str, raw: dict, ins: dict[str, Schema], problems: Problems) ->
     schema = ins["in"]
     w: Window = raw["window"]
     check_window(where, w, schema, problems)
+    late_ok = raw["late"] is False or (raw["late"] is True and w.kind == "time")
     if not isinstance(raw["late"], bool):
         problems.append(f"{where}: late must be True or False, got {raw['late']!r}")
-    elif raw["late"] and w.kind != "time":
+    elif not late_ok:
         problems.append(f"{where}: late=True needs an event-time window (time_window(...)); a count window "
                         f"drops no tuple, so it has no late port")
     by = tuple(raw["by"])
@@ -134,12 +135,12 @@ def derive(where: str, raw: dict, ins: dict[str, Schema], problems: Problems) ->
             continue
         outs.append(AggOutput(name, func, inner))
         attrs.append((name, typ or default))
-    if len(problems) != n_before:
+    if len(problems) != n_before or not late_ok:
         return None, None
     out_schema = output_schema(where, attrs, problems)
     if out_schema is None:
         return None, None
-    late = {"late": schema} if raw["late"] is True and w.kind == "time" else {}
+    late = {"late": schema} if raw["late"] else {}
     return AggregateParams(w, by, tuple(outs), fns, bool(late)), {"out": out_schema, **late}
 
 
