@@ -6,7 +6,8 @@ one-item list it adds to, e.g. an event-time window's ``late`` tuples) and may w
 PE's end-of-run stats carry ``report()``; the driver sums every PE's counters under the
 logical operator (a parallel region's channel copies add up) and keeps each warning key
 once (``merge``): the run's ``RunResult.operators`` and ``warnings``, which the result
-table, ``--json`` and anything exporting metrics read. A counter is a list so a
+table, ``--json`` and anything exporting metrics read. While it runs, each PE also writes
+``report()`` into its progress file every second (``metrics``), for live runs. A counter is a list so a
 checkpointing build registers it with its operator's state (``rt.state``) and a restore
 sets it back in place: a restarted run counts every tuple once.
 """

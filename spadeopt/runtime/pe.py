@@ -621,7 +621,7 @@ class PERuntime:
             doc = {"pe": self.pe_id, "pid": os.getpid(), "t": time.time(),
                    "sources": {n: v[0] for n, v in list(self.source_stats.items())},
                    "sinks": self.sink_counts(), "lag": dict(self.lags), "unbounded": self.unbounded(),
-                   "stopping": self.stopped_by}
+                   "stopping": self.stopped_by, "metrics": self.metrics.report()}
             tmp = f"{self.progress_file}.tmp"
             with open(tmp, "w") as f:
                 json.dump(doc, f)
