@@ -1,9 +1,11 @@
 """The guide's app (docs/guide.md): a clickstream, built one step at a time.
 
-``clicks(n, users, seed)`` yields ``(user, ts, page, agent, dwell)`` in event-time order.
+``clicks(n, users, seed)`` yields ``(user, ts, page, agent, dwell)`` in event-time order
+(``jitter``: each click's time goes back by up to that many seconds, so some come late).
 ``humans`` drops bots through the opaque function :func:`is_bot`; ``enrich`` adds the
 page's site section through :func:`section_of`; ``per_user`` counts clicks and dwell time
-per user in tumbling event-time windows of ``window`` seconds; ``sessions`` (the custom
+per user in tumbling event-time windows of ``window`` seconds (closing ``lateness``
+seconds after their end; the clicks that come later still go to ``late_clicks``); ``sessions`` (the custom
 operator :class:`Sessionizer`) cuts each user's clicks into sessions separated by more
 than ``gap`` seconds. Both results go to file sinks, or to Redis streams with
 ``-p live=true`` (the source then reads the Redis stream ``clicks``, see
@@ -21,11 +23,12 @@ PAGES = ("/home", "/shop/shoes", "/shop/hats", "/blog/spark", "/blog/python", "/
 AGENTS = ("Mozilla/5.0 (X11; Linux)", "Mozilla/5.0 (Macintosh)", "Googlebot/2.1", "curl/8.0 crawler")
 
 
-def clicks(n: int, users: int, seed: int):
+def clicks(n: int, users: int, seed: int, jitter: float = 0.0):
     """The source: ``n`` clicks of ``users`` users, one every 0.1 s of event time."""
     rng = random.Random(seed)
     for i in range(n):
-        yield (f"u{rng.randrange(users)}", i * 0.1, rng.choice(PAGES), rng.choice(AGENTS),
+        back = rng.uniform(0, jitter) if jitter else 0.0   # -p jitter=90: clicks arrive out of order
+        yield (f"u{rng.randrange(users)}", i * 0.1 - back, rng.choice(PAGES), rng.choice(AGENTS),
                round(rng.expovariate(0.2), 2))
 
 
@@ -79,28 +82,32 @@ SCHEMA = "user:str, ts:float, page:str, agent:str, dwell:float"
 
 @app
 def clicks_app(n: int = 20_000, users: int = 50, window: float = 60.0, gap: float = 30.0,
-               live: bool = False, stream: str = "clicks") -> App:
+               live: bool = False, stream: str = "clicks", jitter: float = 0.0, lateness: float = 0.0) -> App:
     a = App("clicks")
     if live:  # the Redis stream "clicks", JSON objects in field "value", until Ctrl-C / --duration
         c = a.source("clicks", SCHEMA, connector=redis_source(stream))
     else:
-        c = a.source("clicks", SCHEMA, generator=clicks, args={"n": n, "users": users, "seed": 1})
+        c = a.source("clicks", SCHEMA, generator=clicks, args={"n": n, "users": users, "seed": 1,
+                                                               "jitter": jitter})
     humans = a.functor("humans", c, filter="not is_bot(agent)", functions=[is_bot])
     enrich = a.functor("enrich", humans, functions=[section_of],
                        output={"user": "user", "ts": "ts", "section:str": "section_of(page)",
                                "dwell": "dwell"})
-    per_user = a.aggregate("per_user", enrich, window=time_window("ts", window), by=["user"],
-                           output={"user": "user", "start": "wstart()", "clicks": "count()",
-                                   "dwell:float": "sum(dwell)", "longest": "max(dwell)"})
+    per_user, late = a.aggregate("per_user", enrich, window=time_window("ts", window, allowed_lateness=lateness),
+                                 by=["user"], late=True,
+                                 output={"user": "user", "start": "wstart()", "clicks": "count()",
+                                         "dwell:float": "sum(dwell)", "longest": "max(dwell)"})
     ses = a.custom("sessionize", Sessionizer, inputs={"in": enrich},
                    outputs={"sessions": "user:str, start:float, end:float, clicks:int"},
                    args={"gap": gap}, state="partitioned", key=["user"])
     if live:
         a.sink("per_user_out", per_user, connector=redis_sink(f"{stream}:per_user"))
         a.sink("sessions_out", ses["sessions"], connector=redis_sink(f"{stream}:sessions"))
+        a.sink("late_clicks", late, connector=redis_sink(f"{stream}:late"))
     else:
         a.sink("per_user_out", per_user)
         a.sink("sessions_out", ses["sessions"])
+        a.sink("late_clicks", late)
     a.fuse("humans", "enrich")  # the developer's own fusion: used by --fusion manual (FMAN)
     return a
 

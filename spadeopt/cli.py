@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from spadeopt.console import end_status, guarded, progress, result_table
+from spadeopt.console import end_status, guarded, progress, show_result
 from spadeopt.errors import UsageError
 
 if TYPE_CHECKING:
@@ -103,7 +103,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                      build_dir=args.build_dir, widths=parse_widths(args.width), collapse=not args.no_collapse,
                      options=_options(args))
     end_status()
-    print(result_table(result))
+    show_result(result)
     if args.json:
         api.write_json(args.json, {"kind": "spadeopt-run-result", **result.to_json()})
     return 0
@@ -116,7 +116,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
                                   reservoir=args.reservoir, seed=args.seed, nodes=args.nodes, cores=args.cores,
                                   production_probe=not args.no_production_probe, options=_options(args))
     end_status()
-    print(result_table(result))
+    show_result(result)
     print(f"\nraw samples of {result.pes} PE(s) and manifest.json written to {run_dir}")
     return 0
 

@@ -37,6 +37,10 @@ def result_table(result) -> str:
             ("source tuples", f"{result.tuples:,}"), ("throughput", f"{result.throughput:,.0f} tuples/s"),
             ("wall time", f"{result.wall_s:.2f} s")]
     rows += [(f"sink {k}", f"{v:,} tuples") for k, v in result.sinks.items()]
+    late = {op: c["late"] for op, c in (getattr(result, "operators", None) or {}).items() if "late" in c}
+    if late:  # every event-time window, also when it dropped nothing
+        rows.append(("late tuples", ", ".join(f"{op} {n:,}" for op, n in late.items())
+                     + " (dropped by event-time windows: older than allowed_lateness; late=True sends them on)"))
     lat = getattr(result, "latency", None)
     if lat:
         rows.append(("latency", f"p50 {lat['p50_ms']:,.1f} ms, p99 {lat['p99_ms']:,.1f} ms, max {lat['max_ms']:,.1f} ms "
@@ -68,6 +72,13 @@ def result_table(result) -> str:
     lines += ["", "throughput: source tuples / the time from the first source tuple to the last PE's end (the app",
               "at work); wall time also counts starting the PEs, so it is longer than tuples / throughput"]
     return "\n".join(lines)
+
+
+def show_result(result) -> None:
+    """A run's warnings on stderr (each once: ``runtime.metrics``), then its result table."""
+    for w in getattr(result, "warnings", None) or ():
+        print(f"spadeopt: WARNING: {w}", file=sys.stderr)
+    print(result_table(result))
 
 
 def end_status() -> None:

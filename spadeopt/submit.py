@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.path:
         print(Path(__file__).resolve())
         return 0
-    from spadeopt.console import end_status, guarded, progress, result_table
+    from spadeopt.console import end_status, guarded, progress, show_result
     from spadeopt.errors import UsageError
 
     def submitted() -> int:
@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
 
         result = api.run_submitted(args.build, RunOptions(out=args.out, force=args.force, progress=progress))
         end_status()
-        print(result_table(result))
+        show_result(result)
         if args.json:
             api.write_json(args.json, result.to_json())
         return 0

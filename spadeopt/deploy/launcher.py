@@ -35,6 +35,7 @@ from spadeopt.deploy.procs import running
 from spadeopt.errors import EnvironmentProblem, RunError, UsageError
 from spadeopt.plan.artefacts import load_deploy
 from spadeopt.plan.deployment import Deployment, Sampling
+from spadeopt.runtime import metrics
 from spadeopt.runtime.latency import summary
 
 _SESSION: Any = None
@@ -244,6 +245,8 @@ class RunResult:
     connectors: dict[str, Any] = field(default_factory=dict)  # live source -> position, lag; sink -> report
     restarts_in_place: dict[str, int] = field(default_factory=dict)  # node -> its agent's in-place restarts
     latency: dict[str, Any] | None = None  # source -> sink latency markers: p50/p90/p99/max ms (runtime.latency)
+    operators: dict[str, dict[str, int]] = field(default_factory=dict)  # operator -> counters ("late": dropped)
+    warnings: list[str] = field(default_factory=list)  # what the PEs warned of, each once (runtime.metrics)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -600,11 +603,13 @@ def _result(deploy: Deployment, reports: list[dict], master: str, wall: float, b
     stopped = sorted({st.get("stopped_by") for r in reports for st in r["pes"]} - {None})
     connectors = {name: rep for r in reports for st in r["pes"] for name, rep in st.get("connectors", {}).items()}
     latency = summary(ms for r in reports for st in r["pes"] for ms in st.get("latency_ms") or ())
+    operators, warnings = metrics.merge(st.get("metrics") for r in reports for st in r["pes"])
     return RunResult(deploy.app, deploy.strategy, master, deploy.nodes, len(deploy.pes), thr,
                      wall, tuples, sorted(per_pe, key=lambda p: p["pe"]), dict(sorted(sinks.items())), used,
                      build_dir, steady_rate(timelines) or thr, cpu_node,
                      stopped_by="request" if "request" in stopped else (stopped[0] if stopped else None),
-                     connectors=dict(sorted(connectors.items())), latency=latency,
+                     connectors=dict(sorted(connectors.items())), latency=latency, operators=operators,
+                     warnings=warnings,
                      restarts_in_place={str(r["node"]): len(r.get("restarts_in_place", ())) for r in reports})
 
 

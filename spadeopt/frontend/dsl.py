@@ -75,9 +75,10 @@ def count_window(size: int, slide: int | None = None) -> Window:
     return Window("count", size, size if slide is None else slide)
 
 
-def time_window(attr: str, size: float, slide: float | None = None) -> Window:
-    """Event-time windows ``[k*slide, k*slide+size)`` over attribute ``attr``."""
-    return Window("time", size, size if slide is None else slide, attr)
+def time_window(attr: str, size: float, slide: float | None = None, allowed_lateness: float = 0) -> Window:
+    """Event-time windows ``[k*slide, k*slide+size)`` over attribute ``attr``; a window
+    closes once event time passed its end by ``allowed_lateness``."""
+    return Window("time", size, size if slide is None else slide, attr, allowed_lateness)
 
 
 def _caller_line() -> str:
@@ -127,11 +128,15 @@ class App:
         return StreamHandle(name)
 
     def aggregate(self, name: str, input: StreamLike, *, window: Window, output: Mapping[str, str],
-                  by: Iterable[str] = (), functions: Iterable[Callable] = ()) -> StreamHandle:
+                  by: Iterable[str] = (), functions: Iterable[Callable] = (), late: bool = False
+                  ) -> StreamHandle | tuple[StreamHandle, StreamHandle]:
         """Windowed aggregation: outputs are group-by attributes, ``count()``, ``sum(e)``,
-        ``avg(e)``, ``min(e)``, ``max(e)``, ``first(e)``, ``last(e)``, ``wstart()``, ``wend()``."""
-        self._add(aggregate.declare(name, input, window=window, output=output, by=by, functions=functions))
-        return StreamHandle(name)
+        ``avg(e)``, ``min(e)``, ``max(e)``, ``first(e)``, ``last(e)``, ``wstart()``, ``wend()``.
+        ``late=True`` (event-time windows): returns ``(rows, late)``, ``late`` the stream
+        of the input tuples dropped as late (port ``late``)."""
+        decl = self._add(aggregate.declare(name, input, window=window, output=output, by=by, functions=functions,
+                                           late=late))
+        return (StreamHandle(name), StreamHandle(name, "late")) if "late" in decl.out_ports else StreamHandle(name)
 
     def join(self, name: str, left: StreamLike, right: StreamLike, *, on: str | tuple, order: str | tuple,
              window: tuple[Window, Window], output: Mapping[str, str], where: str | None = None,

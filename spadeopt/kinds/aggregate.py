@@ -5,7 +5,10 @@ its channel copy learns the width-1 input's event time from watermark frames
 (``event_time``, ``plan.eventtime``; tuples numbered below zero, never added to a group).
 A tumbling window numbers each row with its group's first tuple, which is exactly the
 width-1 order of the rows one close emits; a sliding one by window and group opening
-(``number_bits``; ``docs/operators.md``, "Parallel regions")."""
+(``number_bits``; ``docs/operators.md``, "Parallel regions"). A time window with an
+allowed lateness keeps several windows open and runs the sliding code. Every time
+window counts the tuples it drops as late (a ``runtime.metrics`` counter, checkpointed
+with its state); ``late=True`` adds port ``late``, which carries them (input schema)."""
 
 from __future__ import annotations
 
@@ -26,7 +29,7 @@ from spadeopt.kinds.base import (
 )
 from spadeopt.kinds.lowering import key_source, number, rename, row, typed
 from spadeopt.kinds.outputs import check_expr, function_names, output_schema, split_name
-from spadeopt.kinds.windows import Window, bound_type, check_window
+from spadeopt.kinds.windows import Window, bound_type, check_window, late_context
 from spadeopt.model.expr import compile_expr
 from spadeopt.model.graph import PARTITIONED, STATEFUL, AppGraph, Operator, SymbolRef
 from spadeopt.model.schema import Schema
@@ -49,14 +52,19 @@ class AggregateParams:
     by: tuple[str, ...]
     output: tuple[AggOutput, ...]
     functions: tuple[tuple[str, SymbolRef], ...] = ()
+    late: bool = False  # port "late" carries the tuples dropped as late (event-time windows)
+    logical: str = ""  # a channel copy's logical operator (its late count reports under it)
 
 
 def declare(name: str, input: Any, *, window: Window, output: Mapping[str, str],
-            by: Iterable[str] = (), functions: Iterable[Callable] = ()) -> Decl:
+            by: Iterable[str] = (), functions: Iterable[Callable] = (), late: bool = False) -> Decl:
     by = tuple(by)
     decl = Decl(name, "aggregate", {"in": [input]}, {"window": window, "by": by, "output": dict(output)},
                 state=PARTITIONED if by else STATEFUL, key=by)
     decl.raw["functions"] = declare_functions(functions, decl)
+    decl.raw["late"] = late  # checked by derive (a count window's late port is refused there)
+    if late is True:
+        decl.out_ports = ("out", "late")
     return decl
 
 
@@ -64,6 +72,12 @@ def derive(where: str, raw: dict, ins: dict[str, Schema], problems: Problems) ->
     schema = ins["in"]
     w: Window = raw["window"]
     check_window(where, w, schema, problems)
+    late_ok = raw["late"] is False or (raw["late"] is True and w.kind == "time")
+    if not isinstance(raw["late"], bool):
+        problems.append(f"{where}: late must be True or False, got {raw['late']!r}")
+    elif not late_ok:
+        problems.append(f"{where}: late=True needs an event-time window (time_window(...)); a count window "
+                        f"drops no tuple, so it has no late port")
     by = tuple(raw["by"])
     for b in by:
         if b not in schema:
@@ -121,12 +135,13 @@ def derive(where: str, raw: dict, ins: dict[str, Schema], problems: Problems) ->
             continue
         outs.append(AggOutput(name, func, inner))
         attrs.append((name, typ or default))
-    if len(problems) != n_before:
+    if len(problems) != n_before or not late_ok:
         return None, None
     out_schema = output_schema(where, attrs, problems)
     if out_schema is None:
         return None, None
-    return AggregateParams(w, by, tuple(outs), fns), {"out": out_schema}
+    late = {"late": schema} if raw["late"] else {}
+    return AggregateParams(w, by, tuple(outs), fns, bool(late)), {"out": out_schema, **late}
 
 
 def _accumulates(o: AggOutput, schema: Schema) -> bool:
@@ -159,7 +174,7 @@ def _accumulators(p: AggregateParams, schema: Schema, compiled: Callable[[str], 
     min or max). ``opens``: the group a first tuple ``t`` opens; ``adds``: the lines that
     add ``t`` to group ``g``; ``slot``: output index -> its slot; ``t0``/``tn``: their
     slots (None: not kept). None when some output needs the rows."""
-    if not p.window.tumbling or not all(_accumulates(o, schema) for o in p.output):
+    if p.window.several_open or not p.window.tumbling or not all(_accumulates(o, schema) for o in p.output):
         return None
     t0 = 1 if first_needed or any(o.func == "first" for o in p.output) else None
     tn = (2 if t0 else 1) if any(o.func == "last" for o in p.output) else None
@@ -224,14 +239,17 @@ def lower(graph: AppGraph, op: Operator, imports: Imports) -> dict[str, Any]:
                     inner = ("float" if inner == "float" else "int") if inner in NUMERIC else None
             exprs.append(typed(src, typ, inner))
     attr = schema.index(w.attr) if w.kind == "time" else None
-    mode = f"{w.kind}_{'tumbling' if w.tumbling else 'sliding'}"
+    mode = f"{w.kind}_{'sliding' if w.several_open or not w.tumbling else 'tumbling'}"
     # float bounds need float constants: window bounds are computed as k * slide
     lit = number if w.kind == "count" or bound_type(w, schema) == "int" else (lambda x: repr(float(x)))
     exact = w.kind == "time" and bound_type(w, schema) == "int"  # int arithmetic: no rounding
     return {"mode": mode, "size": lit(w.size), "slide": lit(w.slide), "attr": attr, "exact": exact,
             "key": key_source(p.by, schema), "row": row(exprs), "final_seq": final_seq,
             "final_base": FINAL_BASE, "wm_seq": wm_seq, "acc": acc,
-            "first": f"g[{acc['t0']}]" if acc else "g[0]"}  # a group's first tuple
+            "first": f"g[{acc['t0']}]" if acc else "g[0]",  # a group's first tuple
+            "lateness": number(w.lateness) if w.kind == "time" and w.lateness else None,
+            "late": late_context(graph, op, w, p.logical or op.name) if w.kind == "time" else None,
+            "late_port": p.late}
 
 
 def region_problem(op: Operator) -> str | None:
@@ -252,13 +270,13 @@ def forwards(op: Operator, attr: str) -> bool:
 
 def channel_params(op: Operator, channel: int, width: int, dynamic: bool) -> AggregateParams:
     if not dynamic:
-        return op.params
+        return dataclasses.replace(op.params, logical=op.name)
     # a count window's row carries the number of the tuple that triggered it; a tumbling
     # event-time window's the number of its group's first tuple: one close emits its groups
     # in the order they were opened, all after the previous close, so these numbers are
     # that order; a sliding one's (its template) packs the window and its group's opening
     func = "first" if op.params.window.kind == "time" else "last"
-    return dataclasses.replace(op.params, output=(*op.params.output, AggOutput(SEQ, func, SEQ)))
+    return dataclasses.replace(op.params, output=(*op.params.output, AggOutput(SEQ, func, SEQ)), logical=op.name)
 
 
 def final_rows(op: Operator) -> bool:
@@ -278,7 +296,7 @@ def number_bits(op: Operator) -> int:
 
 
 def _sliding_time(w: Window) -> bool:
-    return w.kind == "time" and not w.tumbling
+    return w.several_open  # sliding, or tumbling with an allowed lateness: the sliding code
 
 
 KIND = Kind("aggregate", declare, derive, lower, "ops/aggregate.py.j2", region_problem=region_problem,

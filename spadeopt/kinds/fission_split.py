@@ -47,8 +47,9 @@ def clock_context(clock: tuple[str, Window, bool] | None, schema: Any) -> dict[s
         return None
     attr, w, exact = clock
     lit = number if exact else (lambda x: repr(float(x)))
+    # an allowed lateness shifts the clock: windows close lateness later (kinds.windows.Window)
     return {"attr": schema.index(attr), "exact": exact, "size": lit(w.size), "slide": lit(w.slide),
-            "sliding": not w.tumbling}
+            "sliding": w.several_open, "lateness": number(w.lateness) if w.lateness else None}
 
 
 KIND = Kind("fission_split", None, None, lower, "ops/fission_split.py.j2", never_blocks=False,

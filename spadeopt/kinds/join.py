@@ -90,6 +90,10 @@ def _check_sides(where: str, raw: dict, ls: Schema, rs: Schema, problems: Proble
         if w.slide != w.size:
             problems.append(f"{where}: the {side} window has a slide ({w.slide:g}); join windows only "
                             f"keep the last tuples, so give the size alone")
+        if w.kind == "time" and w.lateness != 0:
+            problems.append(f"{where}: the {side} window has an allowed_lateness; a join drops no late tuple "
+                            f"(it keeps what the probing tuple's time reaches), so leave allowed_lateness out "
+                            f"(it applies to aggregate windows)")
 
 
 def derive(where: str, raw: dict, ins: dict[str, Schema], problems: Problems) -> Derived:

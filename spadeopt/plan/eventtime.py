@@ -31,7 +31,11 @@ them:
 
 Lateness is a function of the window's width-1 input alone: a tuple is late when the
 windows it belongs to were closed by an earlier tuple of that input. It never depends
-on how channels interleave.
+on how channels interleave. A window's allowed lateness (``Window.lateness``) shifts its
+clock (event time minus the lateness: the splits' and exchanges' too,
+``kinds.fission_split.clock_context``), and a frame is never late: a window copy counts
+and sends on (``late=True``) only tuples, so the channels' late counts and late ports
+add up to width 1's (docs/decisions.md, "Late data is never dropped silently").
 """
 
 from __future__ import annotations

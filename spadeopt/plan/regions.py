@@ -366,7 +366,9 @@ def check_region(graph: AppGraph, name: str, ops: tuple[str, ...]) -> Shape:
     sinks = [o for o in ops if not graph.op(o).outputs]
     if len(exits) > 1 or (not exits and not sinks):
         problems.append(f"the region must be left by exactly one output port (or end in counting sinks); it is "
-                        f"left by {len(exits)}: {', '.join(map(str, exits)) or 'none'}")
+                        f"left by {len(exits)}: {', '.join(map(str, exits)) or 'none'}"
+                        + ("; end the others in sinks of mode='unordered' or 'count' inside the region, or keep "
+                           "their operators out of it" if len(exits) > 1 else ""))
     # a feedback loop: a path from the region back into it through outside operators,
     # or a cycle inside it
     back = {s.src.op for s in entries}

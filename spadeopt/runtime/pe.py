@@ -45,6 +45,7 @@ from spadeopt.protocol import SEQ as FISSION_SEQ
 from spadeopt.runtime import transport
 from spadeopt.runtime.fission import read_splits as fission_read_splits
 from spadeopt.runtime.latency import MARK_EVERY, Latency
+from spadeopt.runtime.metrics import Metrics
 from spadeopt.runtime.ordered import Ordered
 from spadeopt.runtime.security import Guard, keypair, make_client, make_server
 from spadeopt.runtime.sinks import Sink
@@ -190,6 +191,7 @@ class PERuntime:
         self.states: dict[str, tuple] = {}  # operator -> its state objects (checkpointing builds: rt.state)
         self.checkpoints: Any = None  # a runtime.checkpoint.Checkpointer when the run takes checkpoints
         self.latency = Latency()  # latency markers sent, taken and recorded (runtime.latency)
+        self.metrics = Metrics()  # operator counters (a window's late tuples) and warnings (runtime.metrics)
         self._came_in = 0.0  # wall time the oldest record of the sources thread's next batch came in
         self.sources_cpu_s: float | None = None  # CPU of the sources thread, once it ended (reported)
 
@@ -557,6 +559,7 @@ class PERuntime:
             "latency_ms": self.latency.samples,
             "sources_cpu_s": self.sources_cpu_s,
             "checkpoints": self.checkpoints.stats() if self.checkpoints is not None else None,
+            "metrics": self.metrics.report(),
         }
 
     def progress(self) -> tuple[int, dict[str, list[str]]]:
@@ -618,7 +621,7 @@ class PERuntime:
             doc = {"pe": self.pe_id, "pid": os.getpid(), "t": time.time(),
                    "sources": {n: v[0] for n, v in list(self.source_stats.items())},
                    "sinks": self.sink_counts(), "lag": dict(self.lags), "unbounded": self.unbounded(),
-                   "stopping": self.stopped_by}
+                   "stopping": self.stopped_by, "metrics": self.metrics.report()}
             tmp = f"{self.progress_file}.tmp"
             with open(tmp, "w") as f:
                 json.dump(doc, f)

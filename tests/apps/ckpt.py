@@ -96,4 +96,36 @@ def ckregion(n: int = 3000, keys: int = 9, width: int = 2) -> App:
     return a
 
 
+def jittered(n: int, keys: int, seed: int, spin_us: int = 0):
+    """``readings`` whose every 7th event time goes back by up to 0.4 s: late tuples."""
+    x = seed
+    for i in range(n):
+        x = (x * 1103515245 + 12345) % (1 << 31)
+        if spin_us and i % 64 == 0:
+            end = perf_counter() + spin_us * 1e-6
+            while perf_counter() < end:
+                pass
+        back = 0.4 * (x % 97) / 97 if i % 7 == 0 else 0.0
+        yield (f"k{x % keys}", round(i * 0.01 - back, 4), x % 1000)
+
+
+@app
+def cklate(n: int = 3000, keys: int = 6, width: int = 2, spin_us: int = 0) -> App:
+    """Late data (issue 40): a keyed tumbling window with an allowed lateness in region
+    ``lwins`` (its channels count late tuples), and a keyed window whose late port feeds
+    a file sink (width 1); both counters are window state a checkpoint restores."""
+    a = App("cklate")
+    r = a.source("ra", "k:str, ts:float, v:int", generator=jittered,
+                 args={"n": n, "keys": keys, "seed": 5, "spin_us": spin_us})
+    w = a.aggregate("win", r, window=time_window("ts", 1.0, allowed_lateness=0.1), by=["k"],
+                    output={"k": "k", "n": "count()", "tot:int": "sum(v)", "end": "wend()"})
+    a.sink("means", w)
+    a.parallel("win", width=width, name="lwins")
+    rows, late = a.aggregate("cnt", r, window=time_window("ts", 0.5), by=["k"], late=True,
+                             output={"k": "k", "n": "count()", "end": "wend()"})
+    a.sink("counts", rows)
+    a.sink("late", late)
+    return a
+
+
 app = ckpt

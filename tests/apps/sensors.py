@@ -5,7 +5,9 @@ operators and a keyed event-time window (issue 27, items 2 and 3).
 ``clean`` = [smooth] (a custom operator partitioned on ``sensor``);
 ``watch`` = [win, alert] (a keyed tumbling event-time window, then a custom operator
 partitioned on ``sensor``, with ``on_final``). Readings arrive in event-time order with some late
-(``late`` per mille): the window drops those at every width exactly as at width 1.
+(``late`` per mille): the window drops those at every width exactly as at width 1, and
+counts them; ``lateness`` is its allowed lateness (ms), ``late_port=1`` sends the late
+readings to sink ``late`` (unordered, in region ``watch``; issue 40).
 """
 
 from __future__ import annotations
@@ -77,21 +79,25 @@ class Alert:
 
 @app
 def sensors(tuples: int = 20_000, sensors: int = 24, late: int = 20, window: int = 1000,
-            width: int = 2, slide: int = 0) -> App:
+            width: int = 2, slide: int = 0, lateness: int = 0, late_port: int = 0) -> App:
     a = App("sensors")
     src = a.source("readings", "sensor:int, ts:int, value:float", generator=readings,
                    args={"n": tuples, "sensors": sensors, "late": late})
     sm = a.custom("smooth", Smooth, inputs={"in": src}, outputs={"out": "sensor:int, ts:int, value:float"},
                   state="partitioned", key=["sensor"])
-    win = a.aggregate("win", sm["out"], window=time_window("ts", window, slide=slide or None), by=["sensor"],
+    win = a.aggregate("win", sm["out"], window=time_window("ts", window, slide=slide or None,
+                                                           allowed_lateness=lateness), by=["sensor"],
                       output={"sensor": "sensor", "start": "wstart()", "mean:float": "avg(value)",
-                              "n": "count()"})
+                              "n": "count()"}, late=bool(late_port))
+    if late_port:
+        win, late = win
+        a.sink("late", late, mode="unordered")
     al = a.custom("alert", Alert, inputs={"in": win},
                   outputs={"out": "sensor:int, start:int, mean:float, n:int, moved:float, alert:bool"},
                   state="partitioned", key=["sensor"])
     a.sink("windows", al["out"])
     a.parallel("smooth", width=width, name="clean")
-    a.parallel("win", "alert", width=width, name="watch")
+    a.parallel("win", "alert", *(["late"] if late_port else []), width=width, name="watch")
     return a
 
 

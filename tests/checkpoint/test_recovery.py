@@ -33,9 +33,10 @@ from spadeopt.deploy.checkpoints import (
 from spadeopt.deploy.local import run_local
 from spadeopt.errors import CodegenError
 from spadeopt.optimize.strategies import plan_for
+from spadeopt.runtime import metrics
 from spadeopt.runtime.checkpoint import CheckpointError, decode_state, encode_state
 from spadeopt.runtime.sinks import commit, discard
-from tests.apps.ckpt import ckpt
+from tests.apps.ckpt import cklate, ckpt
 
 REF = "tests/apps/ckpt.py"
 SINKS = ("means", "counts", "runs")
@@ -109,14 +110,16 @@ def _attempts(tmp_path: Path, fusion: str, kills: int, n: int, spin_us: int, wid
 
 
 def run_with_kills(tmp_path: Path, b, kills: int, interval: float, settings: dict | None = None,
-                   killed_hook=None, victims: list[str] | None = None) -> tuple[Path, list, list[dict]]:
+                   killed_hook=None, victims: list[str] | None = None,
+                   reports: list | None = None) -> tuple[Path, list, list[dict]]:
     """Run build ``b`` on one node with checkpoints every ``interval`` s (the restart loop
     of ``deploy.checkpoints.run`` by hand, no JVM): after each new checkpoint kill -9 one
     PE (in turn: ``victims``, or every PE in name order) and restart from the last
     complete checkpoint, ``kills`` times. Returns (out dir, the checkpoint each restart
     restored, each restart's times: ``killed``, ``running`` (every PE said hello again),
     ``output`` (a sink took a tuple again), in seconds since the epoch).
-    ``killed_hook(k)`` is called after the k-th kill."""
+    ``killed_hook(k)`` is called after the k-th kill; ``reports`` gets the node's report of
+    the attempt that finished (its PEs' stats)."""
     store = CheckpointStore(tmp_path / "chk", keep=2)
     out, progress = tmp_path / "out", tmp_path / "progress"
     restarts, times, restore, killed = [], [], None, 0
@@ -150,7 +153,8 @@ def run_with_kills(tmp_path: Path, b, kills: int, interval: float, settings: dic
         k = threading.Thread(target=killer, daemon=True)
         k.start()
         try:
-            run_node(0, deploy, str(b.directory), str(out), str(tmp_path / "logs"), progress_dir=str(progress))
+            report = run_node(0, deploy, str(b.directory), str(out), str(tmp_path / "logs"),
+                              progress_dir=str(progress))
         except PEFailed as exc:
             stop.set()
             coord.close()
@@ -161,6 +165,8 @@ def run_with_kills(tmp_path: Path, b, kills: int, interval: float, settings: dic
             restarts.append(restore.id if restore else None)
             continue
         stop.set()
+        if reports is not None:
+            reports.append(report)
         commit(out)
         finish_sinks(store, out, coord.finish())
         for t in times:  # the attempt after each kill: when it was running, when it output again
@@ -181,6 +187,24 @@ def test_kill_three_times_gives_the_failure_free_answer(tmp_path, fusion, width)
     assert restarts == sorted(restarts)
     for name in SINKS:
         assert (out / f"{name}.jsonl").read_bytes() == (ref / f"{name}.jsonl").read_bytes(), name
+
+
+@pytest.mark.slow
+def test_kill_three_times_counts_each_late_tuple_once(tmp_path):
+    """Issue 40: the late counters are window state. Killed three times (a window with
+    an allowed lateness at width 2, a window with a late port), the run's sinks, late
+    sink included, and its late counts are a failure-free run's: nothing counted twice."""
+    g = cklate.build({"n": 60_000, "spin_us": 3000, "width": 2})
+    ref = run_local(g, plan_for(g, "all"), workdir=tmp_path / "ref", app_ref=REF)
+    want = metrics.merge(st["metrics"] for st in ref["report"]["pes"])[0]
+    assert want["win"]["late"] > 0 and want["cnt"]["late"] == len(ref["sinks"]["late"]) > 0, want
+    b = generate(g, dataclasses.replace(plan_for(g, "none"), checkpoints=True), tmp_path / "build", REF)
+    reports: list = []
+    out, restarts, _ = run_with_kills(tmp_path / "ck", b, 3, 0.5, reports=reports)
+    assert len(restarts) == 3 and all(r is not None for r in restarts), restarts
+    for name in ("means", "counts", "late"):
+        assert (out / f"{name}.jsonl").read_bytes() == (ref["dir"] / "out" / f"{name}.jsonl").read_bytes(), name
+    assert metrics.merge(st["metrics"] for st in reports[-1]["pes"])[0] == want
 
 
 def _store_with_one(tmp_path: Path):

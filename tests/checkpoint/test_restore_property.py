@@ -18,7 +18,9 @@ failure-free run's sink files, byte for byte.
 
 The app is ``tests/apps/ckpt.py`` at width 2 (keyed event-time window and functor in a
 parallel region whose channels are separate PEs under NONE and ``mixed``), with a keyed
-count window and a stateful custom operator. The test also checks that its examples
+count window and a stateful custom operator; ``cklate`` adds late tuples: a window with an
+allowed lateness in a region and a window with a late port, whose late counters must come
+out of the restored run as out of a failure-free one (issue 40). The test also checks that its examples
 caught what it is about: a checkpoint taken while a merge held reordered tuples, and one
 while windows were part full.
 """
@@ -41,12 +43,14 @@ from hypothesis import strategies as st
 from spadeopt.codegen.render import render_build
 from spadeopt.deploy.local import run_local
 from spadeopt.optimize.strategies import plan_for
+from spadeopt.runtime import metrics
 from spadeopt.runtime.checkpoint import decode_state, encode_state, restore_ops, snapshot_ops
 from spadeopt.runtime.fission import _ChannelQueues
+from spadeopt.runtime.metrics import Metrics
 from spadeopt.runtime.ordered import Ordered
 from spadeopt.runtime.pe import Pending, check_shape
 from spadeopt.runtime.sinks import Sink, commit, parts
-from tests.apps.ckpt import ckpt, ckregion
+from tests.apps.ckpt import cklate, ckpt, ckregion
 from tests.toolkit.harness import plan as harness_plan
 
 REF = "tests/apps/ckpt.py"
@@ -79,6 +83,7 @@ class _RT:
         self.states: dict[str, tuple] = {}
         self.positions: dict[str, int] = {}
         self.rewind = dict(rewind)
+        self.metrics = Metrics()  # operator counters: a window's late tuples (window state)
 
     def sender(self, ref, locked=False):
         return self.senders.setdefault(ref, _Link())
@@ -228,7 +233,8 @@ class _Run:
                 s.close()
 
 
-APPS = {"ckpt": (ckpt, PARAMS, "wins"), "ckregion": (ckregion, {"n": 1500}, "chans")}
+APPS = {"ckpt": (ckpt, PARAMS, "wins"), "ckregion": (ckregion, {"n": 1500}, "chans"),
+        "cklate": (cklate, {"n": 1500}, "lwins")}
 CASES = [(a, f) for a in APPS for f in ("none", "mixed")]
 
 
@@ -242,10 +248,13 @@ def builds(tmp_path_factory):
     for name, (spec, params, region) in APPS.items():
         g = spec.build(params)
         ref = run_local(g, plan_for(g, "all"), workdir=tmp_path_factory.mktemp("ref"), app_ref=f"{REF}:{name}")
+        counters = metrics.merge(st["metrics"] for st in ref["report"]["pes"])[0]
+        assert name != "cklate" or (counters["win"]["late"] > 0 and counters["cnt"]["late"] > 0), counters
         for fusion in ("none", "mixed"):
             p = dataclasses.replace(harness_plan(g, fusion, {region: 2}), checkpoints=True)
             files = render_build(g, p, REF)
-            out[name, fusion] = (ref["dir"] / "out", sorted(ref["sinks"]), files, json.loads(files["deploy.json"]))
+            out[name, fusion] = (ref["dir"] / "out", sorted(ref["sinks"]), files, json.loads(files["deploy.json"]),
+                                 counters)
     yield out
     mp.undo()
 
@@ -259,7 +268,7 @@ SEEN: dict[str, set] = {"merge_held": set(), "windows_open": set()}
 @given(seed=st.integers(0, 2**31 - 1), cut=st.integers(5, 400), lost=st.integers(0, 200))
 def test_restore_from_a_random_cut_gives_the_failure_free_answer(builds, tmp_path_factory, app, fusion, seed, cut,
                                                                  lost):
-    ref, sinks, files, deploy = builds[app, fusion]
+    ref, sinks, files, deploy, counters = builds[app, fusion]
     work = tmp_path_factory.mktemp(f"prop-{app}-{fusion}")
     first = _Run(files, deploy, work, work / "out1", seed, None)
     for _ in range(cut):
@@ -280,6 +289,8 @@ def test_restore_from_a_random_cut_gives_the_failure_free_answer(builds, tmp_pat
     for name in sinks:
         got = committed.get(name, b"") + (work / "out2" / f"{name}.jsonl").read_bytes()
         assert got == (ref / f"{name}.jsonl").read_bytes(), (name, seed, cut, lost)
+    # operator counters are window state: the restored run counts each late tuple once
+    assert metrics.merge(rt.metrics.report() for rt in again.rts.values())[0] == counters, (seed, cut, lost)
 
 
 @pytest.mark.slow

@@ -49,6 +49,17 @@ CASES = {
              'e = a.functor("engaged", c, filter="dwel >= 2")\na.sink("out", "engagd")\n',
              ["unknown name 'dwel'; did you mean 'dwell'?", "mistake.py:21", "unknown operator 'engagd'",
               "did you mean 'engaged'?", "mistake.py:22"]),
+    "negative_lateness": (dict(ts="float(i)", port="sessions"),
+                          'w = a.aggregate("per_user", c, window=time_window("ts", 10.0, allowed_lateness=-5), '
+                          'by=["user"], output={"n": "count()"})\na.sink("out", w)\n',
+                          ["aggregate 'per_user': allowed_lateness must be a finite number >= 0", "got -5",
+                           "mistake.py:21"]),
+    "late_port_of_a_count_window": (dict(ts="float(i)", port="sessions"),
+                                    'from spadeopt import count_window\nw, late = a.aggregate("per_user", c, '
+                                    'window=count_window(3), by=["user"], output={"n": "count()"}, late=True)\n'
+                                    'a.sink("out", w)\n',
+                                    ["aggregate 'per_user': late=True needs an event-time window (time_window(...))",
+                                     "mistake.py:22"]),
     "method_call": (dict(ts="float(i)", port="sessions"),
                     'e = a.functor("bots", c, filter="\'bot\' in user.lower()")\na.sink("out", e)\n',
                     ["attribute access 'user.lower'", "functions=[f]", "mistake.py:21"]),

@@ -68,5 +68,6 @@ def test_run_of_a_build_says_which_parameters_it_carries_and_spark_stays_quiet(t
     proc = cli("run", str(tmp_path / "b"), "--out", str(tmp_path / "o"),
                env={jvmlog.JVM_LOG_ENV: str(tmp_path / "jvm.log")})
     assert proc.returncode == 0, proc.stderr
-    assert "with the parameters it was built with: gap=30.0, live=False, n=500, stream='clicks', users=50, window=60.0" in proc.stderr
+    assert ("with the parameters it was built with: gap=30.0, jitter=0.0, lateness=0.0, live=False, n=500, "
+            "stream='clicks', users=50, window=60.0") in proc.stderr
     assert "Setting default log level" not in proc.stderr

@@ -56,7 +56,7 @@ def test_the_app_builds_fused_and_live():
 
     graph, _ = api.load_graph("apps/clicks.py", {"n": "100"})
     assert {op.name for op in graph.operators} == {"clicks", "humans", "enrich", "per_user", "sessionize",
-                                                   "per_user_out", "sessions_out"}
+                                                   "per_user_out", "sessions_out", "late_clicks"}
     live, _ = api.load_graph("apps/clicks.py", {"live": "true"})
     assert live.op("clicks").params != graph.op("clicks").params
 
@@ -144,3 +144,27 @@ def test_the_guide_s_live_step_own_producer_in_live_run_out_and_reading_the_sink
             assert sorted(map(_key, got)) == sorted(map(_key, want)), key
     finally:
         r.delete(stream, f"{stream}:per_user", f"{stream}:sessions")
+
+
+def test_the_guide_s_late_clicks_are_counted_and_an_allowed_lateness_keeps_them(tmp_path, monkeypatch):
+    """Step 3, "Late data", as written: ``-p jitter=90`` makes some clicks late (counted,
+    warned of, in ``late_clicks``); ``-p lateness=90`` keeps every click in the rows."""
+    from spadeopt import api
+    from spadeopt.runtime.loader import APP_ENV, canonical_ref
+    from tests.toolkit.harness import simulate
+
+    monkeypatch.setenv(APP_ENV, canonical_ref("apps/clicks.py:app"))
+    humans = sum(not guide_app.is_bot(r[3]) for r in guide_app.clicks(3000, 50, 1, 90.0))
+    runs = {}
+    for extra in ({}, {"lateness": "90"}):
+        graph, _ = api.load_graph("apps/clicks.py", {"n": "3000", "jitter": "90", **extra})
+        counted: dict = {}
+        sinks = simulate(graph, "all", tmp_path / str(len(extra)), counters=counted)
+        runs[bool(extra)] = (counted, sinks)
+    counted, sinks = runs[False]
+    assert counted["per_user"]["late"] == len(sinks["late_clicks"]) > 100
+    assert counted["warnings"][0].startswith("source 'clicks': event time 'ts' went back by at least")
+    assert sum(r["clicks"] for r in sinks["per_user_out"]) + len(sinks["late_clicks"]) == humans
+    counted, sinks = runs[True]
+    assert counted["per_user"]["late"] == 0 and sinks["late_clicks"] == [] and not counted["warnings"]
+    assert sum(r["clicks"] for r in sinks["per_user_out"]) == humans

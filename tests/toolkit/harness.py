@@ -34,7 +34,9 @@ from spadeopt.optimize.strategies import plan_for
 from spadeopt.plan.fission import physical_graph
 from spadeopt.plan.plan import Plan, make_plan
 from spadeopt.plan.regions import resolve_regions
+from spadeopt.runtime import metrics as run_metrics
 from spadeopt.runtime.fission import read_splits
+from spadeopt.runtime.metrics import Metrics
 from spadeopt.runtime.ordered import Ordered
 from spadeopt.runtime.pe import Pending, check_shape
 from spadeopt.runtime.sinks import Sink, commit
@@ -118,6 +120,7 @@ class _FakeRT:
         self.inputs: dict[str, tuple] = {}
         self.sources: dict[str, Any] = {}
         self.sinks: dict[str, Sink] = {}
+        self.metrics = Metrics()
 
     def sender(self, ref: str, locked: bool = False) -> _Link:
         return self.senders.setdefault(ref, _Link())
@@ -159,10 +162,12 @@ class _FakeRT:
 
 def simulate(app: App | AppGraph, fusion: str, out_dir: Path, *, seed: int = 0,
              chunks: Sequence[int] = (BATCH,), widths: Mapping[str, int] | None = None,
-             given: Plan | None = None) -> Rows:
+             given: Plan | None = None, counters: dict | None = None) -> Rows:
     """Run ``app`` under ``fusion`` in this process; ``chunks`` are the source batch
     sizes (cycled); ``seed`` picks the interleaving of deliveries between PEs;
-    ``widths`` are the parallel regions' widths; ``given``: run this plan instead."""
+    ``widths`` are the parallel regions' widths; ``given``: run this plan instead;
+    ``counters``: filled with the run's operator counters and ``"warnings"``, as the
+    driver merges them (``runtime.metrics.merge``)."""
     graph = as_graph(app)
     p = given if given is not None else plan(graph, fusion, widths)
     files = render_build(graph, p, "")
@@ -195,6 +200,9 @@ def simulate(app: App | AppGraph, fusion: str, out_dir: Path, *, seed: int = 0,
         for s in rt.sinks.values():
             s.close()
     commit(out_dir)  # as the driver does once every node succeeded
+    if counters is not None:
+        ops, warnings = run_metrics.merge(rt.metrics.report() for rt in rts.values())
+        counters.update(ops, warnings=warnings)
     for m in [k for k in sys.modules if k.startswith("_spadeopt_sim_")]:
         del sys.modules[m]
     return read_sinks(out_dir)

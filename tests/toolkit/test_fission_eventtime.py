@@ -3,7 +3,9 @@ filters and keyed custom operators, several windows and several entering streams
 region, and key exchanges into event-time windows, generated and run in this process
 (random batch boundaries and interleavings, ``harness.simulate``), with out-of-order and
 late tuples spread over the channels: every width gives the width-1 sink rows in the
-width-1 order. Watermark frames that are dropped, or merged without waiting for every
+width-1 order, the same late tuples on each window's late port (an unordered sink in the
+region) and the same count of late tuples (issue 40), with and without an allowed
+lateness. Watermark frames that are dropped, or merged without waiting for every
 sender, give another answer (the tests have teeth)."""
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ WOUT = {"k": "k", "wend": "wend()", "n": "count()", "v:int": "sum(v)"}
 CASES = ("filter_window", "two_windows", "exchange", "exchange_filter")
 
 
-def timed_app(data: list[tuple], case: str, size=20, slide=None) -> App:
+def timed_app(data: list[tuple], case: str, size=20, slide=None, lateness=0) -> App:
     """``filter_window``: region ``reg`` = filter, keyed custom operator, keyed window;
     ``two_windows``: ``reg`` = a filter and a tumbling window on one entering stream, a
     sliding window on another, and a per-key join of the two windows' rows;
@@ -32,24 +34,29 @@ def timed_app(data: list[tuple], case: str, size=20, slide=None) -> App:
     dealt round robin) into region ``reg`` (a window keyed on ``g``) by a key exchange;
     ``exchange_filter``: region ``prep`` (a keyed custom operator on ``k``) into region
     ``reg`` (a filter, then a window keyed on ``g``): a window exchange behind a key
-    exchange."""
+    exchange. Every window but ``w2`` has a late port, into unordered sink ``late`` in
+    the region; ``lateness``: every window's allowed lateness."""
     a = App("evt")
     s = a.source("src", SCHEMA, generator=replay, args={"rows": data})
-    win = time_window("ts", size, slide=slide)
+    win = time_window("ts", size, slide=slide, allowed_lateness=lateness)
     if case == "filter_window":
         f = a.functor("f", s, filter="v % 10 < 7")
         c = a.custom("c", Smooth, inputs={"in": f}, outputs={"out": SCHEMA}, args={"drop": 5},
                      state="partitioned", key=["k"])["out"]
-        a.sink("sink", a.aggregate("w", c, window=win, by=["k"], output=OUT))
-        a.parallel("f", "c", "w", width=2, name="reg")
+        rows_, late = a.aggregate("w", c, window=win, by=["k"], output=OUT, late=True)
+        a.sink("sink", rows_)
+        a.sink("late", late, mode="unordered")
+        a.parallel("f", "c", "w", "late", width=2, name="reg")
     elif case == "two_windows":
         f = a.functor("f", s, filter="v % 10 < 8")
-        w1 = a.aggregate("w1", f, window=win, by=["k"], output=WOUT)
-        w2 = a.aggregate("w2", s, window=time_window("ts", 2 * size, size), by=["k"], output=WOUT)
+        w1, late = a.aggregate("w1", f, window=win, by=["k"], output=WOUT, late=True)
+        a.sink("late", late, mode="unordered")
+        w2 = a.aggregate("w2", s, window=time_window("ts", 2 * size, size, allowed_lateness=lateness), by=["k"],
+                         output=WOUT)
         j = a.join("j", w1, w2, on="k", order="wend", window=(time_window("wend", size), time_window("wend", size)),
                    output={"k": "left.k", "wend": "left.wend", "n": "left.n", "m": "right.n", "v:int": "right.v"})
         a.sink("sink", j)
-        a.parallel("f", "w1", "w2", "j", width=2, name="reg")
+        a.parallel("f", "w1", "late", "w2", "j", width=2, name="reg")
     else:
         g = a.functor("g", s, output={"k": "k", "ts": "ts", "v": "v", "g:int": "(k * 7 + 3) % 5"},
                       **({"filter": "v % 10 < 8"} if case == "exchange" else {}))
@@ -62,10 +69,11 @@ def timed_app(data: list[tuple], case: str, size=20, slide=None) -> App:
             g = a.functor("g2", c, output={"k": "k", "ts": "ts", "v": "v", "g:int": "(k * 7 + 3) % 5"})
             a.parallel("c", "g2", width=2, name="prep")
             into = a.functor("f", g, filter="v % 10 < 8")
-        w = a.aggregate("w", into, window=win, by=["g"],
-                        output={"g": "g", "wend": "wend()", "n": "count()", "v:int": "sum(v)"})
+        w, late = a.aggregate("w", into, window=win, by=["g"], late=True,
+                              output={"g": "g", "wend": "wend()", "n": "count()", "v:int": "sum(v)"})
         a.sink("sink", w)
-        a.parallel(*(["w"] if case == "exchange" else ["f", "w"]), width=2, name="reg")
+        a.sink("late", late, mode="unordered")
+        a.parallel(*(["w"] if case == "exchange" else ["f", "w"]), "late", width=2, name="reg")
     return a
 
 
@@ -74,22 +82,32 @@ def _widths(case: str, k: int, j: int) -> dict[str, int]:
 
 
 def _same_at_widths(app: App, case: str, tmp_path_factory, seed: int, chunks, pairs, fusions=("none", "all")):
-    base = simulate(app, "all", tmp_path_factory.mktemp("w1"), widths=_widths(case, 1, 1), chunks=chunks)
-    assert base["sink"], "the test needs output to compare"
+    counted: dict = {}
+    base = simulate(app, "all", tmp_path_factory.mktemp("w1"), widths=_widths(case, 1, 1), chunks=chunks,
+                    counters=counted)
+    assert base["sink"] and base["late"], "the test needs output and late tuples to compare"
+    assert any("source 'src': event time 'ts' went back" in w for w in counted.pop("warnings"))
+    assert counted[LATE_PORT[case]]["late"] == len(base["late"]), (counted, len(base["late"]))
     for k, j in pairs:
         for fusion in fusions:
+            got_counted: dict = {}
             got = simulate(app, fusion, tmp_path_factory.mktemp(f"w{k}{j}"), seed=seed + k + j,
-                           widths=_widths(case, k, j), chunks=chunks)
+                           widths=_widths(case, k, j), chunks=chunks, counters=got_counted)
             assert got == base, (case, k, j, fusion)
+            got_counted.pop("warnings")  # which late tuple a PE saw first depends on the plan
+            assert got_counted == counted, (case, k, j, fusion)
     return base["sink"]
 
 
+LATE_PORT = {"filter_window": "w", "two_windows": "w1", "exchange": "w", "exchange_filter": "w"}
+
+
 @pytest.mark.parametrize("case", CASES)
-@pytest.mark.parametrize("window", [20, (30, 10)])
+@pytest.mark.parametrize("window", [20, (30, 10), (20, 20, 9), (30, 10, 4)])  # size, slide, allowed lateness
 def test_event_time_windows_behind_filters_custom_operators_and_exchanges_match_width_1(
         tmp_path_factory, case, window):
-    size, slide = window if isinstance(window, tuple) else (window, None)
-    app = timed_app(rows(400, 6, 5, late=0.15), case, size, slide)
+    size, slide, lateness = (*window, 0)[:3] if isinstance(window, tuple) else (window, None, 0)
+    app = timed_app(rows(400, 6, 5, late=0.15), case, size, slide, lateness)
     _same_at_widths(app, case, tmp_path_factory, 5, [7, 30], [(2, 2), (3, 2)] if case.startswith("exchange")
                     else [(2, 0), (3, 0)])
 
@@ -97,14 +115,22 @@ def test_event_time_windows_behind_filters_custom_operators_and_exchanges_match_
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(case=st.sampled_from(CASES), seed=st.integers(0, 10**6), keys=st.sampled_from([1, 3, 11]),
        late=st.sampled_from([0.0, 0.1, 0.4]), window=st.sampled_from([7, 20, (20, 5), (12, 4)]),
+       lateness=st.sampled_from([0, 0, 3, 30]),
        k=st.integers(2, 3), j=st.integers(2, 3), chunks=st.lists(st.integers(1, 40), min_size=1, max_size=3))
 def test_random_out_of_order_and_late_tuples_across_splits_match_width_1(tmp_path_factory, case, seed, keys,
-                                                                          late, window, k, j, chunks):
+                                                                          late, window, lateness, k, j, chunks):
     size, slide = window if isinstance(window, tuple) else (window, None)
-    app = timed_app(rows(250, keys, seed, late=late), case, size, slide)
-    base = simulate(app, "all", tmp_path_factory.mktemp("w1"), widths=_widths(case, 1, 1), chunks=chunks)
-    got = simulate(app, "none", tmp_path_factory.mktemp("wk"), seed=seed, widths=_widths(case, k, j), chunks=chunks)
+    app = timed_app(rows(250, keys, seed, late=late), case, size, slide, lateness)
+    counted: dict = {}
+    base = simulate(app, "all", tmp_path_factory.mktemp("w1"), widths=_widths(case, 1, 1), chunks=chunks,
+                    counters=counted)
+    got_counted: dict = {}
+    got = simulate(app, "none", tmp_path_factory.mktemp("wk"), seed=seed, widths=_widths(case, k, j), chunks=chunks,
+                   counters=got_counted)
     assert got == base
+    assert bool(got_counted.pop("warnings")) == bool(counted.pop("warnings"))  # one warns when the other does
+    assert got_counted == counted
+    assert counted[LATE_PORT[case]]["late"] == len(base.get("late", []))
 
 
 @pytest.mark.parametrize("regions", ["one", "two"])
