@@ -35,7 +35,7 @@ on how channels interleave. A window's allowed lateness (``Window.lateness``) sh
 clock (event time minus the lateness: the splits' and exchanges' too,
 ``kinds.fission_split.clock_context``), and a frame is never late: a window copy counts
 and sends on (``late=True``) only tuples, so the channels' late counts and late ports
-add up to width 1's (docs/decisions.md, "Late data is never dropped silently").
+add up to width 1's (docs/decisions/060-late-data-counted-and-sent-on.md).
 """
 
 from __future__ import annotations
