@@ -29,7 +29,8 @@ from spadeopt.connectors import redis_sink, redis_source
 from spadeopt.connectors.redis_streams import MARKER_SUFFIX, RedisStreamSink, RedisStreamSource
 from spadeopt.deploy.local import run_local
 from spadeopt.optimize.strategies import plan_for
-from spadeopt.runtime.checkpoint import Checkpointer, decode_state
+from spadeopt.runtime.barrier_alignment import Checkpointer
+from spadeopt.runtime.checkpoint_codec import decode_state
 from tests.checkpoint.broker_app import brokerck, feed, readings
 from tests.checkpoint.test_recovery import run_with_kills
 

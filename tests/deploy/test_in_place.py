@@ -26,14 +26,8 @@ import pytest
 
 from spadeopt.codegen.render import generate
 from spadeopt.deploy.agent import ERROR_TAG, PEFailed, run_node
-from spadeopt.deploy.checkpoints import (
-    IN_PLACE,
-    CheckpointOptions,
-    CheckpointReport,
-    CheckpointStore,
-    Recovery,
-    finish_sinks,
-)
+from spadeopt.deploy.checkpoint_store import CheckpointStore, finish_sinks
+from spadeopt.deploy.checkpoints import IN_PLACE, CheckpointOptions, CheckpointReport, Recovery
 from spadeopt.deploy.launcher import _as_run_error
 from spadeopt.deploy.local import run_local
 from spadeopt.deploy.procs import running

@@ -36,7 +36,8 @@ from spadeopt.plan.plan import Plan, make_plan
 from spadeopt.plan.regions import resolve_regions
 from spadeopt.runtime.fission import read_splits
 from spadeopt.runtime.ordered import Ordered
-from spadeopt.runtime.pe import Pending, check_shape
+from spadeopt.runtime.pe_ports import Pending
+from spadeopt.runtime.pe_sources import check_shape
 from spadeopt.runtime.sinks import Sink, commit
 
 FUSIONS = ("none", "all", "mixed", "all-nocollapse")
