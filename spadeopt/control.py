@@ -11,7 +11,8 @@ checkpoint coordinator say to each other:
   ``Done``, ``Failed``; ``Exited`` is the agent's own note that the process ended);
 * the checkpoint messages between a PE and the coordinator (``Hello``, ``Restore``,
   ``Trigger``, ``Part``, ``Ack``, ``Complete``, ``FirstOutput``);
-* the driver's answers to a node agent on the rendezvous (``RestartInPlace``,
+* a node agent's failure and result to the driver (``NodeFailure``, ``NodeReport``)
+  and the driver's answers to a node agent on the rendezvous (``RestartInPlace``,
   ``Refusal``, ``StopRequest``).
 
 Every record has ``to_bytes`` / ``from_bytes`` (msgpack, for ZeroMQ) and ``to_line`` /
@@ -406,6 +407,54 @@ class Exited(Record):
 
 
 PE_EVENTS = (Bound, Ready, Beat, Done, Failed)
+
+
+# ---- a node agent to the driver: its failure, its result -------------------------------
+
+@_record
+@dataclass(frozen=True)
+class NodeFailure(Record):
+    """Agent -> driver: this node failed (in the Spark task's error, and on the rendezvous
+    when the run may restart in place): the PE, operator, input port and thread, what
+    happened (``kind``: "link", "stall", "restart" or None for an operator's exception),
+    the user's traceback, the PE log's tail."""
+
+    KIND = "node-failure"
+    FIELDS = {"pe": optional(STR), "node": INT, "op": optional(STR), "port": optional(STR),
+              "kind": optional(STR), "thread": optional(STR), "message": STR, "traceback": optional(STR),
+              "log": optional(STR)}
+    OPTIONAL = frozenset({"kind", "thread", "traceback", "log"})
+    pe: str | None
+    node: int
+    op: str | None
+    port: str | None
+    kind: str | None = None
+    thread: str | None = None
+    message: str = ""
+    traceback: str | None = None
+    log: str | None = None
+
+
+@_record
+@dataclass(frozen=True)
+class NodeReport(Record):
+    """Agent -> driver (the Spark task's result): where the node ran, when its sources
+    started, each PE's stats, its in-place restarts; on a cluster also the executor and
+    the sink parts and sample files it brings back (``files``)."""
+
+    KIND = "node-report"
+    FIELDS = {"node": INT, "host": STR, "executor_pid": INT, "started": NUM,
+              "pes": list_of(map_of(STR, lambda v: None)), "restarts_in_place": list_of(map_of(STR, lambda v: None)),
+              "executor": optional(STR), "files": optional(map_of(STR, lambda v: None))}
+    OPTIONAL = frozenset({"executor", "files"})
+    node: int
+    host: str
+    executor_pid: int
+    started: float
+    pes: list[dict[str, Any]]
+    restarts_in_place: list[dict[str, Any]]
+    executor: str | None = None
+    files: dict[str, Any] | None = None
 
 
 # ---- checkpoints: a PE and the driver's coordinator -----------------------------------

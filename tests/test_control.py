@@ -32,6 +32,8 @@ EXAMPLES = [
     control.FirstOutput("pe0", "ab" * 16), control.Restore(None, "ef" * 16, "run1"),
     control.Trigger(4), control.Ack(4), control.Complete(4),
     control.RestartInPlace(2, CHANNEL, 0.5), control.Refusal(1), control.StopRequest(),
+    control.NodeFailure("pe1", 0, "f", "in", kind="link", message="malformed frame", log="tail"),
+    control.NodeReport(0, "host", 123, 1.5, [{"pe": "pe0"}], [], executor="driver", files=None),
 ]
 
 
@@ -94,3 +96,9 @@ def test_a_pe_takes_only_a_well_formed_checkpoint_channel(channel):
 def test_settings_change_lists_only_what_it_changes():
     assert control.SettingsChange(batch_size=13, source_limit=5).changes() == {"batch_size": 13, "source_limit": 5}
     assert control.SettingsChange().changes() == {}
+
+
+def test_a_node_failure_may_leave_out_what_it_does_not_know():
+    got = control.decode_line('{"v": 1, "t": "node-failure", "pe": null, "node": 1, "op": null, "port": null, '
+                              '"message": "m"}', control.NodeFailure)
+    assert got == control.NodeFailure(None, 1, None, None, message="m")

@@ -47,15 +47,16 @@ CONTROL_POLL_S = 0.05  # how often a running agent that may restart in place loo
 
 
 class PEFailed(RuntimeError):
-    """Raised in the agent; its message carries a JSON report after ERROR_TAG (``report``)."""
+    """Raised in the agent; its message carries the report (``control.NodeFailure``, one
+    JSON line) between two ERROR_TAGs, which the driver reads back (``report``)."""
 
-    def __init__(self, message: str, report: dict[str, Any]) -> None:
+    def __init__(self, message: str, report: ctrl.NodeFailure) -> None:
         super().__init__(message)
         self.report = report
 
 
-def _tagged(report: dict[str, Any]) -> str:
-    return f"{ERROR_TAG}{json.dumps(report)}{ERROR_TAG}"
+def _tagged(report: ctrl.NodeFailure) -> str:
+    return f"{ERROR_TAG}{report.to_line()}{ERROR_TAG}"
 
 
 def pe_env(pythonpath: str | None) -> dict[str, str]:
@@ -157,7 +158,7 @@ def run_node(node: int, deploy: Deployment, build_dir: str, out_dir: str | None,
                 _stop_all(procs)
                 if not (in_place and started):
                     raise
-                restart = control.report_failure(json.dumps(exc.report))
+                restart = control.report_failure(exc.report.to_line())
                 if restart is None:
                     raise
                 cause = exc.report
@@ -165,12 +166,12 @@ def run_node(node: int, deploy: Deployment, build_dir: str, out_dir: str | None,
                 if gen == 0 or started:
                     raise
                 _stop_all(procs)  # a restart in place that failed: the driver restarts the stage
-                report = {"pe": None, "node": node, "op": None, "port": None, "kind": "restart",
-                          "message": f"the restart in place (generation {gen}) failed: {type(exc).__name__}: {exc}"}
+                report = ctrl.NodeFailure(None, node, None, None, kind="restart", message=(
+                    f"the restart in place (generation {gen}) failed: {type(exc).__name__}: {exc}"))
                 raise PEFailed(_tagged(report), report) from None
             t = time.time()
             control.restarted(restart)
-            restarts.append({"gen": restart.gen, "at": t, "cause": None if cause is None else cause.get("pe")})
+            restarts.append({"gen": restart.gen, "at": t, "cause": None if cause is None else cause.pe})
             if restart.delay:
                 time.sleep(restart.delay)
             channel, gen = restart.checkpoint, restart.gen  # the PEs' file sinks start their part files afresh
@@ -393,9 +394,11 @@ def _touch(path: Path) -> None:
         pass
 
 
-def _fail(report: dict, procs: dict[str, _Proc]) -> None:
+def _fail(fields: dict[str, Any], procs: dict[str, _Proc]) -> None:
+    """Kill the node's PEs and fail with a ``control.NodeFailure`` of ``fields``."""
     for p in procs.values():
         p.kill()
+    report = ctrl.NodeFailure(**fields)
     raise PEFailed(_tagged(report), report)
 
 
@@ -450,6 +453,6 @@ def barrier_task(deploy: Deployment, job: ctrl.JobSpec, iterator):
         if job.return_outputs:
             prof = deploy.settings.profile
             result["files"] = ship.collect_outputs(out_dir, prof.run_dir if prof else None)
-        yield json.dumps(result)
+        yield ctrl.NodeReport(**result).to_line()
     finally:
         shutil.rmtree(work, ignore_errors=True)

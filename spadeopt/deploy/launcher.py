@@ -23,7 +23,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from spadeopt.control import JobSpec, SettingsChange
+from spadeopt.control import (
+    ControlError,
+    JobSpec,
+    NodeFailure,
+    NodeReport,
+    SettingsChange,
+    decode_line,
+)
 from spadeopt.deploy.agent import ERROR_TAG, STOP_FILE, barrier_task, is_live_run
 from spadeopt.deploy.masters import is_local
 from spadeopt.deploy.options import RunOptions
@@ -114,10 +121,10 @@ def run_build(build_dir: Path, options: RunOptions | None = None, *, sampling: S
         _wait(done, say, local, progress_dir, t0, deploy, sc, meeting)
         if "error" in box:
             raise _as_run_error(box["error"], deploy, master, log_dir, sc.pythonExec) from None
-        reports = sorted((json.loads(r) for r in box["raw"]), key=lambda r: r["node"])
+        reports = sorted((decode_line(r, NodeReport) for r in box["raw"]), key=lambda r: r.node)
         prof = sampling.run_dir if sampling else None
         for rep in reports:
-            ship.write_outputs(rep.pop("files", {}), out_dir, Path(prof) if prof else None)
+            ship.write_outputs(rep.files or {}, out_dir, Path(prof) if prof else None)
         if out_dir is not None:
             sinks.commit(out_dir)
     except BaseException:
@@ -408,39 +415,37 @@ def _as_run_error(exc: Exception, deploy: Deployment, master: str, log_dir: Path
                 pass
         return RunError(line)
     try:
-        rep = json.loads(m.group(1))
-    except json.JSONDecodeError:
+        rep = decode_line(m.group(1), NodeFailure)
+    except ControlError:
         return RunError(f"app '{deploy.app}' failed: {m.group(1)[:2000]}")
-    if rep.get("kind") in ("link", "stall", "restart"):  # the message names PE, port and link itself
-        err = RunError(f"app '{deploy.app}' failed on node {rep['node']}: {rep['message']}"
-                       + (f"\nPE log (last lines):\n{rep['log']}" if rep.get("kind") == "stall" and rep.get("log")
-                          else ""))
+    if rep.kind in ("link", "stall", "restart"):  # the message names PE, port and link itself
+        err = RunError(f"app '{deploy.app}' failed on node {rep.node}: {rep.message}"
+                       + (f"\nPE log (last lines):\n{rep.log}" if rep.kind == "stall" and rep.log else ""))
         err.report = rep  # type: ignore[attr-defined]
         return err
-    where = f"operator '{rep['op']}'" if rep.get("op") else "the PE"
-    port = f", input port '{rep['op']}.{rep['port']}'" if rep.get("port") else ""
-    lines = [f"app '{deploy.app}' failed: {where} in PE {rep['pe']} (node {rep['node']}{port}) "
-             f"raised {rep['message']}"]
-    if rep.get("traceback"):  # the user's frames only; spadeopt's are in the PE log
-        lines.append(rep["traceback"].rstrip())
-    if rep.get("op") and log_dir is not None and is_local(master):
-        lines.append(f"(full traceback in {log_dir / (rep['pe'] + '.log')})")
-    elif not rep.get("op") and rep.get("log"):  # the PE failed outside any operator
-        lines.append("PE log (last lines):\n" + rep["log"])
+    where = f"operator '{rep.op}'" if rep.op else "the PE"
+    port = f", input port '{rep.op}.{rep.port}'" if rep.port else ""
+    lines = [f"app '{deploy.app}' failed: {where} in PE {rep.pe} (node {rep.node}{port}) raised {rep.message}"]
+    if rep.traceback:  # the user's frames only; spadeopt's are in the PE log
+        lines.append(rep.traceback.rstrip())
+    if rep.op and log_dir is not None and is_local(master):
+        lines.append(f"(full traceback in {log_dir / (str(rep.pe) + '.log')})")
+    elif not rep.op and rep.log:  # the PE failed outside any operator
+        lines.append("PE log (last lines):\n" + rep.log)
     err = RunError("\n".join(lines))
     err.report = rep  # type: ignore[attr-defined]
     return err
 
 
-def _result(deploy: Deployment, reports: list[dict], master: str, wall: float, build_dir: str) -> RunResult:
+def _result(deploy: Deployment, reports: list[NodeReport], master: str, wall: float, build_dir: str) -> RunResult:
     per_pe, sinks = [], {}
     firsts, ends, tuples = [], [], 0
     node_of = deploy.node_of()
     for rep in reports:
-        for st in rep["pes"]:
+        for st in rep.pes:
             per_pe.append({"pe": st["pe"], "node": node_of[st["pe"]], "cpu_s": st["cpu_s"], "wall_s": st["wall_s"],
-                           "host": st.get("where", {}).get("host", rep["host"]),
-                           "executor": rep.get("executor", "?"), "executor_pid": rep["executor_pid"],
+                           "host": st.get("where", {}).get("host", rep.host),
+                           "executor": rep.executor or "?", "executor_pid": rep.executor_pid,
                            "sources": st["sources"],
                            "where": st.get("where", {}), "refused": st.get("refused", {})})
             for name, count in st["sinks"].items():  # a counting sink's channel copies add up
@@ -454,21 +459,21 @@ def _result(deploy: Deployment, reports: list[dict], master: str, wall: float, b
     span = (max(ends) - min(firsts)) if firsts else 0.0
     thr = tuples / span if span > 0 else 0.0
     used = len({(p["host"], p["executor"]) for p in per_pe})  # measured: where PEs ran, not the plan
-    timelines = [tl for st in (s for r in reports for s in r["pes"]) for _, _, _, tl in st["sources"].values() if tl]
+    timelines = [tl for st in (s for r in reports for s in r.pes) for _, _, _, tl in st["sources"].values() if tl]
     cpu_node: dict[str, float] = {}
     for p in per_pe:
         cpu_node[str(p["node"])] = cpu_node.get(str(p["node"]), 0.0) + p["cpu_s"]
     for p in per_pe:
         p["sources"] = {k: v[:3] for k, v in p["sources"].items()}
-    stopped = sorted({st.get("stopped_by") for r in reports for st in r["pes"]} - {None})
-    connectors = {name: rep for r in reports for st in r["pes"] for name, rep in st.get("connectors", {}).items()}
-    latency = summary(ms for r in reports for st in r["pes"] for ms in st.get("latency_ms") or ())
+    stopped = sorted({st.get("stopped_by") for r in reports for st in r.pes} - {None})
+    connectors = {name: rep for r in reports for st in r.pes for name, rep in st.get("connectors", {}).items()}
+    latency = summary(ms for r in reports for st in r.pes for ms in st.get("latency_ms") or ())
     return RunResult(deploy.app, deploy.strategy, master, deploy.nodes, len(deploy.pes), thr,
                      wall, tuples, sorted(per_pe, key=lambda p: p["pe"]), dict(sorted(sinks.items())), used,
                      build_dir, steady_rate(timelines) or thr, cpu_node,
                      stopped_by="request" if "request" in stopped else (stopped[0] if stopped else None),
                      connectors=dict(sorted(connectors.items())), latency=latency,
-                     restarts_in_place={str(r["node"]): len(r.get("restarts_in_place", ())) for r in reports})
+                     restarts_in_place={str(r.node): len(r.restarts_in_place) for r in reports})
 
 
 def steady_rate(timelines: list[list[tuple[float, int]]], warmup: float = 0.2) -> float:

@@ -7,8 +7,8 @@ driver's coordinator ``runtime.checkpoint_channel``.
 The protocol is Flink's asynchronous barrier snapshots (Chandy-Lamport for FIFO
 channels), with the PE as the unit (docs/decisions.md, "Checkpoints"):
 
-* The driver's coordinator (``spadeopt.deploy.checkpoint_coordinator``) triggers checkpoint ``n``
-  in every PE that has sources. The PE's sources thread takes it at a turn boundary
+* The driver's coordinator (``spadeopt.deploy.checkpoint_coordinator``) triggers
+  checkpoint ``n`` in every PE that has sources. The PE's sources thread takes it at a turn boundary
   (``drive_sources``): every source of the PE is then between two batches, and
   every batch it emitted has run through all operators fused behind it (direct calls).
 * A PE's *channels* are its input links and, when it has sources, its sources
@@ -37,11 +37,9 @@ channels), with the PE as the unit (docs/decisions.md, "Checkpoints"):
   before FLIP-147 stopped checkpointing the same way once a task finished). A final on
   a blocked link ends the alignment the same way (its held frames are released).
 
-State crosses to the driver and back as msgpack (``encode_state``), never pickle:
-tuples, deques and big ints are extension types, and so are collections of flat rows
-(a window's groups, packed in one call: ``_fast``), everything else is msgpack's own;
-``decode_state`` builds only those types, and a restore checks the snapshot's shape
-against the PE before changing anything.
+State crosses to the driver and back as msgpack, never pickle
+(``runtime.checkpoint_codec``); a restore checks the snapshot's shape against the PE
+before changing anything.
 """
 
 from __future__ import annotations

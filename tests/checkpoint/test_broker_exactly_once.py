@@ -26,7 +26,8 @@ import pytest
 
 from spadeopt.codegen.render import generate
 from spadeopt.connectors import redis_sink, redis_source
-from spadeopt.connectors.redis_streams import MARKER_SUFFIX, RedisStreamSink, RedisStreamSource
+from spadeopt.connectors.redis_stream_sink import MARKER_SUFFIX, RedisStreamSink
+from spadeopt.connectors.redis_streams import RedisStreamSource
 from spadeopt.deploy.local import run_local
 from spadeopt.optimize.strategies import plan_for
 from spadeopt.runtime.barrier_alignment import Checkpointer

@@ -231,7 +231,7 @@ def test_a_restart_in_place_that_cannot_start_its_pes_fails_the_node_for_a_new_s
     killer.stop.set()
     exc = got[0]
     assert isinstance(exc, PEFailed), exc
-    assert exc.report["kind"] == "restart" and "the restart in place (generation 1) failed" in exc.report["message"]
-    assert "forker" in exc.report["message"], exc.report
+    assert exc.report.kind == "restart" and "the restart in place (generation 1) failed" in exc.report.message
+    assert "forker" in exc.report.message, exc.report
     assert [r.how for r in d.report.restarts] == [IN_PLACE]
     assert not [pe for pe in pes if (pid := d.pid(pe)) and running(pid)]
