@@ -35,9 +35,10 @@ start again at round 0; messages of an older generation are dropped.
 Nothing received is trusted before it is checked: a message is msgpack of a map with
 exactly the keys token (compared in constant time), gen, round, node (ints in range) and
 msg (str); anything else is dropped and counted. An agent takes from the driver only a
-list of strings (a round's answer), the stop request, a refusal (``{"fail": g}``) or a
-restart whose every field is checked (``check_restart``), on a CURVE link whose server
-key came with the job.
+list of strings (a round's answer) or a ``spadeopt.control`` record: the stop request
+(``StopRequest``), a refusal (``Refusal``) or a restart (``RestartInPlace``) whose every
+field ``control`` checked, to a later generation (``check_restart``), on a CURVE link
+whose server key came with the job. A failure report is a ``control.NodeFailure`` line.
 """
 
 from __future__ import annotations

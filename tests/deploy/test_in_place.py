@@ -203,7 +203,7 @@ def test_a_refused_restart_fails_the_node_naming_the_pe_and_leaves_no_process(tm
     assert killer.kills, "nothing was killed"
     exc = got[0]
     assert isinstance(exc, PEFailed), exc
-    assert exc.report["pe"] == pes[-1] and "exited with code -9" in exc.report["message"], exc.report
+    assert exc.report.pe == pes[-1] and "exited with code -9" in exc.report.message, exc.report
     assert not d.report.restarts
     assert not [pe for pe in pes if (pid := d.pid(pe)) and running(pid)]
 
