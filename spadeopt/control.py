@@ -140,7 +140,9 @@ class Record:
     OPTIONAL: ClassVar[frozenset[str]] = frozenset()
 
     def to_doc(self) -> dict[str, Any]:
-        return {"v": VERSION, "t": self.KIND, **{f.name: getattr(self, f.name) for f in fields(self)}}
+        """The record as a map: its fields, then ``v`` and ``t`` (last, so a PE's command
+        line still begins ``{"pe": ...``, as ``ps`` and the tests read it)."""
+        return {**{f.name: getattr(self, f.name) for f in fields(self)}, "v": VERSION, "t": self.KIND}
 
     def to_bytes(self) -> bytes:
         return msgpack.packb(self.to_doc())
