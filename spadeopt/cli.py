@@ -304,48 +304,57 @@ methods and expressions: docs/api.md. Exit codes: 0 ok, 1 the job failed while r
 
 
 def parser() -> argparse.ArgumentParser:
-    from spadeopt.api import PROFILE_FUSION, PROFILE_SAMPLE_RATE
-    from spadeopt.bench.registry import BENCHMARKS
-
     ap = argparse.ArgumentParser(prog="spadeopt", description=USER_HELP, epilog=USER_EPILOG,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="command", required=True)
-    FORCE_HELP = ("replace an output path that holds something spadeopt did not write there "
-                  "(it is moved aside to NAME.spadeopt-backup-TIME, never deleted)")
-    CHECKPOINTS_HELP = ("generate the PEs with state hooks, so the build can run with --checkpoint-interval "
-                        "(an operator whose state cannot be checkpointed is refused now)")
-    NO_COLLAPSE_HELP = ("keep operator boundaries inside static-rate functor runs instead of compiling each "
-                        "run into one loop (the ablation; recorded in plan.json and deploy.json)")
+    for add in (_run_parser, _profile_parser, _optimize_parser, _compare_parser, _explain_parser, _build_parser,
+                _bench_parser, _refine_parser, _calibrate_parser, _show_parser, _cluster_parser, _broker_parser):
+        add(sub)
+    return ap
 
-    def app_args(p: argparse.ArgumentParser, fusion: str = "none", why: str = "") -> None:
-        p.add_argument("--fusion", default=fusion,
-                       help="none (one PE per operator), all (one PE), manual (the app's annotations) "
-                            f"or a plan.json (default: {fusion}{why})")
-        p.add_argument("-p", action="append", metavar="KEY=VALUE", help="app parameter (repeatable)")
-        p.add_argument("--nodes", type=int, default=1, help="nodes to place PEs on (default 1)")
-        p.add_argument("--cores", type=int, default=2, help="cores per node (default 2)")
 
-    def link_args(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--stall-timeout", type=float, metavar="S", help="fail a run whose PEs make no progress "
-                       "for S seconds, naming them (default 300)")
-        p.add_argument("--insecure-links", action="store_true", help="links between PEs WITHOUT CURVE "
-                       "authentication and encryption: for measurements only, never on a shared cluster")
-        p.add_argument("--max-batch-delay", type=float, metavar="MS", help="longest a live source's partial "
-                       "batch waits for more records before it is sent on (default 5 ms; 0: at once)")
+FORCE_HELP = ("replace an output path that holds something spadeopt did not write there "
+              "(it is moved aside to NAME.spadeopt-backup-TIME, never deleted)")
+CHECKPOINTS_HELP = ("generate the PEs with state hooks, so the build can run with --checkpoint-interval "
+                    "(an operator whose state cannot be checkpointed is refused now)")
+NO_COLLAPSE_HELP = ("keep operator boundaries inside static-rate functor runs instead of compiling each "
+                    "run into one loop (the ablation; recorded in plan.json and deploy.json)")
 
-    def width_arg(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--width", action="append", metavar="REGION=K",
-                       help="run the app's parallel region REGION as K channels (repeatable; default: "
-                            "the app's width under --fusion manual, else 1)")
 
-    def conf_arg(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--conf", action="append", metavar="KEY=VALUE",
-                       help="Spark setting, as spark-submit takes it (repeatable; overrides spadeopt's)")
+def _app_args(p: argparse.ArgumentParser, fusion: str = "none", why: str = "") -> None:
+    p.add_argument("--fusion", default=fusion,
+                   help="none (one PE per operator), all (one PE), manual (the app's annotations) "
+                        f"or a plan.json (default: {fusion}{why})")
+    p.add_argument("-p", action="append", metavar="KEY=VALUE", help="app parameter (repeatable)")
+    p.add_argument("--nodes", type=int, default=1, help="nodes to place PEs on (default 1)")
+    p.add_argument("--cores", type=int, default=2, help="cores per node (default 2)")
 
+
+def _link_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--stall-timeout", type=float, metavar="S", help="fail a run whose PEs make no progress "
+                   "for S seconds, naming them (default 300)")
+    p.add_argument("--insecure-links", action="store_true", help="links between PEs WITHOUT CURVE "
+                   "authentication and encryption: for measurements only, never on a shared cluster")
+    p.add_argument("--max-batch-delay", type=float, metavar="MS", help="longest a live source's partial "
+                   "batch waits for more records before it is sent on (default 5 ms; 0: at once)")
+
+
+def _width_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--width", action="append", metavar="REGION=K",
+                   help="run the app's parallel region REGION as K channels (repeatable; default: "
+                        "the app's width under --fusion manual, else 1)")
+
+
+def _conf_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--conf", action="append", metavar="KEY=VALUE",
+                   help="Spark setting, as spark-submit takes it (repeatable; overrides spadeopt's)")
+
+
+def _run_parser(sub) -> None:
     r = sub.add_parser("run", help="build an app (or take a build directory) and run it on Spark")
     r.add_argument("app", help="apps/bargain.py, apps.bargain:app, or a build directory")
-    app_args(r)
-    width_arg(r)
+    _app_args(r)
+    _width_arg(r)
     r.add_argument("--master", help="Spark master (default local[nodes*cores]; local-cluster[n,c,mem] works)")
     r.add_argument("--out", type=Path, help="write each sink's output to OUT/<sink>.jsonl")
     r.add_argument("--json", type=Path, help="write the result as JSON to this file")
@@ -353,8 +362,8 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--force", action="store_true", help=FORCE_HELP)
     r.add_argument("--duration", type=float, metavar="S", help="end the sources after S seconds, then drain "
                    "and flush (default: run until the sources end; a live source: until Ctrl-C / SIGTERM)")
-    link_args(r)
-    conf_arg(r)
+    _link_args(r)
+    _conf_arg(r)
     r.add_argument("--no-collapse", action="store_true", help=NO_COLLAPSE_HELP)
     r.add_argument("--verify-fission", type=int, metavar="N", help="first run the first N records of every "
                    "source at width 1 and under the plan, and stop (exit 1) if any sink differs: for custom "
@@ -362,9 +371,13 @@ def parser() -> argparse.ArgumentParser:
     checkpoint_args(r)
     r.set_defaults(func=cmd_run)
 
+
+def _profile_parser(sub) -> None:
+    from spadeopt.api import PROFILE_FUSION, PROFILE_SAMPLE_RATE
+
     pr = sub.add_parser("profile", help="stage 1: run an instrumented build and collect port metrics")
     pr.add_argument("app")
-    app_args(pr, PROFILE_FUSION, ": one PE measures operators without process contention, and an operator's "
+    _app_args(pr, PROFILE_FUSION, ": one PE measures operators without process contention, and an operator's "
              "profile does not depend on its fusion")
     pr.add_argument("--sample-rate", type=float, default=PROFILE_SAMPLE_RATE,
                     help=f"stride sampling fraction s in (0, 1] (default {PROFILE_SAMPLE_RATE}: enough samples "
@@ -377,10 +390,12 @@ def parser() -> argparse.ArgumentParser:
     pr.add_argument("--no-production-probe", action="store_true",
                     help="skip the runs of the production FALL build after profiling (FATM then cannot "
                          "fit what collapsing saves or the instrumentation overhead, and uses its constants)")
-    link_args(pr)
-    conf_arg(pr)
+    _link_args(pr)
+    _conf_arg(pr)
     pr.set_defaults(func=cmd_profile)
 
+
+def _optimize_parser(sub) -> None:
     op = sub.add_parser("optimize", help="stage 2: GreedyFuse + placement from a refined profile")
     op.add_argument("app")
     op.add_argument("--profile", type=Path, required=True, help="PROFILE.json from `spadeopt refine`")
@@ -409,6 +424,8 @@ def parser() -> argparse.ArgumentParser:
     op.add_argument("--force", action="store_true", help=FORCE_HELP)
     op.set_defaults(func=cmd_optimize)
 
+
+def _compare_parser(sub) -> None:
     cp = sub.add_parser("compare", help="run NONE, FALL, FMAN and FATM side by side; table and plot")
     cp.add_argument("app")
     cp.add_argument("--strategies", default="none,all,manual,auto", help="comma-separated from none, all, "
@@ -430,10 +447,12 @@ def parser() -> argparse.ArgumentParser:
                     "for an app with live, unbounded sources: each run reads the feed for S seconds)")
     cp.add_argument("--out", type=Path, required=True, help="directory for compare.json and compare.png")
     cp.add_argument("--force", action="store_true", help=FORCE_HELP)
-    conf_arg(cp)
+    _conf_arg(cp)
     cp.add_argument("--no-collapse", action="store_true", help=NO_COLLAPSE_HELP)
     cp.set_defaults(func=cmd_compare)
 
+
+def _explain_parser(sub) -> None:
     ex = sub.add_parser("explain", help="why an optimized build looks as it does")
     ex.add_argument("build", type=Path)
     ex.add_argument("--png", type=Path, help="draw the plan (nodes, PEs, operators, planned link rates) to a PNG")
@@ -443,15 +462,21 @@ def parser() -> argparse.ArgumentParser:
     ex.add_argument("--force", action="store_true", help=FORCE_HELP)
     ex.set_defaults(func=cmd_explain)
 
+
+def _build_parser(sub) -> None:
     b = sub.add_parser("build", help="only generate the PE modules, plan.json and deploy.json")
     b.add_argument("app")
-    app_args(b)
-    width_arg(b)
+    _app_args(b)
+    _width_arg(b)
     b.add_argument("-o", type=Path, required=True, help="build directory to write (new, empty, or a previous build)")
     b.add_argument("--force", action="store_true", help=FORCE_HELP)
     b.add_argument("--no-collapse", action="store_true", help=NO_COLLAPSE_HELP)
     b.add_argument("--checkpoints", action="store_true", help=CHECKPOINTS_HELP)
     b.set_defaults(func=cmd_build)
+
+
+def _bench_parser(sub) -> None:
+    from spadeopt.bench.registry import BENCHMARKS
 
     be = sub.add_parser("bench", help="run a benchmark and write its figures to files")
     be.add_argument("name", help=" | ".join(sorted(BENCHMARKS)))
@@ -465,24 +490,33 @@ def parser() -> argparse.ArgumentParser:
     be.add_argument("--force", action="store_true", help=FORCE_HELP)
     be.set_defaults(func=cmd_bench)
 
+
+def _refine_parser(sub) -> None:
     rf = sub.add_parser("refine", help="Spark job: raw samples of profiling runs -> profile.json (u, rates, links)")
     rf.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR", help="profiling run(s) of one app graph")
     rf.add_argument("--master", help="Spark master (default local[2])")
     rf.add_argument("-o", type=Path, required=True, help="profile to write (JSON)")
     rf.add_argument("--force", action="store_true", help=FORCE_HELP)
-    conf_arg(rf)
+    _conf_arg(rf)
     rf.set_defaults(func=cmd_refine)
 
+
+def _calibrate_parser(sub) -> None:
     ca = sub.add_parser("calibrate", help="measure the comm-cost mapping v(rate, size) of this machine")
     ca.add_argument("-o", type=Path, required=True, help="calibration file, e.g. profiles/calibration/HOST.json")
     ca.add_argument("--quick", action="store_true", help="a small grid (~30 s), for tests")
     ca.add_argument("--force", action="store_true", help=FORCE_HELP)
     ca.set_defaults(func=cmd_calibrate)
 
+
+def _show_parser(sub) -> None:
     sh = sub.add_parser("show", help="print a profile: operators by CPU fraction, links by rate")
     sh.add_argument("profile", type=Path)
     sh.add_argument("--top", type=int, help="only the N heaviest operators and busiest links")
     sh.set_defaults(func=cmd_show)
+
+
+def _cluster_parser(sub) -> None:
     cl = sub.add_parser("cluster", help="start, check or stop a local Spark standalone cluster (master + workers "
                         "on 127.0.0.1, from the pip PySpark), authenticated by a secret only you can read")
     cl.add_argument("action", choices=("start", "status", "stop"))
@@ -495,12 +529,13 @@ def parser() -> argparse.ArgumentParser:
     cl.add_argument("--state-dir", type=Path, default=Path(".spadeopt-cluster"),
                     help="where pids, ports and logs are kept (default .spadeopt-cluster)")
     cl.set_defaults(func=cmd_cluster)
+
+
+def _broker_parser(sub) -> None:
     bk = sub.add_parser("broker", help="start, stop or check the project's Redis broker (127.0.0.1, a "
                         "password only you can read; state in .spadeopt-broker)")
     bk.add_argument("action", choices=("start", "stop", "status"))
     bk.set_defaults(func=cmd_broker)
-    return ap
-
 
 def _terminate(_signum, _frame) -> None:
     raise KeyboardInterrupt  # SIGTERM ends the run the way Ctrl-C does: Spark stops, PEs end

@@ -105,6 +105,6 @@ def guarded(command: Callable[[], int]) -> int:
 def stop_spark() -> None:
     """Stop this process's Spark session, if it ever started one."""
     if "pyspark" in sys.modules:
-        from spadeopt.deploy import launcher
+        from spadeopt.deploy import spark_session
 
-        launcher.stop_spark()
+        spark_session.stop_spark()

@@ -29,7 +29,7 @@ import msgpack
 from spadeopt.model.schema import SCALARS
 
 FINAL_TAG = b"\xc1"
-BARRIER_TAG = b"\xc2"  # a checkpoint barrier (spadeopt.runtime.checkpoint); a batch never starts with 0xc2
+BARRIER_TAG = b"\xc2"  # a checkpoint barrier (spadeopt.runtime.barrier_alignment); a batch never starts with 0xc2
 MARKER_TAG = b"\xc3"  # a latency marker (spadeopt.runtime.latency); a batch never starts with 0xc3
 DEFAULT_MAX_FRAME = 64 * 1024 * 1024  # bytes; a larger frame is an error at the receiver
 DEFAULT_BATCH = 512  # tuples per frame between PEs (plan.deployment.RunSettings.batch_size)

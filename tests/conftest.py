@@ -97,6 +97,6 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
 def _stop_spark_at_end():
     yield
     if "pyspark" in sys.modules:
-        from spadeopt.deploy.launcher import stop_spark
+        from spadeopt.deploy.spark_session import stop_spark
 
         stop_spark()

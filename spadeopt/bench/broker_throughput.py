@@ -134,13 +134,62 @@ def _same(broker: list[dict], file: list[dict], keys: int) -> bool:
     return sorted(broker, key=key) == sorted(file, key=key)
 
 
+def _run_once(client: Any, build: Path, sinks: Path, prefix: str, source: str, fusion: str, tuples: int
+              ) -> dict[str, Any]:
+    """One run of a build reading from ``source``; its figures. Every record must be read
+    and written (``RuntimeError`` otherwise)."""
+    from spadeopt.deploy.launcher import run_build
+    from spadeopt.deploy.options import RunOptions
+
+    shutil.rmtree(sinks, ignore_errors=True)
+    client.delete(f"{prefix}:out")
+    res = run_build(build, RunOptions(out=sinks))
+    if source == "broker":
+        written = client.xlen(f"{prefix}:out")
+    else:
+        written = sum(1 for _ in open(sinks / "out.jsonl", "rb"))  # noqa: SIM115
+    if res.tuples != tuples or written != tuples:
+        raise RuntimeError(f"broker-throughput: {source} run ({_PLAN[fusion]}) read {res.tuples:,} "
+                           f"and wrote {written:,} of {tuples:,} records")
+    return {"tuples_per_s": round(res.throughput, 1), "steady_tuples_per_s": round(res.steady_throughput, 1),
+            "wall_s": round(res.wall_s, 3), "pes": res.pes, "cpu_s": round(sum(p["cpu_s"] for p in res.per_pe), 3)}
+
+
+def _report(runs: dict, checks: dict[str, bool], fusions: tuple[str, ...], loads: list[float], quick: bool,
+            out_dir: Path, ref: str, tuples: int, keys: int, repeat: int) -> dict[str, Any]:
+    """The benchmark's JSON document: per plan, medians and ratios, and how it was run."""
+    plans: dict[str, Any] = {}
+    for fusion in fusions:
+        med = {s: statistics.median(x["tuples_per_s"] for x in runs[fusion][s]) for s in ("broker", "file")}
+        plans[_PLAN[fusion]] = {
+            "pes": runs[fusion]["broker"][0]["pes"],
+            "median_tuples_per_s": med, "ratio_broker_over_file": round(med["broker"] / med["file"], 3),
+            "per_round_ratio": [round(b["tuples_per_s"] / f["tuples_per_s"], 3)
+                                for b, f in zip(runs[fusion]["broker"], runs[fusion]["file"], strict=True)],
+            "meets_target": med["broker"] / med["file"] >= TARGET,
+            "outputs_identical": checks.get(fusion), "runs": runs[fusion]}
+    doc = {"benchmark": "broker-throughput", "when": time.strftime("%Y-%m-%dT%H:%M:%S"),
+           "what": f"broker (Redis Streams source until='end' -> {FUNCTORS} functors, each calling a Python function "
+                   "-> Redis Streams sink) against the same app reading a JSON-lines file and writing a JSON-lines "
+                   "file sink, same records, same plan",
+           "throughput": "run report's throughput: records / (end of the last PE - first source record); the "
+                         "sink's flush is in it, Spark's job start is not",
+           "command": "spadeopt bench broker-throughput" + (" --quick" if quick else "") + f" --out {out_dir}",
+           "app": ref, "schema": SCHEMA, "functors": FUNCTORS, "records": tuples, "stream_keys": keys,
+           "master": "local[2]", "repeat": repeat, "target_ratio": TARGET, "plans": plans,
+           "load_avg_1min": loads, "machine": {"host": platform.node(), "cpus": os.cpu_count(),
+                                               "python": platform.python_version(),
+                                               "platform": platform.platform()},
+           "note": "shared 2-core machine: noisy; broker and file runs alternate, so the ratio is side by side"}
+    return doc
+
+
 def run(out_dir: Path, quick: bool = False, repeat: int | None = None, tuples: int | None = None,
         keys: int = 1, fusions: tuple[str, ...] | None = None, log=print) -> dict[str, Any]:
     from spadeopt import api
     from spadeopt.atomic import write_atomic
     from spadeopt.connectors.redis_conn import connect, project_broker
-    from spadeopt.deploy.launcher import run_build, stop_spark
-    from spadeopt.deploy.options import RunOptions
+    from spadeopt.deploy.spark_session import stop_spark
 
     tuples = tuples or (20_000 if quick else 300_000)
     repeat = repeat or (1 if quick else 3)
@@ -176,20 +225,8 @@ def run(out_dir: Path, quick: bool = False, repeat: int | None = None, tuples: i
                 outs: dict[str, list[dict]] = {}
                 for source in order:
                     sinks = work / "sinks"
-                    shutil.rmtree(sinks, ignore_errors=True)
-                    client.delete(f"{prefix}:out")
-                    res = run_build(builds[fusion, source], RunOptions(out=sinks))
-                    if source == "broker":
-                        written = client.xlen(f"{prefix}:out")
-                    else:
-                        written = sum(1 for _ in open(sinks / "out.jsonl", "rb"))  # noqa: SIM115
-                    if res.tuples != tuples or written != tuples:
-                        raise RuntimeError(f"broker-throughput: {source} run ({_PLAN[fusion]}) read {res.tuples:,} "
-                                           f"and wrote {written:,} of {tuples:,} records")
-                    runs[fusion][source].append({"tuples_per_s": round(res.throughput, 1),
-                                                 "steady_tuples_per_s": round(res.steady_throughput, 1),
-                                                 "wall_s": round(res.wall_s, 3), "pes": res.pes,
-                                                 "cpu_s": round(sum(p["cpu_s"] for p in res.per_pe), 3)})
+                    runs[fusion][source].append(_run_once(client, builds[fusion, source], sinks, prefix, source,
+                                                          fusion, tuples))
                     if r == 0:
                         outs[source] = (_out_stream(client, f"{prefix}:out") if source == "broker"
                                         else _out_file(sinks / "out.jsonl"))
@@ -205,30 +242,9 @@ def run(out_dir: Path, quick: bool = False, repeat: int | None = None, tuples: i
             client.delete(key)
         client.close()
         shutil.rmtree(work, ignore_errors=True)
-    plans: dict[str, Any] = {}
-    for fusion in fusions:
-        med = {s: statistics.median(x["tuples_per_s"] for x in runs[fusion][s]) for s in ("broker", "file")}
-        plans[_PLAN[fusion]] = {
-            "pes": runs[fusion]["broker"][0]["pes"],
-            "median_tuples_per_s": med, "ratio_broker_over_file": round(med["broker"] / med["file"], 3),
-            "per_round_ratio": [round(b["tuples_per_s"] / f["tuples_per_s"], 3)
-                                for b, f in zip(runs[fusion]["broker"], runs[fusion]["file"], strict=True)],
-            "meets_target": med["broker"] / med["file"] >= TARGET,
-            "outputs_identical": checks.get(fusion), "runs": runs[fusion]}
-    doc = {"benchmark": "broker-throughput", "when": time.strftime("%Y-%m-%dT%H:%M:%S"),
-           "what": f"broker (Redis Streams source until='end' -> {FUNCTORS} functors, each calling a Python function "
-                   "-> Redis Streams sink) against the same app reading a JSON-lines file and writing a JSON-lines "
-                   "file sink, same records, same plan",
-           "throughput": "run report's throughput: records / (end of the last PE - first source record); the "
-                         "sink's flush is in it, Spark's job start is not",
-           "command": "spadeopt bench broker-throughput" + (" --quick" if quick else "") + f" --out {out_dir}",
-           "app": ref, "schema": SCHEMA, "functors": FUNCTORS, "records": tuples, "stream_keys": keys,
-           "master": "local[2]", "repeat": repeat, "target_ratio": TARGET, "plans": plans,
-           "load_avg_1min": loads, "machine": {"host": platform.node(), "cpus": os.cpu_count(),
-                                               "python": platform.python_version(),
-                                               "platform": platform.platform()},
-           "note": "shared 2-core machine: noisy; broker and file runs alternate, so the ratio is side by side"}
+    doc = _report(runs, checks, fusions, loads, quick, out_dir, ref, tuples, keys, repeat)
     write_atomic(out_dir / "broker_throughput.json", json.dumps(doc, indent=2) + "\n")
+    plans = doc["plans"]
     log("broker-throughput: " + "; ".join(
         f"{p} broker/file {v['ratio_broker_over_file']:.2f}x ({v['median_tuples_per_s']['broker']:,.0f} vs "
         f"{v['median_tuples_per_s']['file']:,.0f} records/s)" for p, v in plans.items())

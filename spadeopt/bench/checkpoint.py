@@ -63,7 +63,8 @@ def _rate(report: dict[str, Any]) -> float:
 
 def _once(build, work: Path, interval: float | None) -> dict[str, Any]:
     from spadeopt.deploy.agent import run_node
-    from spadeopt.deploy.checkpoints import CheckpointStore, Coordinator, finish_sinks
+    from spadeopt.deploy.checkpoint_coordinator import Coordinator
+    from spadeopt.deploy.checkpoint_store import CheckpointStore, finish_sinks
     from spadeopt.runtime.sinks import commit
 
     out = work / "out"

@@ -55,7 +55,6 @@ def compare(app_ref: str, out_dir: Path, strategies: Sequence[str] = ("none", "a
             profile_fusion: str = "all", command: str | None = None, no_fission: bool = False,
             collapse: bool = True, options: RunOptions | None = None) -> dict[str, Any]:
     from spadeopt import api
-    from spadeopt.deploy.launcher import run_build
     from spadeopt.deploy.preflight import preflight
     from spadeopt.kinds.source import unbounded
     from spadeopt.outputs import claim_dir, mark_dir
@@ -65,15 +64,7 @@ def compare(app_ref: str, out_dir: Path, strategies: Sequence[str] = ("none", "a
     strategies = list(strategies)
     if no_fission and "auto1" not in strategies:
         strategies.append("auto1")
-    bad = [s for s in strategies if s not in LABELS]
-    if bad or not strategies:
-        raise UsageError(f"unknown strategy {', '.join(bad) or '(none given)'}; choose from {', '.join(LABELS)}")
-    if repeat < 1:
-        raise UsageError(f"--repeat must be >= 1, got {repeat}")
-    if profile_fusion not in ("none", "all", "manual"):
-        raise UsageError(f"--profile-fusion must be none, all or manual, got {profile_fusion!r}")
-    if not 0 < sample_rate <= 1:
-        raise UsageError(f"--sample-rate must be in (0, 1], got {sample_rate}")
+    _check_args(strategies, repeat, profile_fusion, sample_rate)
     out_dir = claim_dir(out_dir, "compare", "--out", options.force)
     graph, _ = api.load_graph(app_ref, params)  # fail early on a bad app
     live = sorted(op.name for op in graph.operators if op.is_source and unbounded(op))
@@ -86,8 +77,44 @@ def compare(app_ref: str, out_dir: Path, strategies: Sequence[str] = ("none", "a
     out_dir.mkdir(parents=True, exist_ok=True)
     mark_dir(out_dir, "compare", ["compare.json", "compare.txt", "compare.png", "profile-run", "profile.json", "sinks",
                                   *(f"build-{st}" for st in strategies)])
-    builds, errors, explains = {}, {}, {}
     profiled_here = profile is None
+    builds, errors, explains, profile = _build_all(app_ref, strategies, out_dir, params, nodes, cores, profile,
+                                                   calibration, sample_rate, profile_fusion, collapse, options)
+    runs, answers = _run_rounds(builds, errors, repeat, out_dir, options)
+    doc = _summarise(graph.name, app_ref, dict(params or {}), nodes, cores, master, repeat, runs, errors)
+    doc["answers"] = _answers(answers, live)
+    doc["command"] = command
+    if profile is not None:  # no profile: nothing to predict from (only NONE/FALL/FMAN were asked for)
+        _predict(doc, builds, profile, calibration)
+    _versus_fall(doc["strategies"])
+    _fatm_plans(doc, explains, profile, profile_fusion if profiled_here else None)
+    write_atomic(out_dir / "compare.json", json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    write_atomic(out_dir / "compare.txt", table(doc) + "\n")
+    plot(doc, out_dir / "compare.png")
+    return doc
+
+
+def _check_args(strategies: list[str], repeat: int, profile_fusion: str, sample_rate: float) -> None:
+    bad = [s for s in strategies if s not in LABELS]
+    if bad or not strategies:
+        raise UsageError(f"unknown strategy {', '.join(bad) or '(none given)'}; choose from {', '.join(LABELS)}")
+    if repeat < 1:
+        raise UsageError(f"--repeat must be >= 1, got {repeat}")
+    if profile_fusion not in ("none", "all", "manual"):
+        raise UsageError(f"--profile-fusion must be none, all or manual, got {profile_fusion!r}")
+    if not 0 < sample_rate <= 1:
+        raise UsageError(f"--sample-rate must be in (0, 1], got {sample_rate}")
+
+
+def _build_all(app_ref: str, strategies: list[str], out_dir: Path, params: Mapping[str, str] | None, nodes: int,
+               cores: int, profile: Path | None, calibration: Path | None, sample_rate: float, profile_fusion: str,
+               collapse: bool, options: RunOptions) -> tuple[dict, dict[str, str], dict, Path | None]:
+    """Each strategy's build (FATM's profiled first when no profile was given): builds,
+    build errors, FATM's explanations and the profile used."""
+    from spadeopt import api
+
+    say = options.say
+    builds, errors, explains = {}, {}, {}
     for st in strategies:
         try:
             say(f"building {LABELS[st]}")
@@ -103,6 +130,16 @@ def compare(app_ref: str, out_dir: Path, strategies: Sequence[str] = ("none", "a
         except SpadeoptError as exc:
             errors[st] = str(exc)
             say(f"{LABELS[st]} failed to build: {str(exc).splitlines()[0]}")
+    return builds, errors, explains, profile
+
+
+def _run_rounds(builds: dict, errors: dict[str, str], repeat: int, out_dir: Path, options: RunOptions
+                ) -> tuple[dict[str, list[dict[str, Any]]], dict[str, set[str]]]:
+    """``repeat`` rounds of every build, interleaved (a failed strategy is dropped, its
+    error recorded): each one's results and the digests of its sinks."""
+    from spadeopt.deploy.launcher import run_build
+
+    say = options.say
     runs: dict[str, list[dict[str, Any]]] = {st: [] for st in builds}
     answers: dict[str, set[str]] = {st: set() for st in builds}
     order = list(builds)
@@ -122,12 +159,14 @@ def compare(app_ref: str, out_dir: Path, strategies: Sequence[str] = ("none", "a
                 continue
             runs[st].append(res.to_json())
             answers[st].add(_digest(sinks_dir))
-    doc = _summarise(graph.name, app_ref, dict(params or {}), nodes, cores, master, repeat, runs, errors)
-    doc["answers"] = _answers(answers, live)
-    doc["command"] = command
+    return runs, answers
+
+
+def _predict(doc: dict[str, Any], builds: dict, profile: Path, calibration: Path | None) -> None:
+    """Each strategy's row gets the model's predicted rate for its build."""
+    from spadeopt import api
+
     for st, row in doc["strategies"].items():
-        if profile is None:
-            break  # no profile: nothing to predict from (only NONE/FALL/FMAN were asked for)
         try:
             pred = api.predict_build(builds[st].directory, profile, calibration)
         except SpadeoptError as exc:
@@ -136,7 +175,10 @@ def compare(app_ref: str, out_dir: Path, strategies: Sequence[str] = ("none", "a
         row["planned_rate"] = pred.rate
         row["prediction"] = pred.to_json()  # with the model's constants, fitted ones included
         row["predicted_over_measured"] = pred.rate / row["throughput_median"]
-    _versus_fall(doc["strategies"])
+
+
+def _fatm_plans(doc: dict[str, Any], explains: dict, profile: Path | None, profiled_under: str | None) -> None:
+    """What FATM planned (rates, model, widths) for each FATM strategy, in ``doc``."""
     for st, explain in explains.items():
         key = "fatm_plan" if st == "auto" else f"fatm_plan_{st}"
         doc[key] = {"planned_rate": explain["rate"].get("predicted"), "fused_at_rate": explain["rate"]["planned"],
@@ -144,14 +186,10 @@ def compare(app_ref: str, out_dir: Path, strategies: Sequence[str] = ("none", "a
                     "profiled_rate": explain["rate"]["profiled"], "max_frac": explain["max_frac"],
                     "min_util": explain["min_util"], "profile": str(profile),
                     "widths": explain.get("fission", {}).get("widths", {}),
-                    "profiled_under": LABELS.get(profile_fusion, profile_fusion) if profiled_here else None}
+                    "profiled_under": LABELS.get(profiled_under, profiled_under) if profiled_under else None}
         row = doc["strategies"].get(st)
         if row is not None:
             row["widths"] = doc[key]["widths"]
-    write_atomic(out_dir / "compare.json", json.dumps(doc, indent=2, sort_keys=True) + "\n")
-    write_atomic(out_dir / "compare.txt", table(doc) + "\n")
-    plot(doc, out_dir / "compare.png")
-    return doc
 
 
 def _versus_fall(rows: Mapping[str, dict[str, Any]]) -> None:

@@ -257,7 +257,8 @@ def bytewax_flow(prefix: str = PREFIX):
     from bytewax.outputs import DynamicSink, StatelessSinkPartition
 
     from spadeopt.connectors.redis_conn import project_broker
-    from spadeopt.connectors.redis_streams import RedisStreamSink, RedisStreamSource
+    from spadeopt.connectors.redis_stream_sink import RedisStreamSink
+    from spadeopt.connectors.redis_streams import RedisStreamSource
 
     b = project_broker()
     where = {"host": b.host, "port": b.port, "password_file": b.password_file}

@@ -43,8 +43,9 @@ def _digest(sinks: Path) -> str:
 def run(out_dir: Path, tuples: int = 300_000, repeat: int = 5, log=print) -> dict[str, Any]:
     from spadeopt import api
     from spadeopt.bench.compare import _profile_for_auto
-    from spadeopt.deploy.launcher import run_build, stop_spark
+    from spadeopt.deploy.launcher import run_build
     from spadeopt.deploy.options import RunOptions
+    from spadeopt.deploy.spark_session import stop_spark
     from spadeopt.outputs import claim_dir, mark_dir
 
     work = claim_dir(out_dir / "spark_auth", "spark-auth", "--out")  # refuses what it did not write

@@ -31,7 +31,7 @@ A **source** is opened at a position, then read a batch at a time *without block
 A **sink** takes batches: ``open()``, ``write(batch)``, ``flush()`` (make everything
 written so far durable / visible downstream), ``report()`` (a JSON-able summary:
 counts, last entry ID) and ``close()`` (flushes). A ``transactional`` sink can be
-exactly once in a checkpointing run (``runtime.checkpoint`` drives it): ``stage(owner,
+exactly once in a checkpointing run (``runtime.barrier_alignment`` drives it): ``stage(owner,
 lineage, run)`` makes ``write`` keep the records; ``prepare(n)`` closes epoch ``n`` (the
 records since the previous barrier) and returns every epoch not yet committed, which the
 checkpoint's part holds; ``commit(n)`` writes the epochs up to ``n`` once checkpoint ``n``

@@ -101,6 +101,11 @@ def read_password(path: str) -> str | None:
         return f.read().strip()
 
 
+def reply_text(v: object) -> str:
+    """A broker reply's value (bytes or not) as text."""
+    return v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
+
+
 def connect(addr: BrokerAddress, what: str, timeout: float = 5.0):
     """A redis-py client of ``addr``, checked with a PING; ``ConnectorError`` naming
     ``what`` (e.g. "source 'orders'"), the broker and what to do when it does not answer."""

@@ -27,12 +27,14 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
+from spadeopt import control as ctrl
 from spadeopt.deploy.rendezvous import Restart
 from spadeopt.deploy.spawn import Zygote, forking, start_pe
 from spadeopt.plan.deployment import DeployedLink, Deployment
@@ -45,15 +47,16 @@ CONTROL_POLL_S = 0.05  # how often a running agent that may restart in place loo
 
 
 class PEFailed(RuntimeError):
-    """Raised in the agent; its message carries a JSON report after ERROR_TAG (``report``)."""
+    """Raised in the agent; its message carries the report (``control.NodeFailure``, one
+    JSON line) between two ERROR_TAGs, which the driver reads back (``report``)."""
 
-    def __init__(self, message: str, report: dict[str, Any]) -> None:
+    def __init__(self, message: str, report: ctrl.NodeFailure) -> None:
         super().__init__(message)
         self.report = report
 
 
-def _tagged(report: dict[str, Any]) -> str:
-    return f"{ERROR_TAG}{json.dumps(report)}{ERROR_TAG}"
+def _tagged(report: ctrl.NodeFailure) -> str:
+    return f"{ERROR_TAG}{report.to_line()}{ERROR_TAG}"
 
 
 def pe_env(pythonpath: str | None) -> dict[str, str]:
@@ -66,23 +69,25 @@ def pe_env(pythonpath: str | None) -> dict[str, str]:
 
 
 class _Proc:
-    def __init__(self, pe: str, cfg: dict, log: Path, events: queue.Queue, zygote: Zygote | None) -> None:
+    def __init__(self, pe: str, cfg: ctrl.PEConfig, log: Path, events: queue.Queue, zygote: Zygote | None) -> None:
         self.pe = pe
         self.log = log
-        self.popen = start_pe(cfg, pe_env(cfg.get("pythonpath")), log, zygote)
+        self.popen = start_pe(cfg, pe_env(cfg.pythonpath), log, zygote)
         threading.Thread(target=self._read, args=(events,), daemon=True).start()
 
     def _read(self, events: queue.Queue) -> None:
+        """The PE's events (``control.PE_EVENTS``) onto ``events``; a line that is not one
+        is refused (logged, dropped); ``control.Exited`` when the process ended."""
         for line in self.popen.stdout:
             try:
-                events.put((self.pe, json.loads(line)))
-            except json.JSONDecodeError:
-                continue
+                events.put((self.pe, ctrl.decode_line(line, *ctrl.PE_EVENTS)))
+            except ctrl.ControlError as exc:
+                print(f"spadeopt: agent: refused a line from PE {self.pe}: {exc}", file=sys.stderr, flush=True)
         self.popen.wait()
-        events.put((self.pe, {"event": "exit", "code": self.popen.returncode}))
+        events.put((self.pe, ctrl.Exited(self.popen.returncode)))
 
-    def send(self, cmd: dict) -> None:
-        self.popen.stdin.write(json.dumps(cmd) + "\n")
+    def send(self, cmd: ctrl.Record) -> None:
+        self.popen.stdin.write(cmd.to_line() + "\n")
         self.popen.stdin.flush()
 
     def kill(self) -> None:
@@ -153,7 +158,7 @@ def run_node(node: int, deploy: Deployment, build_dir: str, out_dir: str | None,
                 _stop_all(procs)
                 if not (in_place and started):
                     raise
-                restart = control.report_failure(json.dumps(exc.report))
+                restart = control.report_failure(exc.report.to_line())
                 if restart is None:
                     raise
                 cause = exc.report
@@ -161,12 +166,12 @@ def run_node(node: int, deploy: Deployment, build_dir: str, out_dir: str | None,
                 if gen == 0 or started:
                     raise
                 _stop_all(procs)  # a restart in place that failed: the driver restarts the stage
-                report = {"pe": None, "node": node, "op": None, "port": None, "kind": "restart",
-                          "message": f"the restart in place (generation {gen}) failed: {type(exc).__name__}: {exc}"}
+                report = ctrl.NodeFailure(None, node, None, None, kind="restart", message=(
+                    f"the restart in place (generation {gen}) failed: {type(exc).__name__}: {exc}"))
                 raise PEFailed(_tagged(report), report) from None
             t = time.time()
             control.restarted(restart)
-            restarts.append({"gen": restart.gen, "at": t, "cause": None if cause is None else cause.get("pe")})
+            restarts.append({"gen": restart.gen, "at": t, "cause": None if cause is None else cause.pe})
             if restart.delay:
                 time.sleep(restart.delay)
             channel, gen = restart.checkpoint, restart.gen  # the PEs' file sinks start their part files afresh
@@ -194,36 +199,24 @@ def _generation(node: int, deploy: Deployment, build_dir: str, out_dir: str | No
     events: queue.Queue = queue.Queue()  # this generation's: a stopped PE's exit is not news
     procs.clear()
     for pe in pes:
-        cfg = {"pe": pe.pe, "module": str(Path(build_dir, pe.module).resolve()),
-               "app_ref": deploy.app_ref, "out_dir": out_dir, "ipc_dir": ipc_dir,
-               "host": host if needs_tcp else None,
-               "batch_size": run.batch_size, "hwm": run.hwm,
-               "profile": run.profile.to_json() if run.profile else None, "duration": run.duration,
-               "progress_file": str(Path(progress_dir, f"{pe.pe}.json")) if progress_dir else None,
-               "insecure_links": run.insecure_links, "max_frame": run.max_frame,
-               "max_batch_delay": run.max_batch_delay,
-               "source_limit": run.source_limit,
-               "stop_file": str(Path(progress_dir, STOP_FILE)) if progress_dir else None,
-               "out_links": [ln.id for ln in links if ln.src_pe == pe.pe],
-               "schemas": {ln.dst: None if ln.schema is None else [list(a) for a in ln.schema]
-                           for ln in links if ln.dst_pe == pe.pe},
-               "pythonpath": pythonpath}
+        cfg = _pe_config(pe.pe, deploy, build_dir, out_dir, ipc_dir, host if needs_tcp else None, progress_dir,
+                         pythonpath)
         procs[pe.pe] = _Proc(pe.pe, cfg, Path(log_dir, f"{pe.pe}.log"), events, zygote)
-    bound = _collect(events, procs, "bound", node)
+    bound = _collect(events, procs, ctrl.Bound, node)
     endpoints: dict[str, dict[str, dict[str, str]]] = {}
     keys: dict[str, dict[str, Any]] = {}  # public keys only
-    for msg in gather(json.dumps({pe: {"endpoints": ev["endpoints"], "keys": ev.get("keys") or {}}
+    for msg in gather(json.dumps({pe: {"endpoints": ev.endpoints, "keys": ev.keys or {}}
                                   for pe, ev in bound.items()})):
         for pe_id, got in json.loads(msg).items():
             endpoints[pe_id], keys[pe_id] = got["endpoints"], got["keys"]
     for pe in pes:
-        procs[pe.pe].send({"cmd": "connect", **_wiring(pe.pe, links, endpoints, keys),  # checkpoints: stdin
-                           "checkpoint": channel})
-    _collect(events, procs, "ready", node)
+        procs[pe.pe].send(ctrl.Connect(**_wiring(pe.pe, links, endpoints, keys),  # checkpoints: stdin
+                                          checkpoint=channel))
+    _collect(events, procs, ctrl.Ready, node)
     barrier()
     t0 = time.time()
     for p in procs.values():
-        p.send({"cmd": "start"})
+        p.send(ctrl.Start())
     started.append(True)
     stall = run.stall_timeout or DEFAULT_STALL_TIMEOUT_S
     beat_file = Path(progress_dir, f"agent-{node}.beat") if progress_dir else None
@@ -235,20 +228,39 @@ def _generation(node: int, deploy: Deployment, build_dir: str, out_dir: str | No
                 if live:
                     Path(progress_dir, STOP_FILE).write_text(f"{time.time()}\n")
                 control.answer_stop(live)
-    done = _collect(events, procs, "done", node, timeout=None, stall=stall, beat_file=beat_file,
+    done = _collect(events, procs, ctrl.Done, node, timeout=None, stall=stall, beat_file=beat_file,
                     on_tick=on_tick, tick=CONTROL_POLL_S if in_place else 1.0)
     if beat_file is not None:  # waiting for the other nodes below is not a silent agent
         beat_file.unlink(missing_ok=True)
     barrier()  # every node's PEs are done, so every tuple has been received
     for p in procs.values():
-        p.send({"cmd": "exit"})
+        p.send(ctrl.Exit())
     for p in procs.values():
         try:
             p.popen.wait(timeout=10)
         except subprocess.TimeoutExpired:
             p.kill()
     return {"node": node, "host": socket.gethostname(), "executor_pid": os.getpid(),
-            "started": t0, "pes": [done[p]["stats"] for p in sorted(done)]}
+            "started": t0, "pes": [done[p].stats for p in sorted(done)]}
+
+
+def _pe_config(pe: str, deploy: Deployment, build_dir: str, out_dir: str | None, ipc_dir: str, host: str | None,
+               progress_dir: str | None, pythonpath: str | None) -> ctrl.PEConfig:
+    """PE ``pe``'s config (its command line): its module, where it writes, its run settings,
+    its output links and the schemas of its input ports."""
+    run, links = deploy.settings, deploy.links
+    mod = next(p.module for p in deploy.pes if p.pe == pe)
+    return ctrl.PEConfig(
+        pe=pe, module=str(Path(build_dir, mod).resolve()), app_ref=deploy.app_ref, out_dir=out_dir,
+        ipc_dir=ipc_dir, host=host, batch_size=run.batch_size, hwm=run.hwm,
+        profile=run.profile.to_json() if run.profile else None, duration=run.duration,
+        progress_file=str(Path(progress_dir, f"{pe}.json")) if progress_dir else None,
+        insecure_links=run.insecure_links, max_frame=run.max_frame, max_batch_delay=run.max_batch_delay,
+        source_limit=run.source_limit, stop_file=str(Path(progress_dir, STOP_FILE)) if progress_dir else None,
+        out_links=[ln.id for ln in links if ln.src_pe == pe],
+        schemas={ln.dst: None if ln.schema is None else [list(a) for a in ln.schema]
+                 for ln in links if ln.dst_pe == pe},
+        pythonpath=pythonpath)
 
 
 def _stop_all(procs: dict[str, _Proc]) -> None:
@@ -273,13 +285,13 @@ def _wiring(pe: str, links: tuple[DeployedLink, ...], endpoints: dict, keys: dic
     return {"links": out, "upstream": upstream}
 
 
-def _collect(events: queue.Queue, procs: dict[str, _Proc], want: str, node: int,
+def _collect(events: queue.Queue, procs: dict[str, _Proc], want: type[ctrl.Record], node: int,
              timeout: float | None = STARTUP_TIMEOUT_S, stall: float | None = None,
-             beat_file: Path | None = None, on_tick=None, tick: float = 1.0) -> dict[str, dict]:
+             beat_file: Path | None = None, on_tick=None, tick: float = 1.0) -> dict[str, Any]:
     """Wait until every PE reported ``want``; fail on an error, an exit, ``timeout``,
     or (``stall``) when no PE of the node advanced for that many seconds. ``on_tick()``
     is called at least every ``tick`` seconds while waiting (with ``stall``)."""
-    got: dict[str, dict] = {}
+    got: dict[str, Any] = {}
     deadline = None if timeout is None else time.time() + timeout
     watch = _StallWatch(procs, stall) if stall else None
     touched = 0.0
@@ -302,21 +314,20 @@ def _collect(events: queue.Queue, procs: dict[str, _Proc], want: str, node: int,
                 continue
             missing = sorted(set(procs) - set(got))
             _fail({"pe": missing[0], "node": node, "op": None, "port": None,
-                   "message": f"PE(s) {', '.join(missing)} did not report '{want}' within {timeout:.0f} s",
+                   "message": f"PE(s) {', '.join(missing)} did not report '{want.KIND}' within {timeout:.0f} s",
                    "log": procs[missing[0]].log_tail()}, procs)
-        kind = ev.get("event")
-        if kind == "beat":
+        if isinstance(ev, ctrl.Beat):
             if watch is not None:
                 watch.beat(pe, ev)
-        elif kind == want:
+        elif isinstance(ev, want):
             got[pe] = ev
-        elif kind == "error":
-            _fail({"pe": pe, "node": node, "op": ev.get("op"), "port": ev.get("port"), "kind": ev.get("kind"),
-                   "thread": ev.get("thread"), "message": ev.get("message"),
-                   "traceback": ev.get("traceback"), "log": procs[pe].log_tail()}, procs)
-        elif kind == "exit" and pe not in got:
+        elif isinstance(ev, ctrl.Failed):
+            _fail({"pe": pe, "node": node, "op": ev.op, "port": ev.port, "kind": ev.kind,
+                   "thread": ev.thread, "message": ev.message,
+                   "traceback": ev.traceback, "log": procs[pe].log_tail()}, procs)
+        elif isinstance(ev, ctrl.Exited) and pe not in got:
             _fail({"pe": pe, "node": node, "op": None, "port": None,
-                   "message": f"PE process exited with code {ev.get('code')} before reporting '{want}'",
+                   "message": f"PE process exited with code {ev.code} before reporting '{want.KIND}'",
                    "log": procs[pe].log_tail()}, procs)
     return got
 
@@ -334,14 +345,14 @@ class _StallWatch:
         self.waiting: dict[str, dict[str, list[str]]] = {}
         self.advanced = now
 
-    def beat(self, pe: str, ev: dict) -> None:
+    def beat(self, pe: str, ev: ctrl.Beat) -> None:
         now = time.time()
         self.last_beat[pe] = now
-        n = ev.get("progress", 0)
+        n = ev.progress
         if n != self.progress.get(pe):
             self.progress[pe] = n
             self.advanced = now
-        self.waiting[pe] = ev.get("waiting") or {}
+        self.waiting[pe] = ev.waiting or {}
 
     def stalled(self, done: dict) -> dict[str, Any] | None:
         now = time.time()
@@ -383,13 +394,15 @@ def _touch(path: Path) -> None:
         pass
 
 
-def _fail(report: dict, procs: dict[str, _Proc]) -> None:
+def _fail(fields: dict[str, Any], procs: dict[str, _Proc]) -> None:
+    """Kill the node's PEs and fail with a ``control.NodeFailure`` of ``fields``."""
     for p in procs.values():
         p.kill()
+    report = ctrl.NodeFailure(**fields)
     raise PEFailed(_tagged(report), report)
 
 
-def barrier_task(deploy: Deployment, job: dict[str, Any], iterator):
+def barrier_task(deploy: Deployment, job: ctrl.JobSpec, iterator):
     """The function each Spark barrier task runs (one task = one node).
 
     ``job`` (made by the launcher) says where the code is and where outputs go:
@@ -412,10 +425,10 @@ def barrier_task(deploy: Deployment, job: dict[str, Any], iterator):
         host = "127.0.0.1"  # every node on this host: tcp links stay on loopback
     work = tempfile.mkdtemp(prefix=f"spadeopt-node{node}-")
     try:
-        local = ship.unpack(SparkFiles.get(job["bundle"]), str(Path(work, "job")), job["app_ref"])
+        local = ship.unpack(SparkFiles.get(job.bundle), str(Path(work, "job")), job.app_ref)
         deploy = dataclasses.replace(deploy, app_ref=local.app_ref)
-        out_dir, log_dir, progress_dir = job["out_dir"], job["log_dir"], job["progress_dir"]
-        if job["return_outputs"]:
+        out_dir, log_dir, progress_dir = job.out_dir, job.log_dir, job.progress_dir
+        if job.return_outputs:
             out_dir = str(Path(work, "out")) if out_dir else None
             # the node's own progress files: its PEs' stop file and whether they are live
             log_dir, progress_dir = str(Path(work, "logs")), str(Path(work, "progress"))
@@ -425,21 +438,21 @@ def barrier_task(deploy: Deployment, job: dict[str, Any], iterator):
         # the nodes meet on the driver (deploy.rendezvous), not through Spark's barrier
         # calls (a late reply costs them a whole second); one local node meets nobody,
         # unless its checkpointed run may restart in place (the driver's way to the agents)
-        meeting = rendezvous.meet(job.get("rendezvous"), node, STARTUP_TIMEOUT_S)
+        meeting = rendezvous.meet(job.rendezvous, node, STARTUP_TIMEOUT_S)
         sync = {} if meeting is None else {"gather": meeting.gather, "barrier": meeting.barrier}
-        in_place = bool(job.get("in_place")) and meeting is not None
+        in_place = job.in_place and meeting is not None
         try:
             result = run_node(node, deploy, local.build_dir, out_dir, log_dir, host=host,
                               progress_dir=progress_dir, pythonpath=local.pythonpath,
-                              control=meeting if job["return_outputs"] or in_place else None,
+                              control=meeting if job.return_outputs or in_place else None,
                               in_place=in_place, **sync)
         finally:
             if meeting is not None:
                 meeting.close()
         result["executor"] = ship.executor_id()
-        if job["return_outputs"]:
+        if job.return_outputs:
             prof = deploy.settings.profile
             result["files"] = ship.collect_outputs(out_dir, prof.run_dir if prof else None)
-        yield json.dumps(result)
+        yield ctrl.NodeReport(**result).to_line()
     finally:
         shutil.rmtree(work, ignore_errors=True)

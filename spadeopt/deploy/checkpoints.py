@@ -1,76 +1,36 @@
-"""The driver's side of checkpoints: the coordinator, the store, recovery and resume.
+"""A checkpointed run: restarts from the last complete checkpoint, resume, the report.
 
-* ``Coordinator``: a ZeroMQ ROUTER socket on the driver (CURVE, a fresh server key per
-  run; every message carries the run's token, which reaches the PEs through Spark's
-  encrypted RPC and their agent's stdin). Each PE says hello and gets its part of the
-  checkpoint it restores from (or none); every ``interval`` seconds the coordinator
-  triggers the next checkpoint in the PEs that have sources (one at a time: the next
-  is triggered when this one completed or after ``TIMEOUT_INTERVALS`` intervals); each
-  PE sends its part when it has aligned the barrier. A checkpoint counts when every
-  PE's part is stored (``CheckpointStore.write``).
-* ``CheckpointStore``: ``DIR/chk-<id>/<pe>.part`` (msgpack, see
-  ``runtime.checkpoint``) and ``MANIFEST.json`` written last (atomically): app, graph
-  fingerprint, plan fingerprint, each part's size and SHA-256, the committed length of
-  every file sink. File sinks' committed lines are in ``DIR/sinks/<sink>.jsonl``:
-  each checkpoint appends the lines its barrier closed, so a replay after recovery
-  never writes a line twice (exactly once); at the end of a successful run the sink's
-  output file is the committed lines, then the lines after the last checkpoint. The
-  last ``keep`` complete checkpoints are kept. When a checkpoint is stored the PEs are
-  told (``complete``): a transactional sink (Redis) then appends that checkpoint's
-  records with a marker of its id in one transaction (``runtime.checkpoint``);
-  ``DIR/LINEAGE`` names the directory's checkpoints in those markers.
-* ``run``: a run with checkpoints; when it fails (a PE died, an executor was lost, an
-  operator raised) it restarts from the last complete checkpoint, up to
-  ``restart_attempts`` times with backoff, and reports each restart (cause,
-  checkpoint, time to recover, how). A PE that failed while its agent lives is
-  restarted *in place*: the agent reports it on the driver's rendezvous, and every
-  agent stops its PEs and starts them again (forked by its zygote) from the checkpoint,
-  with a new coordinator, in the same Spark stage. An executor lost (its agent gone),
-  or an in-place restart that fails before the PEs run again, fails the stage: then the
-  whole barrier stage is restarted, every agent and every PE. ``resume`` continues from a checkpoint directory;
-  another app's or plan's checkpoint is refused naming the difference, a corrupt or
-  partial one is skipped for the previous complete one, loudly.
+``run``: a run with checkpoints; when it fails (a PE died, an executor was lost, an
+operator raised) it restarts from the last complete checkpoint, up to
+``restart_attempts`` times with backoff, and reports each restart (cause, checkpoint,
+time to recover, how). A PE that failed while its agent lives is restarted *in place*:
+the agent reports it on the driver's rendezvous, and every agent stops its PEs and
+starts them again (forked by its zygote) from the checkpoint, with a new coordinator,
+in the same Spark stage. An executor lost (its agent gone), or an in-place restart that
+fails before the PEs run again, fails the stage: then the whole barrier stage is
+restarted, every agent and every PE. ``resume`` continues from a checkpoint directory.
 
-Nothing read from a checkpoint is unpickled or executed: the manifest is JSON checked
-field by field, parts are checked against their SHA-256 here and decoded by the PE
-with ``runtime.checkpoint.decode_state`` (msgpack, known types only).
+The coordinator is ``deploy.checkpoint_coordinator``, the store
+``deploy.checkpoint_store``; inside a PE: ``runtime.barrier_alignment``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
-import os
-import re
-import shutil
-import socket
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import msgpack
-import zmq
-
-from spadeopt.atomic import write_atomic, write_bytes_atomic
+from spadeopt.control import SettingsChange
+from spadeopt.deploy.checkpoint_coordinator import Coordinator
+from spadeopt.deploy.checkpoint_store import Checkpoint, CheckpointStore, finish_sinks
 from spadeopt.errors import UsageError
-from spadeopt.plan.deployment import CheckpointChannel, Deployment
+from spadeopt.plan.deployment import Deployment
 
-SCHEMA_VERSION = 1
-MANIFEST = "MANIFEST.json"
-LINEAGE = "LINEAGE"
-TIMEOUT_INTERVALS = 10  # a checkpoint not complete after this many intervals is given up
 IN_PLACE = "in place"  # a restart by the live agents, in the same Spark stage
 NEW_STAGE = "new stage"  # a restart of the whole Spark barrier stage (an executor lost, an in-place restart failed)
-_CHK = re.compile(r"chk-(\d{8})")
-_SINK = re.compile(r"[A-Za-z_][A-Za-z0-9_@]*")
-
-
-class CheckpointMismatch(UsageError):
-    """A checkpoint of another app, graph or plan."""
 
 
 def pe_cycle(deploy: Deployment) -> list[str] | None:
@@ -103,20 +63,6 @@ def pe_cycle(deploy: Deployment) -> list[str] | None:
     return None
 
 
-def plan_fingerprint(deploy: Deployment) -> str:
-    """The plan's identity for a resume: which PEs hold which operators, on which links."""
-    doc = {"strategy": deploy.strategy, "pes": sorted([p.pe, list(p.operators)] for p in deploy.pes),
-           "links": sorted([ln.src_pe, ln.src, ln.dst_pe, ln.dst] for ln in deploy.links)}
-    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
-
-
-@dataclass
-class Checkpoint:
-    id: int
-    path: Path
-    manifest: dict[str, Any]
-    parts: dict[str, bytes]
-
 
 @dataclass
 class Restart:
@@ -133,312 +79,6 @@ class Restart:
         return dataclasses.asdict(self)
 
 
-class CheckpointStore:
-    """Complete checkpoints of one app under ``root`` (see the module doc)."""
-
-    def __init__(self, root: Path, keep: int = 3, say=None) -> None:
-        import secrets
-
-        self.root = Path(root)
-        self.keep = keep
-        self.say = say or (lambda line: None)
-        self.sinks = self.root / "sinks"
-        self.run_id = secrets.token_hex(8)  # this run's (all its restarts'): a resume is another run
-
-    def lineage(self) -> str:
-        """The identity of the checkpoints in this directory (``LINEAGE``, made by the
-        first run, kept by every resume): a transactional sink's marker of another lineage
-        (an earlier, unrelated run into the same stream) does not hold back this one's."""
-        import secrets
-
-        path = self.root / LINEAGE
-        try:
-            text = path.read_text().strip()
-        except FileNotFoundError:
-            text = ""
-        if not re.fullmatch(r"[0-9a-f]{32}", text):
-            self.root.mkdir(parents=True, exist_ok=True)
-            text = secrets.token_hex(16)
-            write_atomic(path, text + "\n")
-        return text
-
-    def ids(self) -> list[int]:
-        if not self.root.is_dir():
-            return []
-        return sorted(int(m.group(1)) for p in self.root.iterdir() if (m := _CHK.fullmatch(p.name)))
-
-    def _dir(self, n: int) -> Path:
-        return self.root / f"chk-{n:08d}"
-
-    def write(self, n: int, deploy: Deployment, parts: dict[str, bytes], sinks: dict[str, bytes]) -> Checkpoint:
-        """Store checkpoint ``n``: parts, then the sinks' lines, then the manifest (last,
-        atomically: a checkpoint without one is partial and never read)."""
-        d = self._dir(n)
-        d.mkdir(parents=True, exist_ok=True)
-        for pe, data in parts.items():
-            write_bytes_atomic(d / f"{pe}.part", data)
-        lengths = self.commit_sinks(sinks)
-        manifest = {"schema_version": SCHEMA_VERSION, "id": n, "time": time.time(), "app": deploy.app,
-                    "fingerprint": deploy.fingerprint, "plan": plan_fingerprint(deploy),
-                    "strategy": deploy.strategy,
-                    "parts": {pe: {"bytes": len(b), "sha256": hashlib.sha256(b).hexdigest()}
-                              for pe, b in sorted(parts.items())},
-                    "sinks": lengths}
-        write_atomic(d / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True) + "\n")
-        self._prune()
-        return Checkpoint(n, d, manifest, parts)
-
-    def commit_sinks(self, sinks: dict[str, bytes]) -> dict[str, int]:
-        """Append each sink's lines to its committed file (flushed to disk); every
-        committed file's length after it."""
-        self.sinks.mkdir(parents=True, exist_ok=True)
-        for name, data in sorted(sinks.items()):
-            if not _SINK.fullmatch(name):
-                raise ValueError(f"bad sink name {name!r}")
-            if data:
-                with open(self.sinks / f"{name}.jsonl", "ab") as f:
-                    f.write(data)
-                    f.flush()
-                    os.fsync(f.fileno())
-        return {p.stem: p.stat().st_size for p in sorted(self.sinks.glob("*.jsonl"))}
-
-    def _prune(self) -> None:
-        complete = [n for n in self.ids() if (self._dir(n) / MANIFEST).is_file()]
-        for n in complete[:-self.keep]:
-            shutil.rmtree(self._dir(n), ignore_errors=True)
-        newest = complete[-1] if complete else 0
-        for n in self.ids():  # partial ones older than the newest complete one
-            if n < newest and not (self._dir(n) / MANIFEST).is_file():
-                shutil.rmtree(self._dir(n), ignore_errors=True)
-
-    def latest(self, deploy: Deployment) -> Checkpoint | None:
-        """The newest complete checkpoint that fits ``deploy``: corrupt or partial ones are
-        skipped (said loudly); one of another app, graph or plan is refused."""
-        for n in reversed(self.ids()):
-            try:
-                chk = self._read(n)
-            except ValueError as exc:
-                self._loud(f"WARNING: checkpoint {n} in {self.root} is unusable ({exc}): skipped for the "
-                           f"previous complete one")
-                continue
-            self.check_fits(chk, deploy)
-            return chk
-        return None
-
-    def _loud(self, line: str) -> None:
-        print(f"spadeopt: {line}", file=sys.stderr, flush=True)
-        self.say(line)
-
-    def _read(self, n: int) -> Checkpoint:
-        d = self._dir(n)
-        path = d / MANIFEST
-        if not path.is_file():
-            raise ValueError("partial: no manifest (the run stopped before every PE's part was stored)")
-        try:
-            doc = json.loads(path.read_text())
-        except (OSError, ValueError) as exc:
-            raise ValueError(f"manifest unreadable: {exc}") from None
-        want = {"schema_version": int, "id": int, "app": str, "fingerprint": str, "plan": str,
-                "strategy": str, "parts": dict, "sinks": dict}
-        bad = [k for k, t in want.items() if type(doc.get(k) if type(doc) is dict else None) is not t]
-        if bad:
-            raise ValueError(f"manifest fields {', '.join(bad)} missing or of the wrong type")
-        if doc["schema_version"] != SCHEMA_VERSION or doc["id"] != n:
-            raise ValueError(f"manifest of version {doc['schema_version']} / id {doc['id']}")
-        parts = {}
-        for pe, meta in doc["parts"].items():
-            if not _SINK.fullmatch(pe) or type(meta) is not dict:
-                raise ValueError(f"bad part entry {pe!r}")
-            try:
-                data = (d / f"{pe}.part").read_bytes()
-            except OSError as exc:
-                raise ValueError(f"part of PE {pe} unreadable: {exc.strerror}") from None
-            if len(data) != meta.get("bytes") or hashlib.sha256(data).hexdigest() != meta.get("sha256"):
-                raise ValueError(f"part of PE {pe} does not match its manifest (size or SHA-256)")
-            parts[pe] = data
-        for name, length in doc["sinks"].items():
-            if not _SINK.fullmatch(name) or type(length) is not int or length < 0:
-                raise ValueError(f"bad sink entry {name!r}")
-            have = (self.sinks / f"{name}.jsonl")
-            if (have.stat().st_size if have.exists() else 0) < length:
-                raise ValueError(f"committed output of sink '{name}' is shorter than the checkpoint says")
-        return Checkpoint(n, d, doc, parts)
-
-    @staticmethod
-    def check_fits(chk: Checkpoint, deploy: Deployment) -> None:
-        m = chk.manifest
-        diffs = []
-        if m["app"] != deploy.app:
-            diffs.append(f"it is app '{m['app']}''s, this is app '{deploy.app}'")
-        elif m["fingerprint"] != deploy.fingerprint:
-            diffs.append(f"the app's graph differs (fingerprint {m['fingerprint'][:12]} there, "
-                         f"{deploy.fingerprint[:12]} here: the app's code or parameters changed)")
-        if m["plan"] != plan_fingerprint(deploy) or set(m["parts"]) != {p.pe for p in deploy.pes}:
-            diffs.append(f"the plan differs (strategy '{m['strategy']}' with PEs {', '.join(sorted(m['parts']))} "
-                         f"there; '{deploy.strategy}' with PEs {', '.join(sorted(p.pe for p in deploy.pes))} here)")
-        if diffs:
-            raise CheckpointMismatch(f"cannot resume from checkpoint {chk.id} in {chk.path.parent}: "
-                                     + "; ".join(diffs) + ". Resume with the build that wrote it, or start "
-                                     "afresh with another --checkpoint-dir")
-
-    def rewind_sinks(self, chk: Checkpoint | None) -> None:
-        """Cut every committed sink file back to what ``chk`` committed (nothing: none)."""
-        lengths = chk.manifest["sinks"] if chk else {}
-        if not self.sinks.is_dir():
-            return
-        for p in self.sinks.glob("*.jsonl"):
-            with open(p, "r+b") as f:
-                f.truncate(lengths.get(p.stem, 0))
-
-
-class Coordinator:
-    """One attempt's coordinator (see the module doc)."""
-
-    def __init__(self, store: CheckpointStore, deploy: Deployment, interval: float,
-                 restore: Checkpoint | None, local: bool = True) -> None:
-        from spadeopt.runtime.checkpoint import new_token
-        from spadeopt.runtime.security import keypair
-
-        self.store, self.deploy, self.interval, self.restore = store, deploy, interval, restore
-        self.lineage = store.lineage()
-        self.pes = {p.pe for p in deploy.pes}
-        self.token = new_token()
-        self.ctx = zmq.Context.instance()
-        self.sock = self.ctx.socket(zmq.ROUTER)
-        self.sock.setsockopt(zmq.LINGER, 0)
-        pub, sec = keypair()
-        self.sock.curve_server = True
-        self.sock.curve_secretkey, self.sock.curve_publickey = sec.encode(), pub.encode()
-        self.server_key = pub
-        host = "127.0.0.1" if local else "*"
-        port = self.sock.bind_to_random_port(f"tcp://{host}")
-        self.endpoint = f"tcp://{'127.0.0.1' if local else socket.getfqdn()}:{port}"
-        self.ids: dict[str, bytes] = {}  # PE -> its socket identity
-        self.sources: set[str] = set()
-        self.parts: dict[int, dict[str, tuple[bytes, dict[str, bytes]]]] = {}
-        self.completed: list[int] = []
-        self.last = restore.id if restore else 0  # the last checkpoint triggered
-        self.t_running: float | None = None
-        self.t_first: float | None = None
-        self.t_output: float | None = None  # when a PE's sinks first took a tuple (driver's clock)
-        self.sizes: list[int] = []
-        self.align_s: list[float] = []
-        self._triggered_at: dict[int, float] = {}
-        self._stop = threading.Event()
-        self.error: str | None = None
-        self.rejected = 0
-        self._thread = threading.Thread(target=self._loop, daemon=True, name="checkpoint-coordinator")
-        self._thread.start()
-
-    def channel(self) -> CheckpointChannel:
-        return CheckpointChannel(self.endpoint, self.server_key, self.token, self.interval)
-
-    def _loop(self) -> None:
-        next_at = None
-        while not self._stop.is_set():
-            if self.sock.poll(20):
-                while True:
-                    try:
-                        ident, data = self.sock.recv_multipart(zmq.NOBLOCK)
-                    except zmq.Again:
-                        break
-                    except ValueError:
-                        self.rejected += 1
-                        continue
-                    try:
-                        self._handle(ident, data)
-                    except Exception as exc:  # noqa: BLE001 - a message we cannot use is refused, counted
-                        self.rejected += 1
-                        self.error = f"{type(exc).__name__}: {exc}"
-            now = time.time()
-            if self.t_running is None:
-                continue
-            if next_at is None:
-                next_at = self.t_running + self.interval
-            pending = self.last not in self.completed and self.last in self._triggered_at
-            stale = pending and now - self._triggered_at[self.last] > TIMEOUT_INTERVALS * self.interval
-            if now >= next_at and (not pending or stale):
-                self.last += 1
-                self._triggered_at[self.last] = now
-                for pe in sorted(self.sources):
-                    self._send(pe, {"t": "trigger", "id": self.last})
-                next_at = now + self.interval
-
-    def _send(self, pe: str, doc: dict) -> None:
-        self.sock.send_multipart([self.ids[pe], msgpack.packb(doc)])
-
-    def _handle(self, ident: bytes, data: bytes) -> None:
-        import hmac
-
-        doc = msgpack.unpackb(data, raw=False)
-        if type(doc) is not dict or not hmac.compare_digest(str(doc.get("token", "")), self.token):
-            raise ValueError("a message without this run's token")
-        pe = doc.get("pe")
-        if pe not in self.pes:
-            raise ValueError(f"a message from unknown PE {pe!r}")
-        kind = doc.get("t")
-        if kind == "hello":
-            self.ids[pe] = ident
-            if doc.get("sources"):
-                self.sources.add(pe)
-            self._send(pe, {"t": "restore", "part": self.restore.parts.get(pe) if self.restore else None,
-                            "lineage": self.lineage, "run": self.store.run_id})
-            if set(self.ids) == self.pes:
-                self.t_running = time.time()
-        elif kind == "output":
-            if self.t_output is None:
-                self.t_output = time.time()
-        elif kind == "part":
-            n, state, sinks = doc.get("id"), doc.get("state"), doc.get("sinks")
-            if type(n) is not int or type(state) is not bytes or type(sinks) is not dict or \
-                    any(type(k) is not str or type(v) is not bytes for k, v in sinks.items()):
-                raise ValueError(f"a malformed part from PE {pe}")
-            if hashlib.sha256(state).hexdigest() != doc.get("sha256"):
-                raise ValueError(f"a part from PE {pe} whose SHA-256 does not match")
-            self.parts.setdefault(n, {})[pe] = (state, sinks)
-            self._send(pe, {"t": "ack", "id": n})
-            if set(self.parts[n]) == self.pes:
-                self._complete(n)
-
-    def _complete(self, n: int) -> None:
-        got = self.parts.pop(n)
-        for old in [k for k in self.parts if k < n]:  # never complete now: their lines come with n's
-            older = self.parts.pop(old)
-            for pe, (_, sinks) in older.items():
-                got[pe] = (got[pe][0], _join(sinks, got[pe][1]))
-        sinks: dict[str, bytes] = {}
-        for _pe, (_, s) in sorted(got.items()):
-            for name, data in s.items():
-                sinks[name] = sinks.get(name, b"") + data
-        self.store.write(n, self.deploy, {pe: st for pe, (st, _) in got.items()}, sinks)
-        self.completed.append(n)
-        for pe in sorted(self.ids):  # transactional sinks (Redis) commit their epochs up to n now
-            self._send(pe, {"t": "complete", "id": n})
-        self.sizes.append(sum(len(st) for st, _ in got.values()))
-        if n in self._triggered_at:
-            self.align_s.append(time.time() - self._triggered_at[n])
-        if self.t_first is None:
-            self.t_first = time.time()
-
-    def finish(self) -> dict[str, bytes]:
-        """The run succeeded: the lines of checkpoints that never completed (they were
-        taken after a source ended), in checkpoint order, per sink."""
-        self.close()
-        out: dict[str, bytes] = {}
-        for n in sorted(self.parts):
-            for _pe, (_, s) in sorted(self.parts[n].items()):
-                for name, data in s.items():
-                    out[name] = out.get(name, b"") + data
-        return out
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(2.0)
-        self.sock.close(linger=0)
-
-
-def _join(a: dict[str, bytes], b: dict[str, bytes]) -> dict[str, bytes]:
-    return {k: a.get(k, b"") + b.get(k, b"") for k in sorted(set(a) | set(b))}
 
 
 @dataclass(frozen=True)
@@ -521,7 +161,7 @@ def run(build_dir: Path, options: Any, ck: CheckpointOptions) -> Any:
     while True:
         try:
             report.stages += 1
-            result = run_build(build_dir, options, settings={"checkpoint": rec.coord.channel()},
+            result = run_build(build_dir, options, settings=SettingsChange(checkpoint=rec.coord.channel()),
                                restart_in_place=rec.in_place if ck.restart_attempts else None)
         except RunError as exc:
             if rec.restart(exc, time.time(), NEW_STAGE) is None:
@@ -622,16 +262,3 @@ def _account(coord: Coordinator, report: CheckpointReport, sizes: list[int], tim
     report.checkpoints += len(coord.completed)
     sizes.extend(coord.sizes)
     times.extend(coord.align_s)
-
-
-def finish_sinks(store: CheckpointStore, out: Path, tails: dict[str, bytes]) -> None:
-    """Each file sink's output: its committed lines, the lines of checkpoints that
-    never completed, then what the run wrote after its last barrier (already in
-    ``out/<sink>.jsonl``: the launcher committed the run's part files)."""
-    store.commit_sinks(tails)
-    if not store.sinks.is_dir():
-        return
-    for p in sorted(store.sinks.glob("*.jsonl")):
-        target = out / p.name
-        tail = target.read_bytes() if target.exists() else b""
-        write_bytes_atomic(target, p.read_bytes() + tail)

@@ -90,7 +90,7 @@ def free_port(host: str = "127.0.0.1") -> int:
 def daemon_env(base: dict[str, str], host: str, secret: str) -> dict[str, str]:
     """The environment of a master or worker: bound to ``host``, authenticated with ``secret``,
     its JVM compiling with C1 only as spadeopt's drivers do (a daemon coordinates)."""
-    from spadeopt.deploy.launcher import JVM_OPTIONS
+    from spadeopt.deploy.spark_session import JVM_OPTIONS
 
     opts = " ".join([JVM_OPTIONS, *(f"-D{k}={v}" for k, v in DAEMON_CONF.items())])
     return {**base, "SPARK_LOCAL_IP": host, "SPARK_NO_DAEMONIZE": "1", "_SPARK_AUTH_SECRET": secret,
@@ -134,7 +134,7 @@ def start(state_dir: Path, workers: int = 2, cores: int = 1, memory: str = "1g",
     to run it in a private mount namespace, as the tests do); ``worker_env[i]``
     replaces its environment (the binding and the secret are added to it).
     """
-    from spadeopt.deploy.launcher import check_java
+    from spadeopt.deploy.spark_session import check_java
 
     if workers < 1 or cores < 1:
         raise UsageError(f"--workers and --cores must be >= 1 (got {workers}, {cores})")

@@ -8,7 +8,6 @@ naming the app, PE, operator and input port.
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import dataclasses
 import json
@@ -16,212 +15,32 @@ import os
 import re
 import shutil
 import signal
-import subprocess
-import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from spadeopt.deploy import sparkauth
+from spadeopt.control import (
+    ControlError,
+    JobSpec,
+    NodeFailure,
+    NodeReport,
+    SettingsChange,
+    decode_line,
+)
 from spadeopt.deploy.agent import ERROR_TAG, STOP_FILE, barrier_task, is_live_run
-from spadeopt.deploy.jvmlog import jvm_log, jvm_output_to_log
-from spadeopt.deploy.masters import is_local, local_cluster_cores
+from spadeopt.deploy.masters import is_local
 from spadeopt.deploy.options import RunOptions
 from spadeopt.deploy.procs import running
-from spadeopt.errors import EnvironmentProblem, RunError, UsageError
+from spadeopt.deploy.spark_session import current_session, keep_shipped, spark_session
+from spadeopt.errors import RunError
 from spadeopt.plan.artefacts import load_deploy
 from spadeopt.plan.deployment import Deployment, Sampling
 from spadeopt.runtime import metrics
 from spadeopt.runtime.latency import summary
-
-_SESSION: Any = None
-_SESSION_KEY: tuple | None = None
-
-
-def check_java() -> str:
-    """Spark 4 needs Java 17 or newer; say exactly what to do when it is missing."""
-    java_home = os.environ.get("JAVA_HOME")
-    java = str(Path(java_home, "bin", "java")) if java_home else shutil.which("java")
-    hint = ("Spark needs Java 17 or newer. Install it (Debian/Ubuntu: "
-            "`sudo apt-get install -y openjdk-17-jre-headless`; macOS: `brew install openjdk@17`) "
-            "or point JAVA_HOME at a Java 17+ installation.")
-    if java_home and not Path(java).exists():
-        raise EnvironmentProblem(f"JAVA_HOME={java_home} has no bin/java. {hint}")
-    if not java or not Path(java).exists():
-        raise EnvironmentProblem(f"java not found on PATH (and JAVA_HOME is not set). {hint}")
-    try:
-        out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise EnvironmentProblem(f"cannot run {java}: {exc}. {hint}") from None
-    m = re.search(r'version "(\d+)(?:\.(\d+))?', out.stderr + out.stdout)
-    if not m:
-        raise EnvironmentProblem(f"cannot tell the version of {java}. {hint}")
-    major = int(m.group(1))
-    if major == 1 and m.group(2):
-        major = int(m.group(2))
-    if major < 17:
-        raise EnvironmentProblem(f"{java} is Java {major}. {hint}")
-    return java
-
-
-_OUR_PYTHON: str | None = None  # the PYSPARK_PYTHON we set for a local master (not the user's)
-# Directories of the bundles added (SparkContext.addFile) to the live session. They must
-# outlive the run that added them: an executor that joins the session's work later (a
-# second node of a reused local-cluster or standalone session) fetches *every* file the
-# context ever added, so a deleted bundle fails its first task ("Stream ... was not
-# found"). They go when the session is replaced, and at exit.
-_SHIPPED: list[Path] = []
-
-
-def _drop_shipped() -> None:
-    while _SHIPPED:
-        shutil.rmtree(_SHIPPED.pop(), ignore_errors=True)
-
-
-atexit.register(_drop_shipped)
-
-
-JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
-"""The driver's JVM (and a local mode's executors) compile with C1 only. spadeopt's JVMs
-coordinate (the barrier stage, the rendezvous, py4j); the tuples flow between Python PEs.
-C2's compiler threads spent most of a session's start-up CPU: a local[2] session and one
-small job took 10-11 s instead of 23-31 s on the loaded 2-core test machine, a
-local-cluster[1,1,1024] one 13-20 s instead of 31-39 s
-(docs/decisions/053-jvms-run-with-c1-only.md). ``--conf spark.driver.extraJavaOptions=...``
-replaces it."""
-
-
-def spark_session(master: str | None, cores: int, app_name: str = "spadeopt",
-                  conf: Mapping[str, str] | None = None):
-    """A SparkSession for ``master``, reused while master, cores and conf stay the same.
-
-    ``master=None`` takes the master and conf that ``spark-submit`` gave this process
-    (they win over spadeopt's defaults); otherwise spadeopt's settings apply and the
-    user's ``conf`` (``--conf KEY=VALUE``) overrides them. spadeopt's settings:
-    ``spark.task.cpus`` = cores per node (at most an executor's cores on
-    local-cluster), ``spark.dynamicAllocation.enabled=false`` (barrier stages do not
-    support it, SPARK-24942), one stage attempt, no UI. Executors run the user's
-    PYSPARK_PYTHON / ``spark.pyspark.python``; only in local modes, where executors
-    share the driver's machine, does an unset one default to the driver's interpreter.
-    """
-    global _SESSION, _SESSION_KEY, _OUR_PYTHON
-    user = dict(conf or {})
-    submitted = master is None
-    key = (master, cores, tuple(sorted(user.items())))
-    if _SESSION is not None and _SESSION_KEY == key:
-        return _SESSION
-    if _SESSION is not None:
-        _SESSION.stop()
-        _SESSION = None
-        _drop_shipped()
-    check_java()
-    from pyspark import SparkConf
-    from pyspark.context import SparkContext
-    from pyspark.sql import SparkSession
-
-    if submitted:  # spark-submit started our JVM: read the master and conf it was given
-        SparkContext._ensure_initialized()
-    sconf = SparkConf()
-    if master:
-        sconf.setMaster(master)
-    for k, v in user.items():
-        sconf.set(k, v)
-    effective = sconf.get("spark.master", None)
-    if not effective:
-        raise UsageError("no Spark master: pass --master, or start this through spark-submit --master URL")
-    cap = local_cluster_cores(effective)
-    if cap:  # a task may not ask for more CPUs than one executor has
-        cores = min(cores, cap)
-    log4j = Path(__file__).with_name("log4j2.properties")
-    ours = {"spark.app.name": app_name, "spark.task.cpus": str(cores),
-            "spark.dynamicAllocation.enabled": "false",
-            "spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
-            "spark.stage.maxConsecutiveAttempts": "1",
-            "spark.scheduler.barrier.maxConcurrentTasksCheck.maxFailures": "30",
-            "spark.scheduler.barrier.maxConcurrentTasksCheck.interval": "2s",
-            # PySpark's workers start with `python -m pyspark.daemon`, which puts the working
-            # directory ahead of the standard library (a json.py there would shadow it)
-            "spark.executorEnv.PYTHONSAFEPATH": "1",
-            "spark.driver.extraJavaOptions": f"{JVM_OPTIONS} -Dlog4j2.configurationFile=file:{log4j}"}
-    if is_local(effective):  # executors share this machine, so they can read our log4j file
-        ours["spark.executor.extraJavaOptions"] = f"{JVM_OPTIONS} -Dlog4j2.configurationFile=file:{log4j}"
-    for k, v in ours.items():
-        if submitted or k in user:
-            sconf.setIfMissing(k, v)
-        else:
-            sconf.set(k, v)
-    given = dict(sconf.getAll()) if submitted else user  # what spark-submit or --conf said wins
-    auth = sparkauth.session_auth(effective, given)
-    if auth.warning:
-        print(f"spadeopt: {auth.warning}", file=sys.stderr)
-    python = sconf.get("spark.pyspark.python", None)
-    if python:  # PySpark reads the executors' interpreter from the environment
-        os.environ["PYSPARK_PYTHON"] = python
-    elif os.environ.get("PYSPARK_PYTHON") in (None, _OUR_PYTHON):
-        if is_local(effective):
-            os.environ["PYSPARK_PYTHON"] = _OUR_PYTHON = sys.executable
-        elif _OUR_PYTHON is not None:
-            os.environ.pop("PYSPARK_PYTHON", None)
-            _OUR_PYTHON = None
-    try:
-        # PySpark puts a SparkConf given before its JVM exists on the JVM's command line
-        # (and in its system properties, which outlive this session), so the JVM starts
-        # without the authentication settings, and they go in through py4j
-        with jvm_output_to_log(SparkContext._gateway is None):
-            SparkContext._ensure_initialized(conf=sconf)
-        if auth.secret and not is_local(effective):
-            _ugi_secret(SparkContext._jvm, auth.secret)
-        full = SparkConf()
-        for k, v in sconf.getAll():
-            full.set(k, v)
-        for k, v in auth.conf.items():
-            if k not in given:
-                full.set(k, v)
-        if auth.secret:
-            full.set(sparkauth.SECRET_KEY, auth.secret)
-        _SESSION = SparkSession.builder.config(conf=full).getOrCreate()
-    except Exception as exc:  # noqa: BLE001 - Spark/py4j raise many kinds
-        raise EnvironmentProblem(f"Spark did not start with master '{effective}': {spark_reason(exc)} (the JVM's "
-                                 f"output: {jvm_log()})") from None
-    _SESSION.sparkContext.setLogLevel("ERROR")
-    _SESSION_KEY = key
-    return _SESSION
-
-
-def _ugi_secret(jvm, secret: str) -> None:
-    """Make ``secret`` the one this JVM's next session authenticates with.
-
-    A local session's Spark keeps a random secret of its own in the JVM's Hadoop
-    credentials (``UserGroupInformation``, key ``sparkCookie``), which outlive the
-    session, and every later session of the JVM takes the secret from there before its
-    conf's. A standalone session after a local one in the same process then
-    authenticated to the master with the stale secret and was refused ("All masters
-    are unresponsive" a minute later). Overwrite it (through py4j, never a command line)."""
-    creds = jvm.org.apache.hadoop.security.Credentials()
-    creds.addSecretKey(jvm.org.apache.hadoop.io.Text("sparkCookie"), bytearray(secret.encode()))
-    jvm.org.apache.hadoop.security.UserGroupInformation.getCurrentUser().addCredentials(creds)
-
-
-def spark_reason(exc: BaseException) -> str:
-    """The one line of a Spark/py4j failure that says why (not py4j's 'An error occurred while calling')."""
-    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
-    for ln in lines:
-        m = re.match(r"^(?:Caused by: )?[\w.$]+(?:Exception|Error): (.+)$", ln)
-        if m and "An error occurred while calling" not in ln:
-            return m.group(1)
-    useful = [ln for ln in lines if "An error occurred while calling" not in ln and not ln.startswith("at ")]
-    return useful[0] if useful else (lines[0] if lines else type(exc).__name__)
-
-
-def stop_spark() -> None:
-    global _SESSION, _SESSION_KEY
-    if _SESSION is not None:
-        _SESSION.stop()
-    _SESSION, _SESSION_KEY = None, None
 
 
 @dataclass
@@ -253,15 +72,15 @@ class RunResult:
 
 
 def run_build(build_dir: Path, options: RunOptions | None = None, *, sampling: Sampling | None = None,
-              settings: Mapping[str, Any] | None = None, submitted: bool = False,
+              settings: SettingsChange | None = None, submitted: bool = False,
               restart_in_place: Callable[[RunError], dict[str, Any] | None] | None = None) -> RunResult:
     """Deploy a build on Spark and wait for it to finish.
 
     ``options`` say where and how (master, conf, ``out``, progress lines about once a
     second) and override the build's run settings for this run only; ``sampling`` is
     where an instrumented build's samples go (``spadeopt profile``); ``settings``
-    changes further run settings (``plan.deployment.RunSettings`` fields: batch size,
-    HWM, max frame) for measurements. ``submitted``: this process was started by
+    (``control.SettingsChange``) changes further run settings (batch size, HWM, max
+    frame, the checkpoint channel, a source limit) for this run. ``submitted``: this process was started by
     spark-submit, whose master and conf win (deploy.json's master is then unused).
 
     The build and the app's source are shipped with the job (``spadeopt.deploy.ship``).
@@ -274,7 +93,7 @@ def run_build(build_dir: Path, options: RunOptions | None = None, *, sampling: S
     raised); it answers ``{"checkpoint": channel, "delay": s}`` to have every agent
     restart its PEs in this stage, or None to let the stage fail.
     """
-    from spadeopt.deploy import rendezvous, ship
+    from spadeopt.deploy import ship
     from spadeopt.runtime import sinks
 
     options = options or RunOptions()
@@ -282,109 +101,33 @@ def run_build(build_dir: Path, options: RunOptions | None = None, *, sampling: S
     build_dir = Path(build_dir).resolve()
     deploy = load_deploy(build_dir)
     deploy = dataclasses.replace(deploy, settings=options.apply(deploy.settings).changed(
-        profile=sampling, **(settings or {})))
+        profile=sampling, **(settings.changes() if settings else {})))
     nodes, cores = deploy.nodes, deploy.cores
     master = None if submitted else options.master or deploy.spark.master
     log_dir = build_dir / "logs"
     out_dir = None if options.out is None else options.out.resolve()
-    say(f"starting Spark ({master or 'from spark-submit'}, {nodes} node(s) x {cores} core(s))")
-    if deploy.settings.insecure_links:
-        say("WARNING: --insecure-links: links between PEs are NOT authenticated or encrypted; any process "
-            "that reaches a PE endpoint can inject tuples. Use it only for measurements.")
-    reused = _SESSION
-    spark = spark_session(master, cores, conf=options.conf)
-    sc = spark.sparkContext
+    sc = _session(master, cores, nodes, options, deploy.settings.insecure_links)
     master = sc.master
     local = is_local(master)
-    if not local:
-        from spadeopt.deploy.slots import check_cluster_slots
-
-        if spark is not reused:  # a fresh session: before anything is shipped or submitted
-            check_cluster_slots(sc, nodes, cores, say)
-        say(f"executors run Python '{sc.pythonExec}' (set PYSPARK_PYTHON or --conf spark.pyspark.python to "
-            f"an interpreter with spadeopt installed on every worker)")
     say(f"running {len(deploy.pes)} PE(s) of '{deploy.app}' ({deploy.strategy}); "
         + (f"logs in {log_dir}" if local else "PE logs stay on the workers (their tails come back on failure)"))
     progress_dir = build_dir / "progress"
     shutil.rmtree(progress_dir, ignore_errors=True)
-    ship_dir = Path(tempfile.mkdtemp(prefix="spadeopt-ship-"))
-    _SHIPPED.append(ship_dir)  # kept while this session lives (see _SHIPPED)
-    bundle = ship.pack(build_dir, deploy.app_ref, ship_dir, say=say)
-    sc.addFile(str(bundle.path))
-    # several nodes meet on the driver; on a non-local master it is also how a stop request
-    # reaches the agents (one node there too), and in a run that may restart in place how
-    # a failure reaches the driver and the restart every agent; one local node else meets nobody
-    on_failure = None
-    if restart_in_place is not None:
-        def on_failure(node: int, report: str) -> dict[str, Any] | None:
-            err = _as_run_error(RuntimeError(f"{ERROR_TAG}{report}{ERROR_TAG}"), deploy, master, log_dir)
-            return restart_in_place(err)
-    meeting = rendezvous.Rendezvous(nodes, local, on_failure) \
-        if nodes > 1 or not local or restart_in_place is not None else None
-    job = {"bundle": bundle.path.name, "app_ref": bundle.app_ref, "return_outputs": not local,
-           "out_dir": str(out_dir) if out_dir else None, "log_dir": str(log_dir),
-           "progress_dir": str(progress_dir) if local else None,
-           "rendezvous": meeting.address() if meeting else None, "in_place": restart_in_place is not None}
+    bundle = _ship(build_dir, deploy, sc, say)
+    meeting, job = _meeting_and_job(deploy, bundle, local, master, out_dir, log_dir, progress_dir,
+                                    restart_in_place)
     task = _task_fn(deploy, job)
-    made: list[Path] = []  # the directories of out_dir this run creates (a failed run removes them)
-    if out_dir is not None:  # made only now: a run that fails to start leaves --out as it was
-        made = [d for d in (out_dir, *out_dir.parents) if not d.exists()]
-        out_dir.mkdir(parents=True, exist_ok=True)
-        sinks.discard(out_dir)  # parts a killed earlier run left behind
+    made = _make_out(out_dir)  # made only now: a run that fails to start leaves --out as it was
     t0 = time.time()
-    box: dict[str, Any] = {}
-
-    done = threading.Event()  # not worker.is_alive(): a Ctrl-C inside join() makes CPython 3.11
-    # report a running thread as finished, and the PEs would then outlive the driver
-
-    def collect() -> None:
-        try:
-            box["raw"] = sc.parallelize(range(nodes), nodes).barrier().mapPartitions(task).collect()
-        except Exception as exc:  # noqa: BLE001
-            box["error"] = exc
-        finally:
-            done.set()
-
-    worker = threading.Thread(target=collect, daemon=True)
-    worker.start()
-    stopping = False
+    done, box = _start_stage(sc, nodes, task)
     try:
-        with _interrupts_only():
-            while True:
-                try:
-                    if done.wait(1.0):
-                        break
-                    say(_progress_line(progress_dir, t0, deploy, stopping) if local
-                        else f"\r{time.time() - t0:6.1f} s  running")
-                    silent = _silent_agent(progress_dir, deploy) if local else None
-                    if silent is not None:
-                        sc.cancelAllJobs()
-                        done.wait(10.0)
-                        raise RunError(f"app '{deploy.app}' failed: the node agent of node {silent} stopped "
-                                       f"reporting for more than {_stall_timeout(deploy):g} s (--stall-timeout); "
-                                       f"the job was cancelled")
-                except KeyboardInterrupt:
-                    # a live app's normal end: its sources stop, the rest drains; else (or a
-                    # second time) the run is cancelled below and its sinks discarded. On a
-                    # non-local master the agents are asked through the rendezvous (they see
-                    # their own PEs' progress files; the driver sees none)
-                    if stopping:
-                        raise
-                    if local:
-                        if not is_live_run(progress_dir):
-                            raise
-                        request_stop(progress_dir)
-                    elif meeting is None or not meeting.request_stop():
-                        raise
-                    stopping = True
-                    say("stop requested: the sources end, in-flight tuples drain, windows close as at the end "
-                        "of their input, sinks flush (Ctrl-C again to cancel and discard the sinks)")
+        _wait(done, say, local, progress_dir, t0, deploy, sc, meeting)
         if "error" in box:
             raise _as_run_error(box["error"], deploy, master, log_dir, sc.pythonExec) from None
-        reports = sorted((json.loads(r) for r in box["raw"]), key=lambda r: r["node"])
+        reports = sorted((decode_line(r, NodeReport) for r in box["raw"]), key=lambda r: r.node)
         prof = sampling.run_dir if sampling else None
         for rep in reports:
-            ship.write_outputs(rep.pop("files", {}), out_dir, Path(prof) if prof else None)
+            ship.write_outputs(rep.files or {}, out_dir, Path(prof) if prof else None)
         if out_dir is not None:
             sinks.commit(out_dir)
     except BaseException:
@@ -403,6 +146,133 @@ def run_build(build_dir: Path, options: RunOptions | None = None, *, sampling: S
         if meeting is not None:
             meeting.close()
     return _result(deploy, reports, master, time.time() - t0, str(build_dir))
+
+
+def _session(master: str | None, cores: int, nodes: int, options: RunOptions, insecure: bool) -> Any:
+    """The SparkContext of the run's session; on a cluster, its slots checked (a fresh
+    session) and the executors' Python said."""
+    say = options.say
+    say(f"starting Spark ({master or 'from spark-submit'}, {nodes} node(s) x {cores} core(s))")
+    if insecure:
+        say("WARNING: --insecure-links: links between PEs are NOT authenticated or encrypted; any process "
+            "that reaches a PE endpoint can inject tuples. Use it only for measurements.")
+    reused = current_session()
+    spark = spark_session(master, cores, conf=options.conf)
+    sc = spark.sparkContext
+    local = is_local(sc.master)
+    if not local:
+        from spadeopt.deploy.slots import check_cluster_slots
+
+        if spark is not reused:  # a fresh session: before anything is shipped or submitted
+            check_cluster_slots(sc, nodes, cores, say)
+        say(f"executors run Python '{sc.pythonExec}' (set PYSPARK_PYTHON or --conf spark.pyspark.python to "
+            f"an interpreter with spadeopt installed on every worker)")
+    return sc
+
+
+def _ship(build_dir: Path, deploy: Deployment, sc: Any, say: Callable[[str], None]) -> Any:
+    """The build and the app's source packed and added to the session (kept while it lives)."""
+    from spadeopt.deploy import ship
+
+    ship_dir = Path(tempfile.mkdtemp(prefix="spadeopt-ship-"))
+    keep_shipped(ship_dir)  # kept while this session lives (spark_session._SHIPPED)
+    bundle = ship.pack(build_dir, deploy.app_ref, ship_dir, say=say)
+    sc.addFile(str(bundle.path))
+    return bundle
+
+
+def _make_out(out_dir: Path | None) -> list[Path]:
+    """Make ``out_dir`` (parts a killed earlier run left there discarded); the directories
+    this made, which a failed run removes."""
+    from spadeopt.runtime import sinks
+
+    if out_dir is None:
+        return []
+    made = [d for d in (out_dir, *out_dir.parents) if not d.exists()]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    sinks.discard(out_dir)  # parts a killed earlier run left behind
+    return made
+
+
+def _start_stage(sc: Any, nodes: int, task: Callable) -> tuple[threading.Event, dict[str, Any]]:
+    """Run the barrier stage (one task per node) on a thread: its ``done`` event and the
+    box its node reports (``raw``) or its error (``error``) land in."""
+    box: dict[str, Any] = {}
+    done = threading.Event()  # not worker.is_alive(): a Ctrl-C inside join() makes CPython 3.11
+    # report a running thread as finished, and the PEs would then outlive the driver
+
+    def collect() -> None:
+        try:
+            box["raw"] = sc.parallelize(range(nodes), nodes).barrier().mapPartitions(task).collect()
+        except Exception as exc:  # noqa: BLE001
+            box["error"] = exc
+        finally:
+            done.set()
+
+    threading.Thread(target=collect, daemon=True).start()
+    return done, box
+
+
+def _meeting_and_job(deploy: Deployment, bundle: Any, local: bool, master: str, out_dir: Path | None, log_dir: Path,
+                     progress_dir: Path, restart_in_place: Callable[[RunError], dict[str, Any] | None] | None
+                     ) -> tuple[Any, JobSpec]:
+    """The driver's rendezvous (None: one local node that meets nobody) and the job spec
+    each node agent gets. Several nodes meet on the driver; on a non-local master it is
+    also how a stop request reaches the agents (one node there too), and in a run that may
+    restart in place how a failure reaches the driver and the restart every agent."""
+    from spadeopt.deploy import rendezvous
+
+    nodes = deploy.nodes
+    on_failure = None
+    if restart_in_place is not None:
+        def on_failure(node: int, report: str) -> dict[str, Any] | None:
+            err = _as_run_error(RuntimeError(f"{ERROR_TAG}{report}{ERROR_TAG}"), deploy, master, log_dir)
+            return restart_in_place(err)
+    meeting = rendezvous.Rendezvous(nodes, local, on_failure) \
+        if nodes > 1 or not local or restart_in_place is not None else None
+    job = JobSpec(bundle=bundle.path.name, app_ref=bundle.app_ref, return_outputs=not local,
+                  out_dir=str(out_dir) if out_dir else None, log_dir=str(log_dir),
+                  progress_dir=str(progress_dir) if local else None,
+                  rendezvous=meeting.address() if meeting else None, in_place=restart_in_place is not None)
+    return meeting, job
+
+
+def _wait(done: threading.Event, say: Callable[[str], None], local: bool, progress_dir: Path, t0: float,
+          deploy: Deployment, sc: Any, meeting: Any) -> None:
+    """Wait until the stage is done, saying progress about once a second. A silent agent
+    cancels the run (``RunError``); Ctrl-C asks a live run to stop (its sources end, the
+    rest drains), and a second one (or one on a bounded run) is raised."""
+    stopping = False
+    with _interrupts_only():
+        while True:
+            try:
+                if done.wait(1.0):
+                    break
+                say(_progress_line(progress_dir, t0, deploy, stopping) if local
+                    else f"\r{time.time() - t0:6.1f} s  running")
+                silent = _silent_agent(progress_dir, deploy) if local else None
+                if silent is not None:
+                    sc.cancelAllJobs()
+                    done.wait(10.0)
+                    raise RunError(f"app '{deploy.app}' failed: the node agent of node {silent} stopped "
+                                   f"reporting for more than {_stall_timeout(deploy):g} s (--stall-timeout); "
+                                   f"the job was cancelled")
+            except KeyboardInterrupt:
+                # a live app's normal end: its sources stop, the rest drains; else (or a
+                # second time) the run is cancelled below and its sinks discarded. On a
+                # non-local master the agents are asked through the rendezvous (they see
+                # their own PEs' progress files; the driver sees none)
+                if stopping:
+                    raise
+                if local:
+                    if not is_live_run(progress_dir):
+                        raise
+                    request_stop(progress_dir)
+                elif meeting is None or not meeting.request_stop():
+                    raise
+                stopping = True
+                say("stop requested: the sources end, in-flight tuples drain, windows close as at the end "
+                    "of their input, sinks flush (Ctrl-C again to cancel and discard the sinks)")
 
 
 def request_stop(progress_dir: Path) -> None:
@@ -548,39 +418,37 @@ def _as_run_error(exc: Exception, deploy: Deployment, master: str, log_dir: Path
                 pass
         return RunError(line)
     try:
-        rep = json.loads(m.group(1))
-    except json.JSONDecodeError:
+        rep = decode_line(m.group(1), NodeFailure)
+    except ControlError:
         return RunError(f"app '{deploy.app}' failed: {m.group(1)[:2000]}")
-    if rep.get("kind") in ("link", "stall", "restart"):  # the message names PE, port and link itself
-        err = RunError(f"app '{deploy.app}' failed on node {rep['node']}: {rep['message']}"
-                       + (f"\nPE log (last lines):\n{rep['log']}" if rep.get("kind") == "stall" and rep.get("log")
-                          else ""))
+    if rep.kind in ("link", "stall", "restart"):  # the message names PE, port and link itself
+        err = RunError(f"app '{deploy.app}' failed on node {rep.node}: {rep.message}"
+                       + (f"\nPE log (last lines):\n{rep.log}" if rep.kind == "stall" and rep.log else ""))
         err.report = rep  # type: ignore[attr-defined]
         return err
-    where = f"operator '{rep['op']}'" if rep.get("op") else "the PE"
-    port = f", input port '{rep['op']}.{rep['port']}'" if rep.get("port") else ""
-    lines = [f"app '{deploy.app}' failed: {where} in PE {rep['pe']} (node {rep['node']}{port}) "
-             f"raised {rep['message']}"]
-    if rep.get("traceback"):  # the user's frames only; spadeopt's are in the PE log
-        lines.append(rep["traceback"].rstrip())
-    if rep.get("op") and log_dir is not None and is_local(master):
-        lines.append(f"(full traceback in {log_dir / (rep['pe'] + '.log')})")
-    elif not rep.get("op") and rep.get("log"):  # the PE failed outside any operator
-        lines.append("PE log (last lines):\n" + rep["log"])
+    where = f"operator '{rep.op}'" if rep.op else "the PE"
+    port = f", input port '{rep.op}.{rep.port}'" if rep.port else ""
+    lines = [f"app '{deploy.app}' failed: {where} in PE {rep.pe} (node {rep.node}{port}) raised {rep.message}"]
+    if rep.traceback:  # the user's frames only; spadeopt's are in the PE log
+        lines.append(rep.traceback.rstrip())
+    if rep.op and log_dir is not None and is_local(master):
+        lines.append(f"(full traceback in {log_dir / (str(rep.pe) + '.log')})")
+    elif not rep.op and rep.log:  # the PE failed outside any operator
+        lines.append("PE log (last lines):\n" + rep.log)
     err = RunError("\n".join(lines))
     err.report = rep  # type: ignore[attr-defined]
     return err
 
 
-def _result(deploy: Deployment, reports: list[dict], master: str, wall: float, build_dir: str) -> RunResult:
+def _result(deploy: Deployment, reports: list[NodeReport], master: str, wall: float, build_dir: str) -> RunResult:
     per_pe, sinks = [], {}
     firsts, ends, tuples = [], [], 0
     node_of = deploy.node_of()
     for rep in reports:
-        for st in rep["pes"]:
+        for st in rep.pes:
             per_pe.append({"pe": st["pe"], "node": node_of[st["pe"]], "cpu_s": st["cpu_s"], "wall_s": st["wall_s"],
-                           "host": st.get("where", {}).get("host", rep["host"]),
-                           "executor": rep.get("executor", "?"), "executor_pid": rep["executor_pid"],
+                           "host": st.get("where", {}).get("host", rep.host),
+                           "executor": rep.executor or "?", "executor_pid": rep.executor_pid,
                            "sources": st["sources"],
                            "where": st.get("where", {}), "refused": st.get("refused", {})})
             for name, count in st["sinks"].items():  # a counting sink's channel copies add up
@@ -594,23 +462,23 @@ def _result(deploy: Deployment, reports: list[dict], master: str, wall: float, b
     span = (max(ends) - min(firsts)) if firsts else 0.0
     thr = tuples / span if span > 0 else 0.0
     used = len({(p["host"], p["executor"]) for p in per_pe})  # measured: where PEs ran, not the plan
-    timelines = [tl for st in (s for r in reports for s in r["pes"]) for _, _, _, tl in st["sources"].values() if tl]
+    timelines = [tl for st in (s for r in reports for s in r.pes) for _, _, _, tl in st["sources"].values() if tl]
     cpu_node: dict[str, float] = {}
     for p in per_pe:
         cpu_node[str(p["node"])] = cpu_node.get(str(p["node"]), 0.0) + p["cpu_s"]
     for p in per_pe:
         p["sources"] = {k: v[:3] for k, v in p["sources"].items()}
-    stopped = sorted({st.get("stopped_by") for r in reports for st in r["pes"]} - {None})
-    connectors = {name: rep for r in reports for st in r["pes"] for name, rep in st.get("connectors", {}).items()}
-    latency = summary(ms for r in reports for st in r["pes"] for ms in st.get("latency_ms") or ())
-    operators, warnings = metrics.merge(st.get("metrics") for r in reports for st in r["pes"])
+    stopped = sorted({st.get("stopped_by") for r in reports for st in r.pes} - {None})
+    connectors = {name: rep for r in reports for st in r.pes for name, rep in st.get("connectors", {}).items()}
+    latency = summary(ms for r in reports for st in r.pes for ms in st.get("latency_ms") or ())
+    operators, warnings = metrics.merge(st.get("metrics") for r in reports for st in r.pes)
     return RunResult(deploy.app, deploy.strategy, master, deploy.nodes, len(deploy.pes), thr,
                      wall, tuples, sorted(per_pe, key=lambda p: p["pe"]), dict(sorted(sinks.items())), used,
                      build_dir, steady_rate(timelines) or thr, cpu_node,
                      stopped_by="request" if "request" in stopped else (stopped[0] if stopped else None),
                      connectors=dict(sorted(connectors.items())), latency=latency, operators=operators,
                      warnings=warnings,
-                     restarts_in_place={str(r["node"]): len(r.get("restarts_in_place", ())) for r in reports})
+                     restarts_in_place={str(r.node): len(r.restarts_in_place) for r in reports})
 
 
 def steady_rate(timelines: list[list[tuple[float, int]]], warmup: float = 0.2) -> float:

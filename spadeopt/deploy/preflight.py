@@ -115,7 +115,7 @@ def check_connectors(graph, master: Master, say: Callable[[str], None] | None = 
 def preflight(graph, master_url: str | None, nodes: int, cores: int,
               say: Callable[[str], None] | None = None) -> Master:
     """Every check that can fail before a build is written or Spark starts."""
-    from spadeopt.deploy.launcher import check_java
+    from spadeopt.deploy.spark_session import check_java
 
     master = parse_master(master_url or f"local[{nodes * cores}]")
     check_fit(master, nodes, cores)

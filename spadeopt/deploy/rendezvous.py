@@ -35,15 +35,15 @@ start again at round 0; messages of an older generation are dropped.
 Nothing received is trusted before it is checked: a message is msgpack of a map with
 exactly the keys token (compared in constant time), gen, round, node (ints in range) and
 msg (str); anything else is dropped and counted. An agent takes from the driver only a
-list of strings (a round's answer), the stop request, a refusal (``{"fail": g}``) or a
-restart whose every field is checked (``check_restart``), on a CURVE link whose server
-key came with the job.
+list of strings (a round's answer) or a ``spadeopt.control`` record: the stop request
+(``StopRequest``), a refusal (``Refusal``) or a restart (``RestartInPlace``) whose every
+field ``control`` checked, to a later generation (``check_restart``), on a CURVE link
+whose server key came with the job. A failure report is a ``control.NodeFailure`` line.
 """
 
 from __future__ import annotations
 
 import hmac
-import re
 import secrets
 import socket
 import threading
@@ -54,16 +54,13 @@ from typing import Any
 import msgpack
 import zmq
 
+from spadeopt import control
 from spadeopt.runtime.security import keypair
 
 POLL_MS = 20
 STATUS = 15  # the round of an agent's answer to a stop request: recorded, never answered
 FAILED = 14  # the round of an agent's failure report (a checkpointed run restarting in place)
-STOP = {"stop": True}  # the driver's stop request
-MAX_GEN = 1 << 16  # generations (in-place restarts) of one run
-MAX_DELAY_S = 60.0  # the longest backoff a restart may ask for
-_Z85_KEY = re.compile(r"[0-9a-zA-Z.\-:+=^!/*?&<>()\[\]{}@%$#]{40}")
-_TOKEN = re.compile(r"[0-9a-f]{32}")
+MAX_GEN, MAX_DELAY_S = control.MAX_GEN, control.MAX_DELAY_S  # generations of a run; the longest backoff
 
 
 @dataclass
@@ -77,24 +74,12 @@ class Restart(Exception):  # noqa: N818 - a request, raised out of the agent's w
     delay: float
 
 
-def check_restart(doc: Any, gen: int) -> Restart:
-    """The restart in ``doc`` (from the wire), every field checked; ``ValueError`` if not
-    exactly a restart to a generation after ``gen``."""
-    if type(doc) is not dict or set(doc) != {"restart", "checkpoint", "delay"}:
-        raise ValueError("not a restart")
-    g, ch, delay = doc["restart"], doc["checkpoint"], doc["delay"]
-    if type(g) is not int or not gen < g < MAX_GEN:
-        raise ValueError(f"a restart to generation {g!r} after {gen}")
-    if type(delay) not in (int, float) or not 0 <= delay <= MAX_DELAY_S:
-        raise ValueError(f"a restart with a backoff of {delay!r}")
-    if type(ch) is not dict or set(ch) != {"endpoint", "server_key", "token", "interval"}:
-        raise ValueError("a restart without a checkpoint channel")
-    if type(ch["endpoint"]) is not str or not re.fullmatch(r"tcp://[A-Za-z0-9._\-]{1,253}:\d{1,5}", ch["endpoint"]) \
-            or type(ch["server_key"]) is not str or not _Z85_KEY.fullmatch(ch["server_key"]) \
-            or type(ch["token"]) is not str or not _TOKEN.fullmatch(ch["token"]) \
-            or type(ch["interval"]) not in (int, float) or not 0 < ch["interval"] <= 86400:
-        raise ValueError("a restart with a malformed checkpoint channel")
-    return Restart(g, dict(ch), float(delay))
+def check_restart(msg: control.RestartInPlace, gen: int) -> Restart:
+    """The restart in ``msg`` (its fields checked by ``control``); ``ValueError`` if it
+    is not to a generation after ``gen``."""
+    if not gen < msg.gen:
+        raise ValueError(f"a restart to generation {msg.gen!r} after {gen}")
+    return Restart(msg.gen, dict(msg.checkpoint), float(msg.delay))
 
 
 class Rendezvous:
@@ -113,7 +98,7 @@ class Rendezvous:
         self.stale = 0  # messages of an older generation, dropped
         self.failures: list[tuple[int, int, str]] = []  # (gen, node, report) as they came
         self._deciding: threading.Thread | None = None
-        self._outbox: list[dict[str, Any]] = []  # for every agent, sent by the loop thread
+        self._outbox: list[control.Record] = []  # for every agent, sent by the loop thread
         self._lock = threading.Lock()
         self.token = secrets.token_hex(16)
         self.ctx = zmq.Context.instance()
@@ -147,16 +132,16 @@ class Rendezvous:
             if self._stop_asked.is_set():
                 for node, ident in list(self.idents.items()):
                     if node not in sent_stop:
-                        self.sock.send_multipart([ident, msgpack.packb(STOP)])
+                        self.sock.send_multipart([ident, control.StopRequest().to_bytes()])
                         sent_stop.add(node)
             with self._lock:
                 outbox, self._outbox = self._outbox, []
-            for doc in outbox:
-                if "restart" in doc:  # the next generation's meetings start afresh
-                    self.gen = doc["restart"]
+            for msg in outbox:
+                if isinstance(msg, control.RestartInPlace):  # the next generation's meetings start afresh
+                    self.gen = msg.gen
                     self.rounds.clear()
                 for ident in list(self.idents.values()):
-                    self.sock.send_multipart([ident, msgpack.packb(doc)])
+                    self.sock.send_multipart([ident, msg.to_bytes()])
             if not self.sock.poll(POLL_MS):
                 continue
             try:
@@ -216,10 +201,10 @@ class Rendezvous:
                 except Exception as exc:  # noqa: BLE001 - then no restart in place: the task fails
                     decision = None
                     self.decide_error = f"{type(exc).__name__}: {exc}"
-            doc = {"fail": gen} if decision is None else \
-                {"restart": gen + 1, "checkpoint": decision["checkpoint"], "delay": float(decision["delay"])}
+            msg = control.Refusal(gen) if decision is None else \
+                control.RestartInPlace(gen + 1, decision["checkpoint"], float(decision["delay"]))
             with self._lock:
-                self._outbox.append(doc)
+                self._outbox.append(msg)
 
         self._deciding = threading.Thread(target=decide, daemon=True, name="rendezvous-restart")
         self._deciding.start()
@@ -324,18 +309,20 @@ class Meeting:
     def _take(self) -> list[str] | None:
         """The next message from the driver: a round's answer; None for a stop request or
         a refusal; a restart is raised."""
-        got = msgpack.unpackb(self.sock.recv(), raw=False)
-        if got == STOP:
+        data = self.sock.recv()
+        got = msgpack.unpackb(data, raw=False)
+        if type(got) is list:  # a round's answer
+            if not all(type(m) is str for m in got):
+                raise ValueError(f"node {self.node}: a malformed reply from the driver's rendezvous")
+            return got
+        msg = control.check(got, *control.TO_AGENT)  # ControlError (a ValueError) names the field refused
+        if isinstance(msg, control.StopRequest):
             self.stop_asked = True
             return None
-        if type(got) is dict and set(got) == {"fail"} and type(got["fail"]) is int:
-            self.refused = max(self.refused, got["fail"])
+        if isinstance(msg, control.Refusal):
+            self.refused = max(self.refused, msg.gen)
             return None
-        if type(got) is dict and "restart" in got:
-            raise check_restart(got, self.gen)
-        if type(got) is not list or not all(type(m) is str for m in got):
-            raise ValueError(f"node {self.node}: a malformed reply from the driver's rendezvous")
-        return got
+        raise check_restart(msg, self.gen)
 
     def barrier(self) -> None:
         self.gather("", deadline=self.round < 2)  # the last waits for the slowest node's PEs: no deadline

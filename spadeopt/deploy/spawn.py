@@ -22,13 +22,15 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from spadeopt.control import PEConfig
+
 START_ENV = "SPADEOPT_PE_START"  # "fork" (default) or "exec"
 ZYGOTE_START_TIMEOUT_S = 60.0
 
 
-def pe_argv(cfg: dict) -> list[str]:
+def pe_argv(cfg: PEConfig) -> list[str]:
     """The command line of a PE (exec'd, or shown by a forked one)."""
-    return [sys.executable, "-P", "-m", "spadeopt.runtime.pe_main", json.dumps(cfg)]
+    return [sys.executable, "-P", "-m", "spadeopt.runtime.pe_main", cfg.to_line()]
 
 
 def forking() -> bool:
@@ -112,12 +114,12 @@ class Zygote:
             if p.returncode is None:
                 p._exited(-9)
 
-    def spawn(self, cfg: dict, log: Path) -> Forked:
+    def spawn(self, cfg: PEConfig, log: Path) -> Forked:
         """Fork the PE of ``cfg``, its stderr to ``log``; ``OSError`` if the zygote cannot."""
         in_r, in_w = os.pipe()
         out_r, out_w = os.pipe()
         log_fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        req = json.dumps({"cfg": cfg, "title": " ".join(pe_argv(cfg))}).encode()
+        req = json.dumps({"cfg": cfg.to_doc(), "title": " ".join(pe_argv(cfg))}).encode()
         try:
             with self._lock:
                 try:
@@ -132,7 +134,7 @@ class Zygote:
                         raise OSError(f"the PE forker exited (code {self.proc.poll()}); see {self.log}")
                     ev = self._replies.pop(0)
                     if "error" in ev:
-                        raise OSError(f"the PE forker could not fork PE {cfg.get('pe')}: {ev['error']}")
+                        raise OSError(f"the PE forker could not fork PE {cfg.pe}: {ev['error']}")
                     proc = Forked(ev["pid"], os.fdopen(in_w, "w", encoding="utf-8", buffering=1),
                                   os.fdopen(out_r, "r", encoding="utf-8"))
                     self._procs[proc.pid] = proc
@@ -162,7 +164,7 @@ class Zygote:
             self.proc.wait()
 
 
-def start_pe(cfg: dict, env: dict[str, str], log: Path, zygote: Zygote | None) -> Any:
+def start_pe(cfg: PEConfig, env: dict[str, str], log: Path, zygote: Zygote | None) -> Any:
     """PE ``cfg`` running: forked by ``zygote``, or (``None``) exec'd with ``env``."""
     if zygote is not None:
         return zygote.spawn(cfg, log)

@@ -26,6 +26,7 @@ import shutil
 from pathlib import Path
 
 from spadeopt.connectors.spec import is_live
+from spadeopt.control import SettingsChange
 from spadeopt.deploy.options import RunOptions
 from spadeopt.errors import RunError, UsageError
 from spadeopt.model.graph import AppGraph
@@ -72,7 +73,7 @@ def verify(graph: AppGraph, app_ref: str, plan: Plan, build_dir: Path, options: 
     for label, directory in (("width 1", ref_build.directory), ("the plan", Path(build_dir))):
         say(f"--verify-fission {n}: running {label} on the first {n:,} record(s) of every source")
         out = outs[label] = work / ("width1-out" if label == "width 1" else "plan-out")
-        run_build(directory, quiet.replace(out=out), settings={"source_limit": n})
+        run_build(directory, quiet.replace(out=out), settings=SettingsChange(source_limit=n))
     problem = first_difference(outs["width 1"], outs["the plan"])
     if problem is None:
         shutil.rmtree(work, ignore_errors=True)

@@ -72,6 +72,18 @@ def build_graph(app: str, declared: Iterable[Decl], ann: Annotations, params: Ma
     if not is_file_name(app):
         problems.append(f"app name {app!r} cannot name a build folder (build/<app>/...) or stand in "
                         f"generated code: use {FILE_NAME_RULE}; give App(...) such a name")
+    decls = _declarations(declared, problems)
+    inputs = _connect_streams(decls, problems)
+    out_schema, in_schema, derived_params = _derive_schemas(decls, inputs, problems)
+    problems.extend(_check_annotations(ann, decls))
+
+    if problems:
+        raise GraphError(app, problems)
+    return _assemble(app, decls, inputs, out_schema, in_schema, derived_params, ann, params, module)
+
+
+def _declarations(declared: Iterable[Decl], problems: list[str]) -> dict[str, Decl]:
+    """The declarations by name; names, ports and duplicates checked into ``problems``."""
     decls: dict[str, Decl] = {}
     for d in declared:
         problems.extend(d.problems)
@@ -86,8 +98,11 @@ def build_graph(app: str, declared: Iterable[Decl], ann: Annotations, params: Ma
             problems.append(f"duplicate operator name '{d.name}' (declared at {decls[d.name].line} and {d.line})")
             continue
         decls[d.name] = d
+    return decls
 
-    # streams
+
+def _connect_streams(decls: dict[str, Decl], problems: list[str]) -> dict[str, dict[str, list[PortRef]]]:
+    """Each operator's input ports -> the output ports (streams) they read."""
     inputs: dict[str, dict[str, list[PortRef]]] = {}
     for d in decls.values():
         inputs[d.name] = {}
@@ -97,8 +112,13 @@ def build_graph(app: str, declared: Iterable[Decl], ann: Annotations, params: Ma
             inputs[d.name][port] = [r for r in resolved if r is not None]
             if not refs:
                 problems.append(f"input port '{d.name}.{port}' is not connected to any stream")
+    return inputs
 
-    # schemas, derived to a fixpoint (feedback loops need declared schemas somewhere)
+
+def _derive_schemas(decls: dict[str, Decl], inputs: dict[str, dict[str, list[PortRef]]], problems: list[str]
+                    ) -> tuple[dict[PortRef, Schema], dict[str, dict[str, Schema]], dict[str, Any]]:
+    """Schemas, derived to a fixpoint (feedback loops need declared schemas somewhere):
+    output schemas, input schemas and each operator's derived params."""
     out_schema: dict[PortRef, Schema] = {}
     in_schema: dict[str, dict[str, Schema]] = {}
     derived_params: dict[str, Any] = {}
@@ -149,12 +169,15 @@ def build_graph(app: str, declared: Iterable[Decl], ann: Annotations, params: Ma
             continue  # its upstream's problem is already reported
         problems.append(f"cannot determine the input schema of '{name}': it depends on a feedback loop "
                         f"with no declared schema (declare the custom operator's output schemas)")
+    return out_schema, in_schema, derived_params
 
-    problems.extend(_check_annotations(ann, decls))
 
-    if problems:
-        raise GraphError(app, problems)
-
+def _assemble(app: str, decls: dict[str, Decl], inputs: dict[str, dict[str, list[PortRef]]],
+              out_schema: dict[PortRef, Schema], in_schema: dict[str, dict[str, Schema]],
+              derived_params: dict[str, Any], ann: Annotations, params: Mapping[str, Any],
+              module: str) -> AppGraph:
+    """The checked declarations as an ``AppGraph``; a colocated loop that re-enters a
+    tuple-generating port is refused (``GraphError``)."""
     operators, streams = [], []
     for name, d in decls.items():
         in_ports = tuple(
@@ -177,7 +200,6 @@ def build_graph(app: str, declared: Iterable[Decl], ann: Annotations, params: Ma
     if cycle_problems:
         raise GraphError(app, cycle_problems)
     return graph
-
 
 def _shadowed_functions(d: Decl, ins: Mapping[str, Schema]) -> list[str]:
     """A user function of ``d`` named like one of its input attributes: in an expression

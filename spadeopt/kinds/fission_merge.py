@@ -8,7 +8,7 @@ Checkpoints: the static and dynamic merges register their state (queues, heads,
 floors); the arrival merge holds none (it forwards each batch in the call that brings
 it). Its channels' source copies store their own stream keys' entry IDs, and the PE
 holding the merge aligns barrier ``n`` on all its channel inputs before it snapshots
-and passes it on, as for any PE with several inputs (``runtime.checkpoint``). A restart
+and passes it on, as for any PE with several inputs (``runtime.barrier_alignment``). A restart
 replays each channel from its own position, so the interleaving across partition keys
 may differ from the failed run's: the guarantee after the merge is per partition key
 (``checkpoint_note``;

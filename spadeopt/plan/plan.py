@@ -48,7 +48,7 @@ class Plan:
     instrumented: bool = False
     regions: tuple[Region, ...] = ()
     collapse: bool = True  # compile static-rate functor runs into one loop (codegen.collapse)
-    checkpoints: bool = False  # generated code registers operator state (runtime.checkpoint)
+    checkpoints: bool = False  # generated code registers operator state (runtime.checkpoint_codec)
 
     @property
     def pe_of(self) -> dict[str, str]:

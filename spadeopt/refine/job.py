@@ -197,8 +197,8 @@ def _aggregate(runs: list[_Run], master: str, cores: int, conf: Mapping[str, str
     from pyspark.sql import functions as F
     from pyspark.sql.types import DoubleType, StringType, StructField, StructType
 
-    from spadeopt.deploy.launcher import spark_session
     from spadeopt.deploy.masters import is_local
+    from spadeopt.deploy.spark_session import spark_session
 
     spark = spark_session(master, cores, conf=conf)
     # On a real cluster executors cannot read the driver's files: the driver reads the

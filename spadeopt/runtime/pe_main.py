@@ -1,7 +1,8 @@
 """Entry point of one PE process: ``python -m spadeopt.runtime.pe_main CONFIG_JSON``.
 
-Talks to its node agent with JSON lines: stdout carries events (bound, ready, beat,
-done, error), stdin carries commands (connect, start, exit). The process exits when
+Talks to its node agent with JSON lines, each a ``spadeopt.control`` record: stdout
+carries events (bound, ready, beat, done, error), stdin carries commands (connect,
+start, exit); its config (``control.PEConfig``) is its one argument. The process exits when
 stdin closes, so a PE never outlives its agent. User ``print`` output goes to stderr
 (the PE log). The config in argv holds nothing secret: CURVE secret keys are made
 inside this process and never leave it (``spadeopt.runtime.security``); only public
@@ -13,11 +14,12 @@ from __future__ import annotations
 
 import ctypes
 import importlib.util
-import json
 import os
 import signal
 import sys
 import threading
+
+from spadeopt import control
 
 
 def _die_with_parent() -> None:
@@ -30,65 +32,30 @@ def _die_with_parent() -> None:
 
 def main() -> None:
     _die_with_parent()
-    cfg = json.loads(sys.argv[1])
     ctl = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # anything the operators print goes to the log, not the control channel
-
     say_lock = threading.Lock()
 
-    def say(event: str, **kw) -> None:
+    def say(event: control.Record) -> None:
         with say_lock:
-            ctl.write(json.dumps({"event": event, **kw}) + "\n")
+            ctl.write(event.to_line() + "\n")
             ctl.flush()
 
     commands = _commands()
     try:
-        from spadeopt.runtime.loader import APP_ENV
-        from spadeopt.runtime.pe import LinkError, OperatorFailure, PERuntime
+        from spadeopt.runtime.pe import OperatorFailure
+        from spadeopt.runtime.pe_ports import LinkError
 
-        os.environ[APP_ENV] = cfg["app_ref"]
-        spec = importlib.util.spec_from_file_location(f"spadeopt_pe_{cfg['pe']}", cfg["module"])
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        profiler = None
-        prof = cfg.get("profile")
-        if prof:
-            from spadeopt.profiling import Profiler
-
-            profiler = Profiler(cfg["pe"], sample_rate=prof["sample_rate"],
-                                reservoir_size=prof["reservoir_size"], seed=prof["seed"])
-        rt = PERuntime(cfg["pe"], module.OPERATORS, cfg["module"], cfg.get("out_dir"),
-                       cfg["batch_size"], cfg["hwm"], profiler=profiler,
-                       duration=cfg.get("duration"), progress_file=cfg.get("progress_file"),
-                       secure=not cfg.get("insecure_links", False),
-                       max_frame=cfg["max_frame"], max_batch_delay=cfg["max_batch_delay"],
-                       stop_file=cfg.get("stop_file"), source_limit=cfg.get("source_limit"))
-        rt.profile_dir = prof["run_dir"] if prof else None
-        module.build(rt)
-        if not rt.secure:
-            print(f"spadeopt: WARNING: PE {cfg['pe']} runs with --insecure-links: its links are NOT "
-                  f"authenticated or encrypted (for measurements only)", file=sys.stderr, flush=True)
-        endpoints = rt.bind(cfg.get("ipc_dir"), cfg.get("host"), cfg.get("schemas"))
-        keys = rt.public_keys(cfg.get("out_links", []))
-        for ref, eps in endpoints.items():
-            print(f"spadeopt: PE {cfg['pe']} input port {ref} listens on {', '.join(eps.values())}"
-                  + (f" (CURVE server key {keys['server']})" if keys else " (insecure)"),
-                  file=sys.stderr, flush=True)
-        say("bound", endpoints=endpoints, keys=keys)
-        cmd = next(commands)
-        rt.connect(cmd["links"], cmd.get("upstream"))
-        if cmd.get("checkpoint"):  # restore, then take part in checkpoints (runtime.checkpoint)
-            from spadeopt.runtime.checkpoint import attach
-
-            attach(rt, cmd["checkpoint"])
-        say("ready")
+        cfg = control.PEConfig.from_line(sys.argv[1])
+        rt = _set_up(cfg)
+        _wire(rt, cfg, say, commands)
         next(commands)  # start
         _heartbeat(rt, say)
         stats = rt.run()
         if rt.checkpoints is not None:  # every part reached the coordinator before "done"
             rt.checkpoints.channel.finish()
         stats["where"] = _where()
-        say("done", stats=stats)
+        say(control.Done(stats))
         # Keep every socket open until the agent says all PEs (on all nodes) are done:
         # libzmq may drop what a full PULL queue holds if its PUSH peer disconnects
         # early (zeromq/libzmq#4660), and downstream PEs finish only after our finals.
@@ -98,19 +65,67 @@ def main() -> None:
         os._exit(0)
     except OperatorFailure as f:
         if isinstance(f.exc, LinkError):  # the frame, not the operator, was wrong: no traceback
-            say("error", op=f.op, port=f.port, thread=f.thread, message=str(f.exc), traceback=None, kind="link")
+            say(control.Failed(f.op, f.port, f.thread, str(f.exc), None, kind="link"))
         else:
             print(f.tb, file=sys.stderr, flush=True)  # the whole story, in the PE log
-            say("error", op=f.op, port=f.port, thread=f.thread, message=str(f), traceback=f.user_tb)
+            say(control.Failed(f.op, f.port, f.thread, str(f), f.user_tb))
     except StopIteration:
         os._exit(3)
     except BaseException as exc:  # noqa: BLE001
         import traceback
 
-        say("error", op=None, port=None, thread="setup", message=f"{type(exc).__name__}: {exc}",
-            traceback=traceback.format_exc())
+        say(control.Failed(None, None, "setup", f"{type(exc).__name__}: {exc}", traceback.format_exc()))
     ctl.flush()
     os._exit(1)
+
+
+def _set_up(cfg: control.PEConfig):
+    """Load the PE's generated module and build its runtime from ``cfg``."""
+    from spadeopt.runtime.loader import APP_ENV
+    from spadeopt.runtime.pe import PERuntime
+
+    os.environ[APP_ENV] = cfg.app_ref
+    spec = importlib.util.spec_from_file_location(f"spadeopt_pe_{cfg.pe}", cfg.module)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    profiler = None
+    prof = cfg.profile
+    if prof:
+        from spadeopt.profiling import Profiler
+
+        profiler = Profiler(cfg.pe, sample_rate=prof["sample_rate"], reservoir_size=prof["reservoir_size"],
+                            seed=prof["seed"])
+    rt = PERuntime(cfg.pe, module.OPERATORS, cfg.module, cfg.out_dir, cfg.batch_size, cfg.hwm, profiler=profiler,
+                   duration=cfg.duration, progress_file=cfg.progress_file, secure=not cfg.insecure_links,
+                   max_frame=cfg.max_frame, max_batch_delay=cfg.max_batch_delay, stop_file=cfg.stop_file,
+                   source_limit=cfg.source_limit)
+    rt.profile_dir = prof["run_dir"] if prof else None
+    module.build(rt)
+    if not rt.secure:
+        print(f"spadeopt: WARNING: PE {cfg.pe} runs with --insecure-links: its links are NOT "
+              f"authenticated or encrypted (for measurements only)", file=sys.stderr, flush=True)
+    return rt
+
+
+def _wire(rt, cfg: control.PEConfig, say, commands) -> None:
+    """Bind, report the endpoints ("bound"), connect as the agent says (and restore, in a
+    checkpointing run), report "ready"."""
+    endpoints = rt.bind(cfg.ipc_dir, cfg.host, cfg.schemas)
+    keys = rt.public_keys(cfg.out_links)
+    for ref, eps in endpoints.items():
+        print(f"spadeopt: PE {cfg.pe} input port {ref} listens on {', '.join(eps.values())}"
+              + (f" (CURVE server key {keys['server']})" if keys else " (insecure)"),
+              file=sys.stderr, flush=True)
+    say(control.Bound(endpoints, keys))
+    cmd = next(commands)
+    if not isinstance(cmd, control.Connect):
+        raise control.ControlError(f"field 't': '{cmd.KIND}' where the agent's 'connect' was expected")
+    rt.connect(cmd.links, cmd.upstream)
+    if cmd.checkpoint:  # restore, then take part in checkpoints (runtime.checkpoint_channel)
+        from spadeopt.runtime.checkpoint_channel import attach
+
+        attach(rt, cmd.checkpoint)
+    say(control.Ready())
 
 
 def _heartbeat(rt, say) -> None:
@@ -119,7 +134,7 @@ def _heartbeat(rt, say) -> None:
     def beat() -> None:
         while not rt._done.wait(1.0):
             n, waiting = rt.progress()
-            say("beat", progress=n, waiting=waiting)
+            say(control.Beat(n, waiting))
 
     threading.Thread(target=beat, daemon=True, name="heartbeat").start()
 
@@ -154,12 +169,18 @@ def _commands():
     def reader() -> None:
         for line in sys.stdin:
             if line.strip():
-                q.put(json.loads(line))
+                try:
+                    q.put(control.decode_line(line, *control.PE_COMMANDS))
+                except control.ControlError as exc:  # refused: the PE fails, naming the field
+                    q.put(exc)
         os._exit(3)  # agent closed our stdin: it is gone or wants us gone
 
     threading.Thread(target=reader, daemon=True).start()
     while True:
-        yield q.get()
+        got = q.get()
+        if isinstance(got, control.ControlError):
+            raise got
+        yield got
 
 
 if __name__ == "__main__":

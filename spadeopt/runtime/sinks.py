@@ -109,13 +109,13 @@ class Sink:
             self._file.write("\n".join(map(self._encode, batch)) + "\n")
 
     def stage(self) -> None:
-        """Checkpointing runs (``runtime.checkpoint``): a file sink's lines are kept until
+        """Checkpointing runs (``runtime.barrier_alignment``): a file sink's lines are kept until
         a barrier hands them to the coordinator (``take``), which commits them with the
         checkpoint; at the end of the run the lines after the last barrier go to the part
         file, after the committed ones (``deploy.checkpoints``). Counting and connector
         sinks count as before (their count is restored from the checkpoint); a
         transactional connector (the Redis sink) is staged by the checkpointer itself
-        (``runtime.checkpoint.attach``): it keeps its records until their checkpoint is
+        (``runtime.checkpoint_channel.attach``): it keeps its records until their checkpoint is
         complete, then appends them with a marker of the checkpoint (exactly once)."""
         if self._file is not None and not self.staged:
             self.staged = True

@@ -6,8 +6,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from spadeopt import wire
-from spadeopt.runtime.checkpoint import Checkpointer
-from spadeopt.runtime.pe import InputPort
+from spadeopt.runtime.barrier_alignment import Checkpointer
+from spadeopt.runtime.pe_ports import InputPort
 
 
 class Frame:

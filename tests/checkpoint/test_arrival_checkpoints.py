@@ -44,7 +44,8 @@ from spadeopt.connectors import redis_source
 from spadeopt.connectors.redis_streams import RedisStreamSource
 from spadeopt.deploy.local import run_local
 from spadeopt.optimize.strategies import plan_for
-from spadeopt.runtime.checkpoint import Checkpointer, CheckpointError, decode_state
+from spadeopt.runtime.barrier_alignment import Checkpointer
+from spadeopt.runtime.checkpoint_codec import CheckpointError, decode_state
 from tests.checkpoint.arrival_app import SCHEMA, arrivalck, feed, orders, partition
 from tests.checkpoint.test_recovery import run_with_kills
 from tests.cli.clitools import cli

@@ -30,9 +30,10 @@ from spadeopt import App
 from spadeopt.codegen.render import generate
 from spadeopt.connectors import folder_source
 from spadeopt.deploy.agent import run_node
-from spadeopt.deploy.checkpoints import CheckpointStore, Coordinator, finish_sinks
+from spadeopt.deploy.checkpoint_coordinator import Coordinator
+from spadeopt.deploy.checkpoint_store import CheckpointStore, finish_sinks
 from spadeopt.optimize.strategies import plan_for
-from spadeopt.runtime.checkpoint import decode_state
+from spadeopt.runtime.checkpoint_codec import decode_state
 from spadeopt.runtime.sinks import commit, discard
 
 FILES, PER_FILE = 80, 3

@@ -26,10 +26,12 @@ import pytest
 
 from spadeopt.codegen.render import generate
 from spadeopt.connectors import redis_sink, redis_source
-from spadeopt.connectors.redis_streams import MARKER_SUFFIX, RedisStreamSink, RedisStreamSource
+from spadeopt.connectors.redis_stream_sink import MARKER_SUFFIX, RedisStreamSink
+from spadeopt.connectors.redis_streams import RedisStreamSource
 from spadeopt.deploy.local import run_local
 from spadeopt.optimize.strategies import plan_for
-from spadeopt.runtime.checkpoint import Checkpointer, decode_state
+from spadeopt.runtime.barrier_alignment import Checkpointer
+from spadeopt.runtime.checkpoint_codec import decode_state
 from tests.checkpoint.broker_app import brokerck, feed, readings
 from tests.checkpoint.test_recovery import run_with_kills
 

@@ -24,17 +24,13 @@ import pytest
 
 from spadeopt.codegen.render import generate
 from spadeopt.deploy.agent import PEFailed, run_node
-from spadeopt.deploy.checkpoints import (
-    CheckpointMismatch,
-    CheckpointStore,
-    Coordinator,
-    finish_sinks,
-)
+from spadeopt.deploy.checkpoint_coordinator import Coordinator
+from spadeopt.deploy.checkpoint_store import CheckpointMismatch, CheckpointStore, finish_sinks
 from spadeopt.deploy.local import run_local
 from spadeopt.errors import CodegenError
 from spadeopt.optimize.strategies import plan_for
 from spadeopt.runtime import metrics
-from spadeopt.runtime.checkpoint import CheckpointError, decode_state, encode_state
+from spadeopt.runtime.checkpoint_codec import CheckpointError, decode_state, encode_state
 from spadeopt.runtime.sinks import commit, discard
 from tests.apps.ckpt import cklate, ckpt
 
@@ -64,7 +60,7 @@ def test_state_codec_fast_path_keeps_types():
     """Collections of flat rows (a window's groups) are packed in one call; what comes back
     is what the slow path gives: lists stay lists, rows tuples, keys as they were. Rows
     that are not flat (a tuple or list inside, an int past 64 bits) take the slow path."""
-    from spadeopt.runtime import checkpoint as ck
+    from spadeopt.runtime import checkpoint_codec as ck
 
     state = {"groups": {"k1": [("k1", 0.5, 3), ("k1", 0.75, 4)], "k2": [], "k3": [("k3", 1.0, True, None, b"\x01")]},
              "by_two": {("a", 1): [("a", 1, 2.0)], ("b", 2): [("b", 2, 3.0)]},

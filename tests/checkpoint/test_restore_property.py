@@ -44,11 +44,12 @@ from spadeopt.codegen.render import render_build
 from spadeopt.deploy.local import run_local
 from spadeopt.optimize.strategies import plan_for
 from spadeopt.runtime import metrics
-from spadeopt.runtime.checkpoint import decode_state, encode_state, restore_ops, snapshot_ops
+from spadeopt.runtime.checkpoint_codec import decode_state, encode_state, restore_ops, snapshot_ops
 from spadeopt.runtime.fission import _ChannelQueues
 from spadeopt.runtime.metrics import Metrics
 from spadeopt.runtime.ordered import Ordered
-from spadeopt.runtime.pe import Pending, check_shape
+from spadeopt.runtime.pe_ports import Pending
+from spadeopt.runtime.pe_sources import check_shape
 from spadeopt.runtime.sinks import Sink, commit, parts
 from tests.apps.ckpt import cklate, ckpt, ckregion
 from tests.toolkit.harness import plan as harness_plan

@@ -130,11 +130,12 @@ def _fatm_build(tmp_path: Path, params: dict) -> Path:
 
 def _spark_jobs() -> int:
     """Spark jobs the live session has run (0: no session yet)."""
-    from spadeopt.deploy import launcher
+    from spadeopt.deploy.spark_session import current_session
 
-    if launcher._SESSION is None:
+    session = current_session()
+    if session is None:
         return 0
-    return len(launcher._SESSION.sparkContext.statusTracker().getJobIdsForGroup())
+    return len(session.sparkContext.statusTracker().getJobIdsForGroup())
 
 
 def _kill_run(tmp_path: Path, fusion: str, params: dict) -> tuple[Path, object, Killer, int]:

@@ -9,7 +9,8 @@ import pytest
 
 from spadeopt.connectors import redis_sink, redis_source
 from spadeopt.connectors.base import ConnectorError
-from spadeopt.connectors.redis_streams import RedisStreamSink, RedisStreamSource
+from spadeopt.connectors.redis_stream_sink import RedisStreamSink
+from spadeopt.connectors.redis_streams import RedisStreamSource
 
 SCHEMA = [["id", "int"], ["sym", "str"], ["px", "float"]]
 

@@ -26,14 +26,8 @@ import pytest
 
 from spadeopt.codegen.render import generate
 from spadeopt.deploy.agent import ERROR_TAG, PEFailed, run_node
-from spadeopt.deploy.checkpoints import (
-    IN_PLACE,
-    CheckpointOptions,
-    CheckpointReport,
-    CheckpointStore,
-    Recovery,
-    finish_sinks,
-)
+from spadeopt.deploy.checkpoint_store import CheckpointStore, finish_sinks
+from spadeopt.deploy.checkpoints import IN_PLACE, CheckpointOptions, CheckpointReport, Recovery
 from spadeopt.deploy.launcher import _as_run_error
 from spadeopt.deploy.local import run_local
 from spadeopt.deploy.procs import running
@@ -209,7 +203,7 @@ def test_a_refused_restart_fails_the_node_naming_the_pe_and_leaves_no_process(tm
     assert killer.kills, "nothing was killed"
     exc = got[0]
     assert isinstance(exc, PEFailed), exc
-    assert exc.report["pe"] == pes[-1] and "exited with code -9" in exc.report["message"], exc.report
+    assert exc.report.pe == pes[-1] and "exited with code -9" in exc.report.message, exc.report
     assert not d.report.restarts
     assert not [pe for pe in pes if (pid := d.pid(pe)) and running(pid)]
 
@@ -237,7 +231,7 @@ def test_a_restart_in_place_that_cannot_start_its_pes_fails_the_node_for_a_new_s
     killer.stop.set()
     exc = got[0]
     assert isinstance(exc, PEFailed), exc
-    assert exc.report["kind"] == "restart" and "the restart in place (generation 1) failed" in exc.report["message"]
-    assert "forker" in exc.report["message"], exc.report
+    assert exc.report.kind == "restart" and "the restart in place (generation 1) failed" in exc.report.message
+    assert "forker" in exc.report.message, exc.report
     assert [r.how for r in d.report.restarts] == [IN_PLACE]
     assert not [pe for pe in pes if (pid := d.pid(pe)) and running(pid)]

@@ -9,6 +9,7 @@ import msgpack
 import pytest
 import zmq
 
+from spadeopt import control
 from spadeopt.deploy.rendezvous import Meeting, Rendezvous, Restart, check_restart
 from spadeopt.runtime.security import keypair
 
@@ -179,17 +180,17 @@ def test_a_refused_restart_answers_the_failed_agent_none():
 
 
 @pytest.mark.parametrize("change", [
-    {"restart": 0}, {"restart": True}, {"delay": -1}, {"delay": 1e9}, {"delay": "1"}, {"extra": 1},
+    {"gen": 0}, {"gen": True}, {"gen": 1.0}, {"t": "fail"}, {"v": 2}, {"delay": -1}, {"delay": 1e9}, {"delay": "1"}, {"extra": 1},
     {"checkpoint": {"endpoint": "ipc:///tmp/x"}}, {"checkpoint": {"endpoint": "tcp://a b:1"}},
     {"checkpoint": {"server_key": "short"}}, {"checkpoint": {"token": "ZZ" * 16}},
     {"checkpoint": {"interval": 0}}, {"checkpoint": {"more": "x"}},
 ])
 def test_a_malformed_restart_is_refused_field_by_field(change):
-    doc = {"restart": 1, "checkpoint": _channel(), "delay": 0.5}
-    assert check_restart(doc, 0) == Restart(1, doc["checkpoint"], 0.5)
+    doc = control.RestartInPlace(1, _channel(), 0.5).to_doc()
+    assert check_restart(control.check(doc, control.RestartInPlace), 0) == Restart(1, doc["checkpoint"], 0.5)
     if "checkpoint" in change:
         doc["checkpoint"] = {**doc["checkpoint"], **change["checkpoint"]}
     else:
         doc.update(change)
-    with pytest.raises(ValueError):
-        check_restart(doc, 0)
+    with pytest.raises(ValueError):  # control.ControlError names the field
+        check_restart(control.check(doc, control.RestartInPlace), 0)

@@ -3,13 +3,13 @@ with the command line, process group, exit codes and lifetime an exec'd PE has."
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from pathlib import Path
 
 import pytest
 
+from spadeopt import control
 from spadeopt.deploy import spawn
 from spadeopt.deploy.agent import pe_env
 from spadeopt.deploy.local import run_local
@@ -27,8 +27,11 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
-def _cfg(module: Path) -> dict:
-    return {"pe": "pe7", "module": str(module), "app_ref": "nothing:here", "out_dir": None, "ipc_dir": None}
+def _cfg(module: Path) -> control.PEConfig:
+    return control.PEConfig(pe="pe7", module=str(module), app_ref="nothing:here", out_dir=None, ipc_dir=None,
+                            host=None, batch_size=512, hwm=32, profile=None, duration=None, progress_file=None,
+                            insecure_links=False, max_frame=1 << 20, max_batch_delay=0.005, source_limit=None,
+                            stop_file=None, out_links=[], schemas={}, pythonpath=None)
 
 
 def test_a_forked_pe_shows_the_pe_command_line_leads_its_group_and_dies_with_the_forker(tmp_path):
@@ -57,9 +60,9 @@ def test_a_pe_that_fails_in_set_up_reports_it_and_its_exit_code(tmp_path):
     z = spawn.Zygote(pe_env(None), tmp_path / "forker.log")
     try:
         p = z.spawn(_cfg(bad), tmp_path / "pe7.log")
-        events = [json.loads(line) for line in p.stdout]
+        events = [control.decode_line(line, *control.PE_EVENTS) for line in p.stdout]
         assert p.wait(10) == 1
-        assert events[-1]["event"] == "error" and "RuntimeError: no such operator" in events[-1]["message"]
+        assert isinstance(events[-1], control.Failed) and "RuntimeError: no such operator" in events[-1].message
     finally:
         z.close()
 

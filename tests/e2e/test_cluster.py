@@ -379,7 +379,7 @@ def test_kill_9_of_an_executor_with_checkpoints_restarts_and_gives_the_failure_f
     restarts the barrier stage from the checkpoint, and the sinks are byte-identical to a
     failure-free run (no record lost, none twice). Recovery time is printed, not asserted."""
     from spadeopt.deploy.checkpoints import CheckpointOptions
-    from spadeopt.deploy.launcher import stop_spark
+    from spadeopt.deploy.spark_session import stop_spark
     from tests.checkpoint.test_spark_kill import REF, SINKS, _reference
 
     nodes = 2 if len(spark_cluster.procs) > 2 else 1

@@ -19,6 +19,7 @@ import pytest
 import zmq
 
 from spadeopt import api
+from spadeopt.control import SettingsChange
 from spadeopt.deploy.launcher import run_build
 from spadeopt.deploy.options import RunOptions
 from spadeopt.errors import RunError
@@ -119,7 +120,7 @@ def test_strangers_get_no_tuple_and_no_final_into_any_pe_over_tcp_or_ipc(tmp_pat
 def test_malformed_frame_from_a_legitimate_upstream_stops_the_job_naming_pe_port_and_link(mode, problem, tmp_path):
     b = api.build("tests/apps/malformed.py", "none", {"mode": mode}, out=tmp_path / "b")
     with pytest.raises(RunError) as exc:
-        run_build(b.directory, settings={"max_frame": 1 << 20, "stall_timeout": 60})
+        run_build(b.directory, settings=SettingsChange(max_frame=1 << 20, stall_timeout=60))
     msg = str(exc.value)
     assert exc.value.exit_code == 1
     assert "input port 'sink.in' of PE pe2" in msg and "link L1 of PE pe1 (bad.out)" in msg, msg

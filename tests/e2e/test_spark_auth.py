@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from spadeopt.deploy import sparkauth
-from spadeopt.deploy.launcher import spark_session, stop_spark
+from spadeopt.deploy.spark_session import spark_session, stop_spark
 from spadeopt.errors import UsageError
 
 PROBE = Path(__file__).resolve().parent / "probes" / "rpc_probe.py"

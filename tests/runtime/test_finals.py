@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from spadeopt.runtime.pe import LinkError, PERuntime
+from spadeopt.runtime.pe import PERuntime
+from spadeopt.runtime.pe_ports import LinkError
 from spadeopt.wire import final_frame
 
 

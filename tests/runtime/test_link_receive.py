@@ -12,7 +12,7 @@ import msgpack
 import pytest
 import zmq
 
-from spadeopt.runtime import pe as pe_mod
+from spadeopt.runtime import pe_inputs
 from spadeopt.runtime.pe import PERuntime
 from spadeopt.wire import WireError, decode_batch, final_frame, pack, wire_types
 
@@ -92,7 +92,7 @@ def test_the_main_loop_ends_soon_after_stop_with_no_frame_coming(tmp_path, ports
         timer.start()
         t0 = time.monotonic()
         rt._main_loop()
-        assert time.monotonic() - t0 < 0.2 + 3 * pe_mod.WAIT_MS / 1000
+        assert time.monotonic() - t0 < 0.2 + 3 * pe_inputs.WAIT_MS / 1000
     finally:
         rt.close()
 

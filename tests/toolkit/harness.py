@@ -38,7 +38,8 @@ from spadeopt.runtime import metrics as run_metrics
 from spadeopt.runtime.fission import read_splits
 from spadeopt.runtime.metrics import Metrics
 from spadeopt.runtime.ordered import Ordered
-from spadeopt.runtime.pe import Pending, check_shape
+from spadeopt.runtime.pe_ports import Pending
+from spadeopt.runtime.pe_sources import check_shape
 from spadeopt.runtime.sinks import Sink, commit
 
 FUSIONS = ("none", "all", "mixed", "all-nocollapse")

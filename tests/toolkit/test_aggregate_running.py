@@ -98,7 +98,7 @@ def test_running_values_take_the_codec_fast_path():
     one call and come back as the same lists."""
     import msgpack
 
-    from spadeopt.runtime import checkpoint as ck
+    from spadeopt.runtime import checkpoint_codec as ck
 
     groups = {"a": [3, ("a", 1.5, 2), 7, -0.0, True, None, "s", b"\x00"], ("b", 1): [1, 2**63 - 1, 2.5]}
     assert type(ck._fast(groups)) is msgpack.ExtType

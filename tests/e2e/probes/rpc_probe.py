@@ -7,7 +7,7 @@ import sys
 
 from pyspark.sql import SparkSession
 
-from spadeopt.deploy.launcher import JVM_OPTIONS
+from spadeopt.deploy.spark_session import JVM_OPTIONS
 
 host, port = sys.argv[1], sys.argv[2]
 spark = (SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")

@@ -1,11 +1,15 @@
 """Consistent checkpoints inside a PE: barriers, alignment, snapshots, restore.
 
+This module holds the alignment (``Checkpointer``) and the source positions
+(``Tracked``); the state codec is ``runtime.checkpoint_codec``, the channel to the
+driver's coordinator ``runtime.checkpoint_channel``.
+
 The protocol is Flink's asynchronous barrier snapshots (Chandy-Lamport for FIFO
 channels), with the PE as the unit
 (docs/decisions/037-aligned-barrier-checkpoints-with-the-pe-as-unit.md):
 
-* The driver's coordinator (``spadeopt.deploy.checkpoints``) triggers checkpoint ``n``
-  in every PE that has sources. The PE's sources thread takes it at a turn boundary
+* The driver's coordinator (``spadeopt.deploy.checkpoint_coordinator``) triggers
+  checkpoint ``n`` in every PE that has sources. The PE's sources thread takes it at a turn boundary
   (``drive_sources``): every source of the PE is then between two batches, and
   every batch it emitted has run through all operators fused behind it (direct calls).
 * A PE's *channels* are its input links and, when it has sources, its sources
@@ -34,250 +38,29 @@ channels), with the PE as the unit
   before FLIP-147 stopped checkpointing the same way once a task finished). A final on
   a blocked link ends the alignment the same way (its held frames are released).
 
-State crosses to the driver and back as msgpack (``encode_state``), never pickle:
-tuples, deques and big ints are extension types, and so are collections of flat rows
-(a window's groups, packed in one call: ``_fast``), everything else is msgpack's own;
-``decode_state`` builds only those types, and a restore checks the snapshot's shape
-against the PE before changing anything.
+State crosses to the driver and back as msgpack, never pickle
+(``runtime.checkpoint_codec``); a restore checks the snapshot's shape against the PE
+before changing anything.
 """
 
 from __future__ import annotations
 
-import hashlib
-import os
-import queue
-import secrets
-import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
-from itertools import chain
 from typing import Any
 
-import msgpack
-import zmq
-
 from spadeopt import wire
+from spadeopt.runtime.checkpoint_codec import (
+    CheckpointError,
+    decode_state,
+    encode_state,
+    restore_ops,
+    snapshot_ops,
+)
+from spadeopt.runtime.pe_ports import LinkError
 
 SOURCES = "sources"  # the alignment channel of a PE's sources thread
-_TUPLE, _DEQUE, _GROUPS, _ROWS = 2, 3, 4, 5
-_FLAT = frozenset({str, int, float, bool, bytes, type(None)})  # what a row's field may be on the fast path
-_JUST_TUPLE, _JUST_LIST = frozenset({tuple}), frozenset({list})
-MAX_STATE = 1 << 31  # bytes: msgpack's own limits are per object; a snapshot part is one blob
-
-
-class CheckpointError(RuntimeError):
-    """A snapshot that cannot be taken, read or restored; names the PE and what was wrong."""
-
-
-# ---- the state codec -------------------------------------------------------------------
-
-_depth = threading.local()  # per thread: the nesting depth and a reused Packer per depth (not reentrant)
-
-
-def _nested(data: Any) -> bytes:
-    """``data`` packed by this depth's reused Packer (half the time of ``packb`` per
-    tuple: a window's state is mostly small tuples)."""
-    d = getattr(_depth, "d", 0)
-    packers = getattr(_depth, "packers", None)
-    if packers is None:
-        packers = _depth.packers = []
-    if d == len(packers):
-        packers.append(msgpack.Packer(default=_encode_other, strict_types=True))
-    _depth.d = d + 1
-    try:
-        return packers[d].pack(data)
-    finally:
-        _depth.d = d
-
-
-def _encode_other(obj: object) -> msgpack.ExtType:
-    t = type(obj)
-    if t is tuple:
-        return msgpack.ExtType(_TUPLE, _nested(list(obj)))
-    if t is deque:
-        return msgpack.ExtType(_DEQUE, _nested([obj.maxlen, list(obj)]))
-    if t is int:  # only ints past 64 bits get here
-        return msgpack.ExtType(wire.BIGINT_EXT, obj.to_bytes(obj.bit_length() // 8 + 1, "big", signed=True))
-    raise CheckpointError(f"a {t.__name__} ({obj!r:.60}) cannot be checkpointed: state is made of None, bool, "
-                          f"int, float, str, bytes, list, tuple, dict and deque")
-
-
-# The fast path. A window's state is a dict of key -> list (or deque) of rows, a row a
-# tuple of scalars; packing each row through ``default`` (an ExtType per tuple, a Python
-# call each) cost ~35 ms for 26 k rows. A collection of flat rows (checked at C speed:
-# the set of the types of its items, then of their fields) is packed in one call by a
-# Packer that writes tuples as arrays, inside one extension (``_ROWS``: a list of rows;
-# ``_GROUPS``: a dict of key -> list of rows, keys scalars or flat tuples; a list may
-# also hold scalars: a tumbling window's running values), and unpacked
-# with every array as a tuple (``use_list=False``): 3-4x less CPU both ways, and the
-# decoded value is the same as on the slow path.
-
-def _loose(data: Any) -> bytes | None:
-    """``data`` (flat rows: only scalars inside) packed with tuples as arrays; None for
-    an int past 64 bits (the slow path packs it)."""
-    packer = getattr(_depth, "loose", None)
-    if packer is None:
-        packer = _depth.loose = msgpack.Packer(strict_types=False, autoreset=True)
-    try:
-        return packer.pack(data)
-    except (OverflowError, ValueError):  # an int past 64 bits
-        packer.reset()
-        return None
-
-
-def _flat_keys(d: dict) -> bool:
-    kinds = {*map(type, d)}
-    if kinds <= _FLAT:
-        return True
-    return kinds <= _FLAT | _JUST_TUPLE and {*map(type, chain.from_iterable(k for k in d if type(k) is tuple))} <= _FLAT
-
-
-def _flat_items(vals: Any) -> bool:
-    """Every list in ``vals`` holds flat items: scalars, or tuples of scalars (a window's
-    rows, or a tumbling window's running values: a count, sums, its first tuple)."""
-    kinds = {*map(type, chain.from_iterable(vals))}
-    if kinds <= _JUST_TUPLE:
-        return {*map(type, chain.from_iterable(chain.from_iterable(vals)))} <= _FLAT
-    if kinds <= _FLAT:
-        return True
-    return kinds <= _FLAT | _JUST_TUPLE and \
-        {*map(type, chain.from_iterable(x for x in chain.from_iterable(vals) if type(x) is tuple))} <= _FLAT
-
-
-def _fast(obj: Any) -> Any:
-    """``obj`` with its collections of flat rows replaced by ``_ROWS`` / ``_GROUPS``
-    extensions; everything else as it is (``_encode_other`` packs it). Every container on
-    the way is copied or packed, never changed."""
-    t = type(obj)
-    if t is dict:
-        vals = obj.values()
-        if obj and {*map(type, vals)} == _JUST_LIST and _flat_items(vals) and _flat_keys(obj):
-            data = _loose(obj)
-            if data is not None:
-                return msgpack.ExtType(_GROUPS, data)
-        return {k: _fast(v) if type(v) in _CONTAINERS else v for k, v in obj.items()}
-    if t is list or t is deque:
-        if obj and {*map(type, obj)} == _JUST_TUPLE and {*map(type, chain.from_iterable(obj))} <= _FLAT:
-            data = _loose(obj if t is list else list(obj))
-            if data is not None:
-                rows = msgpack.ExtType(_ROWS, data)
-                return rows if t is list else msgpack.ExtType(_DEQUE, _nested([obj.maxlen, rows]))
-        if t is list:
-            return [_fast(v) if type(v) in _CONTAINERS else v for v in obj]
-    return obj
-
-
-_CONTAINERS = frozenset({dict, list, deque})
-
-
-def _no_ext(code: int, data: bytes) -> Any:
-    raise ValueError(f"extension type {code} inside flat rows")
-
-
-def _rows(data: bytes) -> list:
-    rows = msgpack.unpackb(data, ext_hook=_no_ext, raw=False, use_list=False, strict_map_key=False)
-    if type(rows) is not tuple or not {*map(type, rows)} <= _JUST_TUPLE:
-        raise ValueError("bad rows")
-    return list(rows)
-
-
-def _groups(data: bytes) -> dict:
-    groups = msgpack.unpackb(data, ext_hook=_no_ext, raw=False, use_list=False, strict_map_key=False)
-    if type(groups) is not dict or not {*map(type, groups.values())} <= _JUST_TUPLE or \
-            not _flat_items(groups.values()):
-        raise ValueError("bad groups")
-    return {k: list(v) for k, v in groups.items()}
-
-
-def _decode_ext(code: int, data: bytes) -> Any:
-    if code == _TUPLE:
-        return tuple(_unpack(data))
-    if code == _DEQUE:
-        maxlen, items = _unpack(data)
-        if maxlen is not None and (type(maxlen) is not int or maxlen < 0):
-            raise ValueError(f"bad deque maxlen {maxlen!r}")
-        return deque(items, maxlen)
-    if code == _ROWS:
-        return _rows(data)
-    if code == _GROUPS:
-        return _groups(data)
-    if code == wire.BIGINT_EXT:
-        return int.from_bytes(data, "big", signed=True)
-    raise ValueError(f"unknown extension type {code}")
-
-
-def _unpack(data: bytes) -> Any:
-    return msgpack.unpackb(data, ext_hook=_decode_ext, raw=False, use_list=True, strict_map_key=False)
-
-
-def encode_state(obj: Any) -> bytes:
-    """``obj`` as msgpack: tuples stay tuples, deques keep their maxlen (collections of
-    flat rows take the fast path, ``_fast``).
-
-    >>> decode_state(encode_state({(1, "a"): [deque([(2**70,)], 3), None]}))
-    {(1, 'a'): [deque([(1180591620717411303424,)], maxlen=3), None]}
-    """
-    return msgpack.packb(_fast(obj), default=_encode_other, strict_types=True)
-
-
-def decode_state(data: bytes) -> Any:
-    """The value ``encode_state`` made; ``CheckpointError`` for anything else."""
-    try:
-        return _unpack(data)
-    except Exception as exc:  # noqa: BLE001 - msgpack raises several kinds for garbage
-        raise CheckpointError(f"not a spadeopt snapshot ({type(exc).__name__}: {exc or 'no detail'})") from None
-
-
-# ---- operator state: what the generated code registers --------------------------------
-
-def _take(obj: Any) -> Any:
-    """The state of one registered object: a dict or list as it is, an object with
-    ``snapshot()`` (a custom operator) its answer, any other object its attributes."""
-    if type(obj) in (dict, list):
-        return obj
-    snap = getattr(obj, "snapshot", None)
-    if callable(snap):
-        return snap()
-    return dict(vars(obj))
-
-
-def _put(obj: Any, value: Any, where: str) -> None:
-    """Restore ``obj`` in place (the generated code holds references to it)."""
-    if type(obj) is dict:
-        if type(value) is not dict:
-            raise CheckpointError(f"{where}: expected a dict in the snapshot, found a {type(value).__name__}")
-        obj.clear()
-        obj.update(value)
-    elif type(obj) is list:
-        if type(value) is not list or len(value) != len(obj):
-            raise CheckpointError(f"{where}: expected a list of {len(obj)} in the snapshot, found {value!r:.60}")
-        obj[:] = value
-    elif callable(getattr(obj, "snapshot", None)):
-        obj.restore(value)
-    else:
-        if type(value) is not dict or set(value) != set(vars(obj)):
-            raise CheckpointError(f"{where}: the snapshot's fields {sorted(value) if type(value) is dict else value!r:.80} "
-                                  f"are not {type(obj).__name__}'s {sorted(vars(obj))}")
-        vars(obj).update(value)
-
-
-def snapshot_ops(states: dict[str, tuple]) -> dict[str, list]:
-    return {op: [_take(o) for o in objs] for op, objs in states.items()}
-
-
-def restore_ops(pe: str, states: dict[str, tuple], snap: Any) -> None:
-    if type(snap) is not dict or set(snap) != set(states):
-        have = sorted(snap) if type(snap) is dict else type(snap).__name__
-        raise CheckpointError(f"PE {pe}: the snapshot holds operators {have}, the PE {sorted(states)}")
-    for op, objs in states.items():
-        vals = snap[op]
-        if type(vals) is not list or len(vals) != len(objs):
-            raise CheckpointError(f"PE {pe}, operator '{op}': the snapshot holds {vals!r:.60}, "
-                                  f"expected {len(objs)} state value(s)")
-        for i, (o, v) in enumerate(zip(objs, vals, strict=True)):
-            _put(o, v, f"PE {pe}, operator '{op}' (state {i})")
 
 
 # ---- source positions ----------------------------------------------------------------
@@ -368,7 +151,7 @@ class Checkpointer:
     """Attached to a ``PERuntime`` by ``attach`` (checkpointing builds, runs with
     ``--checkpoint-interval``); see the module doc for the protocol."""
 
-    def __init__(self, rt: Any, channel: Channel | None) -> None:
+    def __init__(self, rt: Any, channel: Any) -> None:
         self.rt = rt
         self.pe = rt.pe_id
         self.channel = channel
@@ -505,8 +288,6 @@ class Checkpointer:
         return frame.get("User-Id") if self.rt.secure else next(iter(port.upstream), "?")
 
     def _barrier(self, port: Any, frame: Any, data: Any) -> None:
-        from spadeopt.runtime.pe import LinkError
-
         link = self._link(port, frame)
         try:
             n, claimed = wire.parse_barrier(data)
@@ -569,8 +350,6 @@ class Checkpointer:
         self.forwarded = n
 
     def _dispatch(self, port: Any, frame: Any) -> None:
-        from spadeopt.runtime.pe import LinkError
-
         rt = self.rt
         if frame.buffer[:1] == wire.MARKER_TAG:  # a latency marker held with its link's frames
             rt.take_marker(port, frame, frame.buffer)
@@ -626,185 +405,3 @@ class Checkpointer:
         self.recovered = commits
         self.taken = self.forwarded = self.trigger = doc["id"]
         return doc["id"]
-
-
-# ---- the channel to the driver's coordinator -------------------------------------------
-
-class Channel:
-    """A DEALER socket to the coordinator (CURVE, the coordinator's server key; every
-    message carries the run's token). ``hello`` is synchronous (the restore part comes
-    back); afterwards one thread owns the socket: it takes triggers and sends parts.
-
-    The thread sleeps in a poll of the socket and of a wake-up pipe (``send_part``,
-    ``finish`` write a byte to it), not in a 20 ms poll loop: each wake-up takes the GIL
-    from the thread running the operators, and on a loaded machine a GIL hand-off can
-    wait for the scheduler (docs/decisions/041-checkpoint-cost-and-running-value-windows.md)."""
-
-    IDLE_MS = 1000  # the longest sleep once there is nothing to watch (a wake-up ends it)
-    WATCH_MS = 20  # the sleep while waiting for the first output (a restart's)
-
-    def __init__(self, pe: str, cfg: dict[str, Any]) -> None:
-        from spadeopt.runtime.security import keypair
-
-        self.pe = pe
-        self.token = cfg["token"]
-        self.ctx = zmq.Context.instance()
-        self.sock = self.ctx.socket(zmq.DEALER)
-        self.sock.setsockopt(zmq.LINGER, 10_000)
-        pub, sec = keypair()
-        self.sock.curve_secretkey, self.sock.curve_publickey = sec.encode(), pub.encode()
-        self.sock.curve_serverkey = cfg["server_key"].encode()
-        self.sock.connect(cfg["endpoint"])
-        self.out: queue.Queue = queue.Queue()
-        self.unacked: set[int] = set()
-        self.acked = threading.Condition()
-        self.on_trigger: Callable[[int], None] = lambda n: None
-        self.on_complete: Callable[[int], None] = lambda n: None
-        self.lineage = self.run = ""  # the checkpoint directory's identity and this run's (hello)
-        self.outputs: Callable[[], int] | None = None  # tuples the PE's sinks took (attach)
-        self._outputs_at_start = 0
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._wake_r, self._wake_w = os.pipe()
-        os.set_blocking(self._wake_r, False)
-        os.set_blocking(self._wake_w, False)
-
-    def _wake(self) -> None:
-        try:
-            os.write(self._wake_w, b"\0")
-        except (BlockingIOError, OSError):  # full: a wake-up is pending anyway; closed: finished
-            pass
-
-    def _send(self, doc: dict) -> None:
-        self.sock.send(msgpack.packb({**doc, "pe": self.pe, "token": self.token}))
-
-    def _recv(self, timeout: float) -> dict | None:
-        if not self.sock.poll(int(timeout * 1000)):
-            return None
-        doc = msgpack.unpackb(self.sock.recv(), raw=False)
-        if type(doc) is not dict:
-            raise CheckpointError(f"PE {self.pe}: the coordinator sent {doc!r:.60}")
-        return doc
-
-    def hello(self, has_sources: bool, timeout: float = 60.0) -> bytes | None:
-        self._send({"t": "hello", "sources": has_sources})
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            doc = self._recv(1.0)
-            if doc is not None and doc.get("t") == "restore":
-                part = doc.get("part")
-                if part is not None and type(part) is not bytes:
-                    raise CheckpointError(f"PE {self.pe}: the coordinator's restore part is not bytes")
-                self.lineage, self.run = str(doc.get("lineage", "")), str(doc.get("run", ""))
-                return part
-        raise CheckpointError(f"PE {self.pe}: the checkpoint coordinator did not answer within {timeout:.0f} s")
-
-    def start(self, outputs: Callable[[], int] | None = None) -> None:
-        """Take triggers and send parts from now on; ``outputs()`` (the tuples this PE's
-        sinks took) is watched, and the coordinator told once when it first grows (the
-        time to the first new output after a restart)."""
-        if outputs is not None:
-            self.outputs, self._outputs_at_start = outputs, outputs()
-        self._thread = threading.Thread(target=self._loop, daemon=True, name="checkpoints")
-        self._thread.start()
-
-    def send_part(self, n: int, part: tuple[bytes, dict[str, bytes]]) -> None:
-        with self.acked:
-            self.unacked.add(n)
-        self.out.put({"t": "part", "id": n, "state": part[0], "sinks": part[1],
-                      "sha256": hashlib.sha256(part[0]).hexdigest()})
-        self._wake()
-
-    def _loop(self) -> None:
-        outputs = self.outputs
-        poller = zmq.Poller()
-        poller.register(self.sock, zmq.POLLIN)
-        poller.register(self._wake_r, zmq.POLLIN)
-        while True:
-            stopping = self._stop.is_set()  # a run that ended fast still reports its first output
-            if outputs is not None and outputs() > self._outputs_at_start:  # once: a restart's first new output
-                self.out.put({"t": "output"})
-                outputs = None
-            try:
-                while True:
-                    self._send(self.out.get_nowait())
-            except queue.Empty:
-                pass
-            if stopping:
-                return
-            ready = dict(poller.poll(self.WATCH_MS if outputs is not None else self.IDLE_MS))
-            if self._wake_r in ready:
-                try:
-                    while os.read(self._wake_r, 4096):
-                        pass
-                except BlockingIOError:
-                    pass
-            doc = self._recv(0) if self.sock in ready else None
-            while doc is not None:
-                kind = doc.get("t")
-                if kind == "trigger" and type(doc.get("id")) is int:
-                    self.on_trigger(doc["id"])
-                elif kind == "complete" and type(doc.get("id")) is int:
-                    self.on_complete(doc["id"])
-                elif kind == "ack" and type(doc.get("id")) is int:
-                    with self.acked:
-                        self.unacked.discard(doc["id"])
-                        self.acked.notify_all()
-                doc = self._recv(0)
-
-    def finish(self, timeout: float = 60.0) -> None:
-        """Wait until the coordinator has every part this PE sent (end of the run)."""
-        deadline = time.time() + timeout
-        with self.acked:
-            while (self.unacked or not self.out.empty()) and time.time() < deadline:
-                self.acked.wait(0.05)
-        if self.unacked:
-            print(f"spadeopt: PE {self.pe}: checkpoint part(s) {sorted(self.unacked)} not acknowledged by "
-                  f"the coordinator", file=sys.stderr, flush=True)
-        self._stop.set()
-        self._wake()
-        if self._thread is not None:
-            self._thread.join(2.0)
-        self.sock.close(linger=0)
-        if self._thread is None or not self._thread.is_alive():
-            fds, self._wake_r, self._wake_w = (self._wake_r, self._wake_w), -1, -1
-            for fd in fds:
-                os.close(fd)
-
-
-def attach(rt: Any, cfg: dict[str, Any]) -> Checkpointer:
-    """Make ``rt`` take part in checkpoints (``cfg``: the coordinator's endpoint,
-    server key and token): restore its state if the coordinator has a checkpoint,
-    stage its file sinks, and start taking triggers."""
-    channel = Channel(rt.pe_id, cfg)
-    ck = Checkpointer(rt, channel)
-    rt.checkpoints = ck
-    part = channel.hello(bool(rt.sources))
-    n = None
-    if part is not None:
-        n = ck.restore(part)
-        print(f"spadeopt: PE {rt.pe_id} restored checkpoint {n}", file=sys.stderr, flush=True)
-    for name, s in rt.sinks.items():
-        s.stage()
-        conn = s.connector
-        if conn is not None and getattr(conn, "transactional", False):  # exactly once (the Redis sink)
-            conn.stage(f"{rt.pe_id}/{name}", channel.lineage, channel.run)
-            ck.transactional[name] = conn
-    if n is not None:  # the restored checkpoint is complete: its epochs are committed (once) now
-        for name, epochs in sorted(ck.recovered.items()):
-            try:
-                ck.transactional[name].recover(epochs)
-            except ValueError as exc:
-                raise CheckpointError(f"PE {rt.pe_id}: {exc}") from None
-        for conn in ck.transactional.values():
-            conn.commit(n)
-        ck.recovered = {}
-    channel.on_trigger = ck.on_trigger
-    channel.on_complete = ck.complete
-    sinks = list(rt.sinks.values())
-    channel.start((lambda: sum(s.count for s in sinks)) if sinks else None)
-    return ck
-
-
-def new_token() -> str:
-    return secrets.token_hex(16)
