@@ -136,13 +136,7 @@ def test_the_floor_check_catches_an_optimizer_reading_codegen():
 # ---- sizes: no module over 600 lines, no function over 80 ------------------------------
 
 MAX_MODULE_LINES, MAX_FUNCTION_LINES = 600, 80
-SIZE_ALLOWED = {
-    # Another engineer is editing these now (issue 37, "the house"); they are split in
-    # that work, and each entry goes when its module or function fits.
-    "spadeopt.plan.regions",  # module, 642 lines
-    "spadeopt.plan.regions.check_region",  # 128 lines
-    "spadeopt.optimize.predict.predict",  # 82 lines
-}
+SIZE_ALLOWED: set[str] = set()  # nothing is too long today; an entry names a module or function waiting to be split
 
 
 def oversized(module: str, source: str) -> list[str]:

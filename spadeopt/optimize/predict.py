@@ -250,28 +250,7 @@ def predict(problem: FusionProblem, pes: Sequence[tuple[str, Sequence[str], int]
     if not (profiled_rate > 0 and math.isfinite(profiled_rate)):
         raise OptimizeError("the profile's sources sent no tuples, so there is no rate to predict; "
                             "profile a run whose sources emit tuples")
-    seen: set[str] = set()
-    parts = []
-    fission: dict[str, float] = {}
-    for name, ops, node in pes:
-        members = frozenset(ops)
-        if members & seen or not members <= problem.operator_set or not 0 <= node < nodes:
-            raise OptimizeError(f"PE '{name}' does not belong to a partition of this app's operators "
-                                f"on {nodes} node(s); rebuild the plan from this profile")
-        seen |= members
-        crossing = list(crossing_links(members, problem))
-        tuples = math.fsum(lk.rate for lk in crossing)
-        size = math.fsum(lk.byte_rate for lk in crossing) / tuples if tuples > 0 else 0.0
-        internal = math.fsum(lk.rate for op in members for lk in problem.incident[op]
-                             if lk.src == op and lk.dst in members and (lk.src, lk.dst) not in collapsed)
-        inlined = {b for a, b in collapsed if a in members and b in members}
-        oper = math.fsum(_inlined_load(problem, op, model.collapse_saves_s, inlined_frac) if op in inlined
-                         else problem.load[op] for op in members)
-        flat = _flat_comm(problem, crossing, model, batches) if batches is not None else None
-        parts.append(_PE(name, node, model.oper_scale * (oper + call_s * internal), tuples, size, flat))
-        fission[name] = model.oper_scale * math.fsum(problem.load[op] for op in members & primitives)
-    if seen != problem.operator_set:
-        raise OptimizeError("the plan's PEs do not cover every operator of the app; rebuild the plan")
+    parts, fission = _pe_parts(problem, pes, nodes, model, call_s, collapsed, inlined_frac, batches, primitives)
 
     def loads(k: float) -> list[float]:
         return [k * p.linear + model.comm_scale * (k * p.comm if p.comm is not None
@@ -318,6 +297,37 @@ def predict(problem: FusionProblem, pes: Sequence[tuple[str, Sequence[str], int]
                       bottleneck=why or "every core busy with operator work", call_s=call_s, model=model,
                       pe_comm={p.name: max(0.0, x - k * p.linear) for p, x in zip(parts, ls, strict=True)},
                       pe_fission={name: k * u for name, u in fission.items()})
+
+
+def _pe_parts(problem: FusionProblem, pes: Sequence[tuple[str, Sequence[str], int]], nodes: int, model: PerfModel,
+              call_s: float, collapsed: frozenset[tuple[str, str]], inlined_frac: float,
+              batches: Mapping[tuple[str | None, str | None], float] | None,
+              primitives: frozenset[str]) -> tuple[list[_PE], dict[str, float]]:
+    """Each PE's load per unit factor (:class:`_PE`) and its splits' and merges' share;
+    ``OptimizeError`` unless the PEs partition the problem's operators on ``nodes`` nodes."""
+    seen: set[str] = set()
+    parts = []
+    fission: dict[str, float] = {}
+    for name, ops, node in pes:
+        members = frozenset(ops)
+        if members & seen or not members <= problem.operator_set or not 0 <= node < nodes:
+            raise OptimizeError(f"PE '{name}' does not belong to a partition of this app's operators "
+                                f"on {nodes} node(s); rebuild the plan from this profile")
+        seen |= members
+        crossing = list(crossing_links(members, problem))
+        tuples = math.fsum(lk.rate for lk in crossing)
+        size = math.fsum(lk.byte_rate for lk in crossing) / tuples if tuples > 0 else 0.0
+        internal = math.fsum(lk.rate for op in members for lk in problem.incident[op]
+                             if lk.src == op and lk.dst in members and (lk.src, lk.dst) not in collapsed)
+        inlined = {b for a, b in collapsed if a in members and b in members}
+        oper = math.fsum(_inlined_load(problem, op, model.collapse_saves_s, inlined_frac) if op in inlined
+                         else problem.load[op] for op in members)
+        flat = _flat_comm(problem, crossing, model, batches) if batches is not None else None
+        parts.append(_PE(name, node, model.oper_scale * (oper + call_s * internal), tuples, size, flat))
+        fission[name] = model.oper_scale * math.fsum(problem.load[op] for op in members & primitives)
+    if seen != problem.operator_set:
+        raise OptimizeError("the plan's PEs do not cover every operator of the app; rebuild the plan")
+    return parts, fission
 
 
 def _inlined_load(problem: FusionProblem, op: str, saves_s: float, frac: float) -> float:

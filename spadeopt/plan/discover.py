@@ -42,7 +42,7 @@ against the final region); a declared region's operators are never in a discover
 one; the result depends only on the graph (declaration order breaks every tie).
 
 Cost: a check is one ``check_region``, O(|R| + the streams touching R) with the graph's
-``regions.RegionIndex`` (built once per graph: streams per operator, strongly connected
+``region_index.RegionIndex`` (built once per graph: streams per operator, strongly connected
 components in topological order, which prune the feedback-loop walk), and, when that
 passes, one width-2 rewrite (O(V + E)). A region that is legal as a whole component
 costs O(log |R|) checks; each operator added or rejected costs O(log |frontier|) more, so
@@ -75,7 +75,8 @@ from typing import Any
 from spadeopt.errors import UsageError
 from spadeopt.model.graph import AppGraph
 from spadeopt.plan.fission import rewrite_region
-from spadeopt.plan.regions import Region, check_region, operator_problem
+from spadeopt.plan.region_index import operator_problem
+from spadeopt.plan.regions import Region, check_region
 
 PREFIX = "auto_"  # discovered regions are named PREFIX + their first operator
 

@@ -78,6 +78,7 @@ tuples in sequence order and strips the number.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -86,6 +87,7 @@ from spadeopt.kinds import kind_of, selectivity
 from spadeopt.kinds.source import partitioning
 from spadeopt.model.graph import ARRIVAL, DYNAMIC, PARTITIONED, STATIC, AppGraph, PortRef, Stream
 from spadeopt.plan.eventtime import event_time_shape, flush_into_join, walk
+from spadeopt.plan.region_index import RegionIndex, region_index
 
 BLOCK = 64  # tuples per round-robin block (split and merge agree on it)
 EXCHANGE = "exchange"  # Region.fed of a region whose channels receive from the region before it
@@ -193,154 +195,45 @@ class Shape:
         return "split" if self.source is None else "source"
 
 
-def operator_problem(graph: AppGraph, op: str) -> str | None:
-    """Why operator ``op`` can be in no parallel region at all, whatever the region (its
-    kind's ``region_problem``), or None: the per-operator part of :func:`check_region`,
-    for callers that form regions (``plan.discover``)."""
-    return kind_of(graph.op(op)).region_problem(graph.op(op))
+@dataclass(frozen=True)
+class _Facts:
+    """What every rule of :func:`check_region` reads of one region: its members, the
+    streams entering and leaving it, its entries and exit ports, its sources."""
+
+    graph: AppGraph
+    ops: tuple[str, ...]
+    ix: RegionIndex
+    members: frozenset[str]
+    leaving: tuple
+    entries: tuple
+    exits: tuple
+    sources: tuple[str, ...]
 
 
-class RegionIndex:
-    """What :func:`check_region` needs of a graph, computed once per graph (``AppGraph.memo``,
-    :func:`region_index`) so that a check costs O(operators of the region + their streams)
-    rather than O(graph): each operator's entering and leaving streams (with their
-    position in ``graph.streams``, so lists keep the graph's order), its successors and
-    predecessors, the per-operator :func:`operator_problem`, and each operator's strongly
-    connected component numbered in a topological order of the component graph (``comp``).
-
-    ``comp`` bounds reachability: ``a`` reaches ``b`` only if ``comp[a] <= comp[b]``, and a
-    cycle among some operators needs two of them in one component of more than one
-    operator. Used by ``plan.discover``, which checks many regions of one graph."""
-
-    def __init__(self, graph: AppGraph) -> None:
-        self.graph = graph
-        names = [op.name for op in graph.operators]
-        self.ins: dict[str, list[tuple[int, Stream]]] = {n: [] for n in names}
-        self.outs: dict[str, list[tuple[int, Stream]]] = {n: [] for n in names}
-        self.succ: dict[str, set[str]] = {n: set() for n in names}
-        for i, s in enumerate(graph.streams):
-            self.outs.setdefault(s.src.op, []).append((i, s))
-            self.ins.setdefault(s.dst.op, []).append((i, s))
-            self.succ.setdefault(s.src.op, set()).add(s.dst.op)
-            self.succ.setdefault(s.dst.op, set())
-        self.pred: dict[str, set[str]] = {n: set() for n in self.succ}
-        for a, bs in self.succ.items():
-            for b in bs:
-                self.pred[b].add(a)
-        self.comp, self.cyclic = _components(self.succ)
-        self._problem: dict[str, str | None] = {}
-
-    def problem(self, op: str) -> str | None:
-        """:func:`operator_problem` of ``op``, memoised."""
-        if op not in self._problem:
-            self._problem[op] = operator_problem(self.graph, op)
-        return self._problem[op]
-
-    def reaches(self, starts: list[str], targets: set[str], avoid: set[str]) -> str | None:
-        """The first of ``starts`` from which a path through operators not in ``avoid``
-        (the start included, the target too) reaches one of ``targets``, or None. Nodes
-        whose component comes after every target's are never walked (they reach none)."""
-        if not targets:
-            return None
-        comp = self.comp
-        top = max(comp[t] for t in targets)
-        dead: set[str] = set()  # walked from an earlier start without reaching a target
-        for start in starts:
-            if start in dead or comp[start] > top:
-                continue
-            if start in targets:
-                return start
-            stack, seen = [start], {start}
-            while stack:
-                for n in self.succ[stack.pop()]:
-                    if n in seen or n in avoid or n in dead or comp[n] > top:
-                        continue
-                    if n in targets:
-                        return start
-                    seen.add(n)
-                    stack.append(n)
-            dead |= seen
-        return None
-
-
-def _components(succ: dict[str, set[str]]) -> tuple[dict[str, int], frozenset[str]]:
-    """Each node's strongly connected component, numbered in a topological order of the
-    component graph (an edge between components goes to a larger number), and the nodes
-    of components of more than one node (Tarjan's algorithm, iterative)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    on_stack: set[str] = set()
-    stack: list[str] = []
-    found: list[list[str]] = []  # components, in reverse topological order
-    for root in succ:
-        if root in index:
-            continue
-        index[root] = low[root] = len(index)
-        stack.append(root)
-        on_stack.add(root)
-        work = [(root, iter(succ[root]))]
-        while work:
-            v, it = work[-1]
-            for w in it:
-                if w not in index:
-                    index[w] = low[w] = len(index)
-                    stack.append(w)
-                    on_stack.add(w)
-                    work.append((w, iter(succ[w])))
-                    break
-                if w in on_stack and index[w] < low[v]:
-                    low[v] = index[w]
-            else:
-                work.pop()
-                if work and low[v] < low[work[-1][0]]:
-                    low[work[-1][0]] = low[v]
-                if low[v] == index[v]:
-                    comp = []
-                    while True:
-                        w = stack.pop()
-                        on_stack.discard(w)
-                        comp.append(w)
-                        if w == v:
-                            break
-                    found.append(comp)
-    n = len(found)
-    rank = {v: n - 1 - i for i, comp in enumerate(found) for v in comp}
-    return rank, frozenset(v for comp in found if len(comp) > 1 for v in comp)
-
-
-def region_index(graph: AppGraph) -> RegionIndex:
-    """The graph's :class:`RegionIndex`, built once per graph (``AppGraph.memo``)."""
-    index = graph.memo.get("region_index")
-    if index is None:
-        index = graph.memo["region_index"] = RegionIndex(graph)
-    return index
-
-
-def check_region(graph: AppGraph, name: str, ops: tuple[str, ...]) -> Shape:
-    """The region's shape, or ``UsageError`` naming every offending operator and why.
-
-    Costs O(operators of the region + the streams that touch them), plus a walk of the
-    operators a stream leaving the region could lead back from (none on a DAG whose
-    region sits between its entry and its exits), with the graph's :class:`RegionIndex`."""
-    problems: list[str] = []
+def _facts(graph: AppGraph, name: str, ops: tuple[str, ...]) -> _Facts:
     unknown = [o for o in ops if o not in graph.by_name]
     if unknown:
         raise UsageError(f"parallel region '{name}' names unknown operator(s) {', '.join(unknown)}")
     if not ops:
         raise UsageError(f"parallel region '{name}' has no operators")
     ix = region_index(graph)
-    members = set(ops)
-    for o in ops:
-        why = ix.problem(o)
-        if why:
-            problems.append(why)
+    members = frozenset(ops)
     entering = sorted((i, s) for o in members for i, s in ix.ins[o] if s.src.op not in members)
     leaving = sorted((i, s) for o in members for i, s in ix.outs[o] if s.dst.op not in members)
-    entries = [s for _, s in entering]
-    exits = sorted({s.src for _, s in leaving})
-    inner = {o: (ix.succ[o] | ix.pred[o]) & members for o in members}  # undirected, inside
+    return _Facts(graph, ops, ix, members, tuple(leaving), tuple(s for _, s in entering),
+                  tuple(sorted({s.src for _, s in leaving})), tuple(o for o in ops if graph.op(o).is_source))
+
+
+def _replicable_operators(f: _Facts) -> list[str]:
+    """Every member's own refusal (its kind's ``region_problem``, a sink of the wrong mode...)."""
+    return [why for o in f.ops if (why := f.ix.problem(o))]
+
+
+def _connected(f: _Facts) -> list[str]:
+    """The members form one piece, linked by streams inside the region."""
+    inner = {o: (f.ix.succ[o] | f.ix.pred[o]) & f.members for o in f.members}  # undirected, inside
     parts: list[list[str]] = []
-    left = set(members)
+    left = set(f.members)
     while left:
         first = min(left)
         part, stack = {first}, [first]
@@ -352,100 +245,147 @@ def check_region(graph: AppGraph, name: str, ops: tuple[str, ...]) -> Shape:
         left -= part
         parts.append(sorted(part))
     if len(parts) > 1:
-        problems.append(f"the region is not connected: {' | '.join(', '.join(p) for p in sorted(parts))}")
-    sources = [o for o in ops if graph.op(o).is_source]
-    if len(sources) > 1:
-        problems.append(f"the region holds {len(sources)} sources ({', '.join(sources)}); at most one "
-                        f"splittable source may lead it")
-    elif sources and entries:
-        problems.append(f"the region starts at source '{sources[0]}' and must not be entered by any other "
-                        f"stream; it is entered by {', '.join(f'{s.src} -> {s.dst}' for s in entries)}")
-    elif not sources and not entries:
-        problems.append("the region must be entered by a stream or led by a splittable source; it is entered "
-                        "by none")
-    sinks = [o for o in ops if not graph.op(o).outputs]
-    if len(exits) > 1 or (not exits and not sinks):
-        problems.append(f"the region must be left by exactly one output port (or end in counting sinks); it is "
-                        f"left by {len(exits)}: {', '.join(map(str, exits)) or 'none'}"
-                        + ("; end the others in sinks of mode='unordered' or 'count' inside the region, or keep "
-                           "their operators out of it" if len(exits) > 1 else ""))
-    # a feedback loop: a path from the region back into it through outside operators,
-    # or a cycle inside it
-    back = {s.src.op for s in entries}
-    via = ix.reaches([s.dst.op for _, s in leaving], back, members)
+        return [f"the region is not connected: {' | '.join(', '.join(p) for p in sorted(parts))}"]
+    return []
+
+
+def _entered_or_led(f: _Facts) -> list[str]:
+    """Entered by streams, or led by one splittable source and entered by none."""
+    if len(f.sources) > 1:
+        return [f"the region holds {len(f.sources)} sources ({', '.join(f.sources)}); at most one "
+                f"splittable source may lead it"]
+    if f.sources and f.entries:
+        return [f"the region starts at source '{f.sources[0]}' and must not be entered by any other "
+                f"stream; it is entered by {', '.join(f'{s.src} -> {s.dst}' for s in f.entries)}"]
+    if not f.sources and not f.entries:
+        return ["the region must be entered by a stream or led by a splittable source; it is entered by none"]
+    return []
+
+
+def _one_exit(f: _Facts) -> list[str]:
+    """Left by exactly one output port, or ending in counting sinks."""
+    sinks = [o for o in f.ops if not f.graph.op(o).outputs]
+    if len(f.exits) > 1 or (not f.exits and not sinks):
+        return [f"the region must be left by exactly one output port (or end in counting sinks); it is "
+                f"left by {len(f.exits)}: {', '.join(map(str, f.exits)) or 'none'}"
+                + ("; end the others in sinks of mode='unordered' or 'count' inside the region, or keep "
+                   "their operators out of it" if len(f.exits) > 1 else "")]
+    return []
+
+
+def _no_feedback_loop(f: _Facts) -> list[str]:
+    """No path from the region back into it through outside operators, no cycle inside."""
+    out = []
+    via = f.ix.reaches([s.dst.op for _, s in f.leaving], {s.src.op for s in f.entries}, f.members)
     if via is not None:
-        s = next(s for _, s in leaving if s.dst.op == via)
-        problems.append(f"the region crosses a feedback loop: '{s.src.op}' feeds '{s.dst.op}', "
-                        f"which leads back into the region")
-    looped = [o for o in members if o in ix.cyclic]
-    if len({ix.comp[o] for o in looped}) < len(looped):  # two members share a cycle of the graph
+        s = next(s for _, s in f.leaving if s.dst.op == via)
+        out.append(f"the region crosses a feedback loop: '{s.src.op}' feeds '{s.dst.op}', "
+                   f"which leads back into the region")
+    looped = [o for o in f.members if o in f.ix.cyclic]
+    if len({f.ix.comp[o] for o in looped}) < len(looped):  # two members share a cycle of the graph
         import networkx as nx  # rare (two members on one cycle of the graph): off the import path
 
         sub = nx.DiGraph()
-        sub.add_nodes_from(members)
-        sub.add_edges_from((o, n) for o in members for n in ix.succ[o] & members)
+        sub.add_nodes_from(f.members)
+        sub.add_edges_from((o, n) for o in f.members for n in f.ix.succ[o] & f.members)
         if any(len(c) > 1 for c in nx.strongly_connected_components(sub)):
-            problems.append("the region contains a feedback loop")
+            out.append("the region contains a feedback loop")
+    return out
+
+
+STRUCTURE_RULES: tuple[Callable[[_Facts], list[str]], ...] = (
+    _replicable_operators, _connected, _entered_or_led, _one_exit, _no_feedback_loop)
+"""The rules every region must pass before its keys and clocks are looked at, in the
+order their problems are reported; each returns its problems."""
+
+
+def _refuse(name: str, problems: list[str]) -> None:
     if problems:
         raise UsageError(f"parallel region '{name}' cannot be replicated:\n"
                          + "\n".join(f"  - {p}" for p in problems))
-    entry, exit_port = (entries[0] if entries else None), (exits[0] if exits else None)
-    # partition keys: intersect, present on entry, forwarded up to every partitioned operator
-    part = [graph.op(o) for o in ops if graph.op(o).state == PARTITIONED]
-    key: tuple[str, ...] = ()
-    led = partitioning(graph.op(sources[0])) if entry is None and sources else None
-    if led is not None:  # a partitioned source: each channel reads its own stream keys
-        key = _partitioned_source(graph, ops, ix, members, sources[0], led[1], part, problems)
-    elif part and entry is None:
-        problems.append(f"the region starts at source '{sources[0]}', whose splits are not partitioned by key, "
-                        f"so it cannot hold partitioned operator(s) "
-                        f"{', '.join(op.name for op in part)}; start the region after the source")
-    elif part and entry is not None:
-        common = set(part[0].key)
-        for op in part[1:]:
-            common &= set(op.key)
-        if not common:
-            problems.append("the partition keys do not intersect: "
-                            + ", ".join(f"'{op.name}' on {list(op.key)}" for op in part))
-        key = tuple(k for k in part[0].key if k in common)
-        types: dict[str, set[str]] = {}
-        for e in entries:
-            entry_schema = graph.op(e.dst.op).in_port(e.dst.port).schema
-            for k in key:
-                if entry_schema is None or k not in entry_schema:
-                    problems.append(f"key '{k}' is not an attribute of the stream entering the region ({e.src})")
-                else:
-                    types.setdefault(k, set()).add(entry_schema.type_of(k))
-        for k, ts in types.items():
-            if len(ts) > 1:
-                problems.append(f"key '{k}' has types {', '.join(sorted(ts))} on the streams entering the region; "
-                                f"each entry is split by the same hash of the key, so its type must be the same")
-        feeds_part: set[str] = set()  # members with a partitioned operator after them (no cycle inside)
-        for p in {op.name for op in part}:
-            feeds_part |= walk(p, ix.pred, members)
-        for o in ops:
-            if o in feeds_part:
-                for k in key:
-                    if not kind_of(graph.op(o)).forwards(graph.op(o), k):
-                        problems.append(f"operator '{o}' does not forward key '{k}' unchanged to the "
-                                        f"partitioned operator(s) after it")
+
+
+def check_region(graph: AppGraph, name: str, ops: tuple[str, ...]) -> Shape:
+    """The region's shape, or ``UsageError`` naming every offending operator and why: the
+    :data:`STRUCTURE_RULES`, then the partition key (:func:`_region_key`), the joins its
+    entries meet in, its event-time clocks and the flushes a join may not take.
+
+    Costs O(operators of the region + the streams that touch them), plus a walk of the
+    operators a stream leaving the region could lead back from (none on a DAG whose
+    region sits between its entry and its exits), with the graph's :class:`RegionIndex`."""
+    f = _facts(graph, name, ops)
+    problems = [p for rule in STRUCTURE_RULES for p in rule(f)]
+    _refuse(name, problems)
+    members, entries = set(f.members), list(f.entries)
+    exit_port = f.exits[0] if f.exits else None
+    led = partitioning(graph.op(f.sources[0])) if not entries and f.sources else None
+    key = _region_key(f, led, problems)
     if entries:
-        _entries_meet_in_joins(graph, ops, ix, members, entries, key, problems)
-    clocks, inner = event_time_shape(graph, ops, ix, members, entries, exit_port, problems)
-    flush_into_join(graph, ops, ix, problems)
-    if problems:
-        raise UsageError(f"parallel region '{name}' cannot be replicated:\n"
-                         + "\n".join(f"  - {p}" for p in problems))
+        _entries_meet_in_joins(graph, ops, f.ix, members, entries, key, problems)
+    clocks, inner = event_time_shape(graph, ops, f.ix, members, entries, exit_port, problems)
+    flush_into_join(graph, ops, f.ix, problems)
+    _refuse(name, problems)
     if led is not None:
-        return Shape(None, exit_port, key, ARRIVAL, sources[0], partitions=led[0])
+        return Shape(None, exit_port, key, ARRIVAL, f.sources[0], partitions=led[0])
     # sources and counting sinks emit nothing a merge orders: only the operators between count
     ordering = STATIC if all(selectivity(graph.op(o)) == STATIC for o in ops
                              if graph.op(o).inputs and graph.op(o).outputs) else DYNAMIC
-    if entry is None:
-        src = graph.op(sources[0])
+    if not entries:
+        src = graph.op(f.sources[0])
         return Shape(None, exit_port, key, ordering, src.name, src.params.split)
-    return Shape(entry, exit_port, key, ordering, watermark=clocks[0], entries=tuple(entries), inner=inner,
+    return Shape(entries[0], exit_port, key, ordering, watermark=clocks[0], entries=tuple(entries), inner=inner,
                  clocks=clocks)
+
+
+def _region_key(f: _Facts, led, problems: list[str]) -> tuple[str, ...]:
+    """The region's partition key: a partitioned source's, or the keys its partitioned
+    operators share, present on every entry with one type and forwarded unchanged up to
+    each of them (problems appended)."""
+    graph, ops = f.graph, f.ops
+    part = [graph.op(o) for o in ops if graph.op(o).state == PARTITIONED]
+    if led is not None:  # a partitioned source: each channel reads its own stream keys
+        return _partitioned_source(graph, ops, f.ix, set(f.members), f.sources[0], led[1], part, problems)
+    if part and not f.entries:
+        problems.append(f"the region starts at source '{f.sources[0]}', whose splits are not partitioned by key, "
+                        f"so it cannot hold partitioned operator(s) "
+                        f"{', '.join(op.name for op in part)}; start the region after the source")
+        return ()
+    if not part:
+        return ()
+    common = set(part[0].key)
+    for op in part[1:]:
+        common &= set(op.key)
+    if not common:
+        problems.append("the partition keys do not intersect: "
+                        + ", ".join(f"'{op.name}' on {list(op.key)}" for op in part))
+    key = tuple(k for k in part[0].key if k in common)
+    _key_on_entries(f, key, problems)
+    feeds_part: set[str] = set()  # members with a partitioned operator after them (no cycle inside)
+    for p in {op.name for op in part}:
+        feeds_part |= walk(p, f.ix.pred, set(f.members))
+    for o in ops:
+        if o in feeds_part:
+            for k in key:
+                if not kind_of(graph.op(o)).forwards(graph.op(o), k):
+                    problems.append(f"operator '{o}' does not forward key '{k}' unchanged to the "
+                                    f"partitioned operator(s) after it")
+    return key
+
+
+def _key_on_entries(f: _Facts, key: tuple[str, ...], problems: list[str]) -> None:
+    """Every stream entering the region carries the key, with one type on all of them."""
+    types: dict[str, set[str]] = {}
+    for e in f.entries:
+        entry_schema = f.graph.op(e.dst.op).in_port(e.dst.port).schema
+        for k in key:
+            if entry_schema is None or k not in entry_schema:
+                problems.append(f"key '{k}' is not an attribute of the stream entering the region ({e.src})")
+            else:
+                types.setdefault(k, set()).add(entry_schema.type_of(k))
+    for k, ts in types.items():
+        if len(ts) > 1:
+            problems.append(f"key '{k}' has types {', '.join(sorted(ts))} on the streams entering the region; "
+                            f"each entry is split by the same hash of the key, so its type must be the same")
 
 
 def _partitioned_source(graph: AppGraph, ops: tuple[str, ...], ix: RegionIndex, members: set[str], source: str,

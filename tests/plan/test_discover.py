@@ -311,7 +311,7 @@ def _shape_ignoring_state(graph, ops):
     return Shape(entry, exit_, (), "dynamic")
 
 
-# ---- check_region's index (regions.RegionIndex) changes no verdict -----------------------
+# ---- check_region's index (region_index.RegionIndex) changes no verdict -----------------------
 # The index prunes two walks with the graph's strongly connected components (the
 # feedback-loop walk skips what comes after every target; the inner-loop check runs only
 # when two operators share a cycle). With every operator in one component nothing is
@@ -345,9 +345,9 @@ def _subsets(graph, rnd, n):
 
 
 def _unpruned(monkeypatch):
-    from spadeopt.plan import regions
+    from spadeopt.plan import region_index
 
-    monkeypatch.setattr(regions, "_components", lambda succ: ({n: 0 for n in succ}, frozenset(succ)))
+    monkeypatch.setattr(region_index, "_components", lambda succ: ({n: 0 for n in succ}, frozenset(succ)))
 
 
 def _same_verdicts(graph, ops_list, monkeypatch):
