@@ -18,7 +18,7 @@ from spadeopt.model.graph import AppGraph
 from spadeopt.optimize.strategies import plan_for
 from spadeopt.plan.deployment import Deployment, Sampling
 from spadeopt.plan.plan import Plan, check_plan
-from spadeopt.runtime.loader import canonical_ref, load_app
+from spadeopt.runtime.loader import canonical_ref, load_module, split_ref
 
 # One profiling default everywhere (profile, optimize's Makefile target, compare, demo):
 # one PE (FALL) measures every operator without processes contending for the cores, and
@@ -27,6 +27,29 @@ from spadeopt.runtime.loader import canonical_ref, load_app
 # overhead (docs/benchmarks.md, "profiling overhead").
 PROFILE_FUSION = "all"
 PROFILE_SAMPLE_RATE = 0.01
+
+
+def load_app(ref: str) -> Any:
+    """Return the ``AppSpec`` (or ``App``) object an app reference names (its module
+    imported by ``runtime.loader``, which PEs share; the app types are the frontend's, so
+    finding the app happens here, above both)."""
+    target, attr = split_ref(ref)
+    module = load_module(target)
+    obj = getattr(module, attr, None)
+    if not isinstance(obj, AppSpec | App) and attr == "app":
+        # No `app = ...` export: an app file that defines exactly one app is unambiguous.
+        found = sorted(k for k, v in vars(module).items() if isinstance(v, AppSpec | App) and not k.startswith("_"))
+        if len(found) == 1:
+            return getattr(module, found[0])
+        if found:
+            msg = (f"'{target}' defines several apps ({', '.join(found)}) and exports none as 'app'; "
+                   f"name one, e.g. {target}:{found[0]}")
+            raise UsageError(msg)
+    if not isinstance(obj, AppSpec | App):
+        msg = (f"'{ref}' has no app: expected a module attribute '{attr}' made with @spadeopt.app "
+               f"(found {type(obj).__name__})")
+        raise UsageError(msg)
+    return obj
 
 
 def load_graph(app_ref: str, params: Mapping[str, str] | None = None) -> tuple[AppGraph, str]:

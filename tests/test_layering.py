@@ -228,3 +228,10 @@ def test_the_control_check_catches_planted_messages():
     assert len(hand_made_messages('ok = "exit" != cmd["cmd"]')) == 1
     assert hand_made_messages('doc = {"t": time.time(), "pe": pe}') == []  # a time, not a message type
     assert hand_made_messages('if ev["event"] & FAILURES:\n    pass') == []
+
+
+def test_the_runtime_never_imports_the_frontend():
+    """PEs import user modules (``runtime.loader``) but never the App builder: finding the
+    app in a module is ``api.load_app``'s, above both."""
+    bad = sorted(f"{a} -> {b}" for a, b in _edges() if _package(a) == "runtime" and _package(b) == "frontend")
+    assert not bad, bad

@@ -31,7 +31,7 @@ _app_module: Any = None
 _app_path_added = False
 
 
-def _split(ref: str) -> tuple[str, str]:
+def split_ref(ref: str) -> tuple[str, str]:
     target, sep, attr = ref.rpartition(":")
     if not sep or "/" in attr or attr.endswith(".py"):
         return ref, "app"
@@ -107,32 +107,9 @@ def _sibling_hint(exc: Exception, path: Path, root: Path | None) -> str:
     return ""
 
 
-def load_app(ref: str) -> Any:
-    """Return the ``AppSpec`` (or ``App``) object an app reference names."""
-    from spadeopt.frontend.dsl import App, AppSpec
-
-    target, attr = _split(ref)
-    module = load_module(target)
-    obj = getattr(module, attr, None)
-    if not isinstance(obj, AppSpec | App) and attr == "app":
-        # No `app = ...` export: an app file that defines exactly one app is unambiguous.
-        found = sorted(k for k, v in vars(module).items() if isinstance(v, AppSpec | App) and not k.startswith("_"))
-        if len(found) == 1:
-            return getattr(module, found[0])
-        if found:
-            msg = (f"'{target}' defines several apps ({', '.join(found)}) and exports none as 'app'; "
-                   f"name one, e.g. {target}:{found[0]}")
-            raise UsageError(msg)
-    if not isinstance(obj, AppSpec | App):
-        msg = (f"'{ref}' has no app: expected a module attribute '{attr}' made with @spadeopt.app "
-               f"(found {type(obj).__name__})")
-        raise UsageError(msg)
-    return obj
-
-
 def canonical_ref(ref: str) -> str:
     """An app reference that works from any working directory (absolute path for files)."""
-    target, attr = _split(ref)
+    target, attr = split_ref(ref)
     if target.endswith(".py") or os.sep in target:
         return f"{Path(target).resolve()}:{attr}"
     return ref
@@ -151,7 +128,7 @@ def symbol(module: str, qualname: str, *, from_app: bool = False) -> Any:
             if not ref:
                 msg = f"{APP_ENV} is not set; PEs must be started by the spadeopt node agent"
                 raise RuntimeError(msg)
-            _app_module = load_module(_split(ref)[0])
+            _app_module = load_module(split_ref(ref)[0])
         obj = _app_module
     else:
         obj = importlib.import_module(module)

@@ -85,7 +85,7 @@ def _python(code: str, cwd: Path, **env: str) -> subprocess.CompletedProcess:
 PROBE = '''
 import sys
 before = list(sys.path)
-from spadeopt.runtime.loader import load_app
+from spadeopt.api import load_app
 load_app(sys.argv[1] if len(sys.argv) > 1 else {ref!r})
 import json, random, msgpack, colorsys
 assert sys.path[:len(before)] == before, ("sys.path changed ahead", before, sys.path)
