@@ -48,7 +48,7 @@ one loop ``PERuntime.source_batches``. Described for users in ``docs/connectors.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from itertools import islice
 from typing import Any
 
@@ -64,13 +64,22 @@ class Source:
 
     live = False  # True: read() may return [] (nothing now); False: only records or None (ended)
     resumable = False  # True: resume(state) reopens it just after a resume_state() (checkpoints)
+    ENDS_BY: tuple[str, ...] = ("until", "count")  # the constructor arguments that give a live source an end
+
+    @classmethod
+    def unbounded_with(cls, args: Mapping[str, Any]) -> bool:
+        """Whether a source of this type made with ``args`` is live with no end of its own
+        (none of ``ENDS_BY`` given): a run that has one ends only on a stop request
+        (Ctrl-C, SIGTERM), ``--duration`` or a failure, and a stop request is then its
+        normal end (``deploy.launcher.run_build``). The one definition: the PE asks an
+        open source (:attr:`unbounded`), the build asks the type (``connectors.spec``)."""
+        return cls.live and all(args.get(a) is None for a in cls.ENDS_BY)
 
     @property
     def unbounded(self) -> bool:
-        """A live source with no end of its own (no ``until``, no ``count``): a run that
-        has one ends only on a stop request (Ctrl-C, SIGTERM), ``--duration`` or a failure,
-        and a stop request is then its normal end (``deploy.launcher.run_build``)."""
-        return self.live and getattr(self, "until", None) is None and getattr(self, "limit", None) is None
+        """:meth:`unbounded_with` of this source's own arguments (``until``; ``count`` kept
+        as ``limit``)."""
+        return self.unbounded_with({"until": getattr(self, "until", None), "count": getattr(self, "limit", None)})
 
     def open(self) -> None:  # noqa: B027 - optional hook
         pass

@@ -14,12 +14,11 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from spadeopt.connectors.base import Source
 from spadeopt.connectors.formats import FORMATS
 from spadeopt.connectors.redis_conn import project_broker
 
 MODULE = "spadeopt.connectors"
-LIVE_FACTORIES = frozenset({f"{MODULE}.redis_streams:RedisStreamSource", f"{MODULE}.tcp:TcpLineSource",
-                            f"{MODULE}.folder:FolderSource"})
 IGNORED = (".", "_")  # a watched folder skips names starting with these ...
 UNFINISHED = (".tmp", ".part")  # ... or ending with these (still being written)
 
@@ -39,18 +38,41 @@ class ConnectorSpec:
 
     @property
     def live(self) -> bool:
-        return self.factory in LIVE_FACTORIES
+        return is_live(self.module, self.qualname)
+
+
+def source_type(module: str, qualname: str) -> type[Source] | None:
+    """The connector class ``module:qualname`` names when it is a ``Source`` subclass
+    (its module imported: a spadeopt connector or the app's own, already imported by the
+    app), else None (a generator function, an iterable, anything not importable)."""
+    import importlib
+    import sys
+
+    mod = sys.modules.get(module)
+    if mod is None:
+        try:
+            mod = importlib.import_module(module)
+        except Exception:  # noqa: BLE001 - not a connector we can ask: the build reports the source itself
+            return None
+    obj = mod
+    for part in qualname.split("."):
+        obj = getattr(obj, part, None)
+    return obj if isinstance(obj, type) and issubclass(obj, Source) else None
 
 
 def is_live(module: str, qualname: str) -> bool:
-    """Is ``module:qualname`` a live source's factory (its reads may find nothing now)?"""
-    return f"{module}:{qualname}" in LIVE_FACTORIES
+    """Is ``module:qualname`` a live source's factory (its reads may find nothing now)?
+    The connector type says so (``Source.live``), as Bytewax's source classes do."""
+    cls = source_type(module, qualname)
+    return cls is not None and cls.live
 
 
 def is_unbounded(module: str, qualname: str, args: dict[str, Any]) -> bool:
-    """Is this source live with no end of its own (no ``until``, no ``count``)? A run of it
-    ends only on a stop request or ``--duration`` (``connectors.base.Source.unbounded``)."""
-    return is_live(module, qualname) and args.get("until") is None and args.get("count") is None
+    """Is this source live with no end of its own? The type decides
+    (``connectors.base.Source.unbounded_with``): a run of it ends only on a stop request
+    or ``--duration``."""
+    cls = source_type(module, qualname)
+    return cls is not None and cls.unbounded_with(args)
 
 
 def _broker(broker: str | None, password_file: str | None, problems: list[str]):
