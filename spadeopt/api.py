@@ -95,10 +95,10 @@ def build(app_ref: str, fusion: str = "none", params: Mapping[str, str] | None =
           flag: str = "-o", widths: Mapping[str, int] | None = None, collapse: bool = True,
           checkpoints: bool = False) -> Build:
     """Generate a build. ``out`` (default ``build/<app>/<strategy>``) must be new, empty or a
-    previous build holding nothing else (``spadeopt.outputs``); ``force`` moves other content aside.
+    previous build holding nothing else (``spadeopt.output_paths``); ``force`` moves other content aside.
     ``checkpoints``: the PEs register their operators' state, so the build can run with
     ``--checkpoint-interval`` (a state that cannot be checkpointed is refused here)."""
-    from spadeopt.outputs import claim_dir
+    from spadeopt.output_paths import claim_dir
 
     fusion = plan_file(fusion, widths)
     if out is not None:
@@ -132,7 +132,7 @@ def run(target: str, fusion: str = "none", params: Mapping[str, str] | None = No
     """
     from spadeopt.deploy import verify
     from spadeopt.deploy.preflight import preflight
-    from spadeopt.outputs import claim_dir
+    from spadeopt.output_paths import claim_dir
     from spadeopt.plan.artefacts import load_deploy
 
     options = options or RunOptions()
@@ -215,10 +215,10 @@ def _graph_of_build(deploy: Deployment, options: RunOptions) -> AppGraph | None:
 
 
 def _launch(build_dir: Path, options: RunOptions) -> RunResult:
-    """``run_build``, or with checkpoints ``deploy.checkpoints.run`` (restarts, resume)."""
+    """``run_build``, or with checkpoints ``deploy.checkpointed_run.run`` (restarts, resume)."""
     if options.checkpoints is None:
         return run_build(build_dir, options)
-    from spadeopt.deploy import checkpoints
+    from spadeopt.deploy import checkpointed_run as checkpoints
 
     return checkpoints.run(build_dir, options, options.checkpoints)
 
@@ -226,7 +226,7 @@ def _launch(build_dir: Path, options: RunOptions) -> RunResult:
 def run_submitted(build_dir: Path, options: RunOptions) -> RunResult:
     """Run a build under spark-submit (``spadeopt.submit``): the master and conf are
     spark-submit's; ``options.out`` is claimed and marked as under ``spadeopt run``."""
-    from spadeopt.outputs import claim_dir
+    from spadeopt.output_paths import claim_dir
     from spadeopt.plan.artefacts import load_deploy
 
     check_build_consistent(Path(build_dir), load_deploy(Path(build_dir)))
@@ -239,7 +239,7 @@ def run_submitted(build_dir: Path, options: RunOptions) -> RunResult:
 
 
 def _mark_sinks(out: Path, result: RunResult) -> None:
-    from spadeopt.outputs import mark_dir
+    from spadeopt.output_paths import mark_dir
 
     mark_dir(out, "sinks", (f"{name}.jsonl" for name in result.sinks if (Path(out) / f"{name}.jsonl").exists()))
 
@@ -402,7 +402,7 @@ def optimize(app_ref: str, profile_path: Path, out: Path, calibration: Path | No
     """
     from spadeopt.optimize.fatm import fuse_auto
     from spadeopt.optimize.rate import parse_rate
-    from spadeopt.outputs import claim_dir
+    from spadeopt.output_paths import claim_dir
     from spadeopt.refine.comm import CommCost
     from spadeopt.refine.profile import Profile
 
@@ -540,7 +540,7 @@ def draw_plan(build_dir: Path, png: Path | None = None, dot: Path | None = None,
     """A picture of a build's plan, as PNG and/or Graphviz DOT; returns what was written.
     The build's files are read and checked before ``png`` and ``dot`` are claimed."""
     from spadeopt.atomic import write_atomic
-    from spadeopt.outputs import claim_file
+    from spadeopt.output_paths import claim_file
     from spadeopt.plan.picture import load_picture, to_dot, to_png
 
     pic = load_picture(Path(build_dir))

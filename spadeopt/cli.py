@@ -68,7 +68,7 @@ def checkpoint_args(p: argparse.ArgumentParser) -> None:
 
 
 def _checkpoints(args: argparse.Namespace):
-    from spadeopt.deploy.checkpoints import CheckpointOptions
+    from spadeopt.deploy.checkpointed_run import CheckpointOptions
     from spadeopt.errors import UsageError
 
     interval, resume = getattr(args, "checkpoint_interval", None), getattr(args, "resume", None)
@@ -95,7 +95,7 @@ def parse_widths(pairs: list[str] | None) -> dict[str, int]:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from spadeopt import api
-    from spadeopt.outputs import claim_file
+    from spadeopt.output_paths import claim_file
 
     if args.json:
         claim_file(args.json, "result", "--json", args.force)

@@ -1,7 +1,7 @@
 """Constants of the parallel-region (fission) protocol that generated code and the runtime share.
 
 This module is below both compile-time code (``plan.fission``, ``kinds``, ``codegen``)
-and the runtime (``runtime.fission``, ``runtime.pe``): both import the protocol from
+and the runtime (``runtime.merges``, ``runtime.pe``): both import the protocol from
 here, so compiling an app never imports the runtime. It imports nothing.
 
 In a dynamic region every tuple in a channel carries the split's sequence number as a

@@ -140,7 +140,7 @@ def decode_batch(data, types: tuple[frozenset[type], ...] | None, max_frame: int
 
     ``types`` None: the port's schema is unknown (accept any tuples). ``pulsed``: the
     port is inside a parallel region, so a batch may end with a fission pulse, a 1-tuple
-    holding an int sequence number (``spadeopt.runtime.fission``). Raises ``WireError``
+    holding an int sequence number (``spadeopt.runtime.merges``). Raises ``WireError``
     naming what was wrong; never returns anything but a tuple of tuples.
     """
     n = len(data)

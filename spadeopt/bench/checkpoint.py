@@ -157,7 +157,7 @@ def run(out_dir: Path, quick: bool = False, repeat: int = 3, interval: float = 1
     load_at_start = round(os.getloadavg()[0], 2)
     graph, ref = load_graph("apps/bargain.py", {"tuples": str(bargain_tuples)})
     # FALL: bargain's FMAN plan fuses the source with the final merges, a cycle of PEs that
-    # aligned barriers cannot cross (refused by deploy.checkpoints.run;
+    # aligned barriers cannot cross (refused by deploy.checkpointed_run.run;
     # docs/decisions/037-aligned-barrier-checkpoints-with-the-pe-as-unit.md)
     cases.append(_case(f"bargain ({bargain_tuples:,} tuples)", graph, "all", ref, interval, repeat, log))
     kg = keyed.build({"n": keyed_n})

@@ -57,7 +57,7 @@ def compare(app_ref: str, out_dir: Path, strategies: Sequence[str] = ("none", "a
     from spadeopt import api
     from spadeopt.deploy.preflight import preflight
     from spadeopt.kinds.source import unbounded
-    from spadeopt.outputs import claim_dir, mark_dir
+    from spadeopt.output_paths import claim_dir, mark_dir
 
     options = options or RunOptions()
     say, master = options.say, options.master

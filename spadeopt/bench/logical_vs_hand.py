@@ -48,7 +48,7 @@ def run(out_dir: Path, tuples: int = 300_000, repeat: int = 5, log=print) -> dic
     from spadeopt.bench.compare import _profile_for_auto
     from spadeopt.deploy.launcher import run_build
     from spadeopt.deploy.options import RunOptions
-    from spadeopt.outputs import claim_dir, mark_dir
+    from spadeopt.output_paths import claim_dir, mark_dir
 
     # refuses a directory of that name that this bench did not write
     work = claim_dir(out_dir / "logical_vs_hand", "logical-vs-hand", "--out")

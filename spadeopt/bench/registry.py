@@ -41,7 +41,7 @@ def _tradeoff(out: Path, args: argparse.Namespace) -> dict:
 
 
 def _fission(out: Path, args: argparse.Namespace) -> dict:
-    from spadeopt.bench import fission
+    from spadeopt.bench import fission_bench as fission
 
     return fission.run(out, quick=args.quick, log=lambda m: print(m, file=sys.stderr, flush=True))
 
@@ -61,7 +61,7 @@ def _spark_auth(out: Path, args: argparse.Namespace) -> dict:
 
 
 def _latency(out: Path, args: argparse.Namespace) -> dict:
-    from spadeopt.bench import latency
+    from spadeopt.bench import latency_bench as latency
 
     return latency.run(out, quick=args.quick, log=lambda m: print(m, file=sys.stderr, flush=True))
 

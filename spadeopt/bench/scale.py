@@ -109,7 +109,7 @@ def run_scale(app_ref: str, out_dir: Path, cores_list: Sequence[int], params: Ma
     ``scale.json``, ``scale.txt`` and ``scale.png`` under ``out_dir``."""
     from spadeopt import api
     from spadeopt.bench.compare import _profile_for_auto
-    from spadeopt.outputs import claim_dir, mark_dir
+    from spadeopt.output_paths import claim_dir, mark_dir
 
     options = options or RunOptions()
     say = options.say

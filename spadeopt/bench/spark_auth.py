@@ -46,7 +46,7 @@ def run(out_dir: Path, tuples: int = 300_000, repeat: int = 5, log=print) -> dic
     from spadeopt.deploy.launcher import run_build
     from spadeopt.deploy.options import RunOptions
     from spadeopt.deploy.spark_session import stop_spark
-    from spadeopt.outputs import claim_dir, mark_dir
+    from spadeopt.output_paths import claim_dir, mark_dir
 
     work = claim_dir(out_dir / "spark_auth", "spark-auth", "--out")  # refuses what it did not write
     work.mkdir(parents=True, exist_ok=True)

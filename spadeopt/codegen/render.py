@@ -134,10 +134,10 @@ def write_dir_atomically(directory: Path, files: dict[str, str], kind: str = "bu
     """Write ``files`` into ``directory``, replacing it whole or not at all.
 
     Only a missing or empty directory, or a previous spadeopt artefact of the same
-    ``kind`` holding nothing else, is replaced (``spadeopt.outputs``); the new directory
+    ``kind`` holding nothing else, is replaced (``spadeopt.output_paths``); the new directory
     carries a marker listing what spadeopt wrote in it.
     """
-    from spadeopt.outputs import MARKER, claim_dir, marker_text
+    from spadeopt.output_paths import MARKER, claim_dir, marker_text
 
     directory = Path(directory)
     claim_dir(directory, kind, "output directory")

@@ -59,7 +59,7 @@ class RunResult:
     build_dir: str = ""
     steady_throughput: float = 0.0  # aggregate source rate after the warm-up (see steady_rate)
     cpu_per_node: dict[str, float] = field(default_factory=dict)
-    checkpoints: dict[str, Any] | None = None  # a checkpointing run's report (deploy.checkpoints)
+    checkpoints: dict[str, Any] | None = None  # a checkpointing run's report (deploy.checkpointed_run)
     stopped_by: str | None = None  # "request" (Ctrl-C, SIGTERM) or "duration": the sources were ended
     connectors: dict[str, Any] = field(default_factory=dict)  # live source -> position, lag; sink -> report
     restarts_in_place: dict[str, int] = field(default_factory=dict)  # node -> its agent's in-place restarts
@@ -88,7 +88,7 @@ def run_build(build_dir: Path, options: RunOptions | None = None, *, sampling: S
     node succeeded; on a non-local master they come back to the driver in the task
     results and are written under ``out_dir`` here, as are profiling samples.
 
-    ``restart_in_place(error)`` (``deploy.checkpoints.run``): a PE failure reported by
+    ``restart_in_place(error)`` (``deploy.checkpointed_run.run``): a PE failure reported by
     its agent is given to it (as the ``RunError`` the stage's failure would have
     raised); it answers ``{"checkpoint": channel, "delay": s}`` to have every agent
     restart its PEs in this stage, or None to let the stage fail.
@@ -406,7 +406,7 @@ def _as_run_error(exc: Exception, deploy: Deployment, master: str, log_dir: Path
     text = str(exc)
     m = re.search(re.escape(ERROR_TAG) + r"(.*?)" + re.escape(ERROR_TAG), text, re.S)
     if not m:
-        from spadeopt.deploy.errors import explain
+        from spadeopt.deploy.spark_errors import explain
 
         line = explain(text, deploy, master, python)
         if log_dir is not None:

@@ -55,7 +55,7 @@ class RunOptions:
     insecure_links: bool = False  # plain links (measurements only)
     stall_timeout: float | None = None  # seconds without progress before a node fails
     duration: float | None = None  # seconds until the sources stop
-    checkpoints: object = None  # a deploy.checkpoints.CheckpointOptions: checkpoints, restarts, resume
+    checkpoints: object = None  # a deploy.checkpointed_run.CheckpointOptions: checkpoints, restarts, resume
     max_batch_delay: float | None = None  # seconds a live source's partial batch may wait; None: the build's
     verify_fission: int | None = None  # first N records: the plan's regions against width 1 (deploy.verify)
 

@@ -23,7 +23,7 @@ source ends them as a local run's stop file does and answers ``stopping``, any o
 answers ``bounded`` (round ``STATUS``, answered by nobody). The driver then lets the run
 drain, or cancels it when no node is live, as a local run does.
 
-And it is how a checkpointed run recovers *in place* (``deploy.checkpoints``): an agent
+And it is how a checkpointed run recovers *in place* (``deploy.checkpointed_run``): an agent
 whose PE failed after every PE of the node had started kills its PEs and reports the
 failure (round ``FAILED``, the agent's report as JSON); the driver (``on_failure``)
 answers every agent with a restart (generation ``g + 1``, the new checkpoint

@@ -28,7 +28,7 @@ from spadeopt.kinds.base import (
     stateful_problem,
 )
 from spadeopt.kinds.lowering import key_source, number, rename, row, typed
-from spadeopt.kinds.outputs import check_expr, function_names, output_schema, split_name
+from spadeopt.kinds.output_checks import check_expr, function_names, output_schema, split_name
 from spadeopt.kinds.windows import Window, bound_type, check_window, late_context
 from spadeopt.model.expr import compile_expr
 from spadeopt.model.graph import PARTITIONED, STATEFUL, AppGraph, Operator, SymbolRef

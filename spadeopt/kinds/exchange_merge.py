@@ -1,11 +1,11 @@
 """``exchange_merge``: the receiving end of a key exchange between two parallel regions,
 made by ``plan.fission`` (never by apps). One sits at the head of every channel of the
 downstream region and merges what the upstream channels' ``exchange_split`` copies send
-it by number (``runtime.fission.ExchangeMerge``: 002's shuffle merger, one pulse per
+it by number (``runtime.merges.ExchangeMerge``: 002's shuffle merger, one pulse per
 upstream channel kept as its floor): the channel sees exactly its keys' subsequence of
 the width-1 stream, in the width-1 order, numbers kept, and a pulse ends every batch it
 sends, so the channel runs as if a split had dealt it. A clocked one
-(``runtime.fission.ClockedExchangeMerge``) also orders watermark frames, numbered
+(``runtime.merges.ClockedExchangeMerge``) also orders watermark frames, numbered
 ``-1 - m``, at ``m`` (``plan.eventtime``)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """``fission_merge``: a parallel region's merge, made by ``plan.fission`` (never by apps):
-``runtime.fission.BlockMerge`` (static regions: restores the width-1 order), ``SeqMerge``
+``runtime.merges.BlockMerge`` (static regions: restores the width-1 order), ``SeqMerge``
 (dynamic: it consumes the sequence numbers and pulses, so it passes no pulse on), or, in
 a region led by a partitioned source (``arrival``), each channel's batches passed on as
 they come (the guarantee is each partition key's order, which a channel keeps).

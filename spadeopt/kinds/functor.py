@@ -11,7 +11,7 @@ from typing import Any
 
 from spadeopt.kinds.base import Decl, Derived, Imports, Kind, Problems, declare_functions
 from spadeopt.kinds.lowering import rename, row, typed
-from spadeopt.kinds.outputs import (
+from spadeopt.kinds.output_checks import (
     check_expr,
     function_names,
     output_schema,

@@ -23,7 +23,7 @@ from spadeopt.kinds.base import (
     stateful_problem,
 )
 from spadeopt.kinds.lowering import key_source, number, rename, row, typed
-from spadeopt.kinds.outputs import (
+from spadeopt.kinds.output_checks import (
     check_expr,
     function_names,
     output_schema,

@@ -10,7 +10,7 @@ from typing import Any
 
 from spadeopt.kinds.base import Decl, Derived, Imports, Kind, Problems, declare_functions
 from spadeopt.kinds.lowering import rename, stable_hash
-from spadeopt.kinds.outputs import check_expr, function_names
+from spadeopt.kinds.output_checks import check_expr, function_names
 from spadeopt.model.expr import compile_expr
 from spadeopt.model.graph import AppGraph, Operator, SymbolRef
 from spadeopt.model.schema import Schema

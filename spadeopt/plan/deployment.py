@@ -46,7 +46,7 @@ class Sampling:
 @dataclass(frozen=True)
 class CheckpointChannel:
     """Where a checkpointing run's PEs reach the driver's coordinator
-    (``deploy.checkpoints``): its endpoint and CURVE server key, the run's token (sent
+    (``deploy.checkpointed_run``): its endpoint and CURVE server key, the run's token (sent
     to the PEs on stdin, never on a command line) and the checkpoint interval."""
 
     endpoint: str
@@ -78,7 +78,7 @@ class RunSettings:
     stall_timeout: float | None = None
     insecure_links: bool = False
     profile: Sampling | None = None
-    checkpoint: CheckpointChannel | None = None  # set per run (deploy.checkpoints), never in a file
+    checkpoint: CheckpointChannel | None = None  # set per run (deploy.checkpointed_run), never in a file
     source_limit: int | None = None  # records each source passes on, then ends (--verify-fission); never in a file
 
     def changed(self, **changes: Any) -> RunSettings:

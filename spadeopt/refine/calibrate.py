@@ -135,7 +135,7 @@ class Point:
 def calibrate(out: str | os.PathLike[str], quick: bool = False,
               progress: Callable[[str], None] | None = None, force: bool = False) -> dict[str, Any]:
     """Measure the grid and write the calibration file; returns its content."""
-    from spadeopt.outputs import claim_file
+    from spadeopt.output_paths import claim_file
 
     say = progress or (lambda msg: None)
     claim_file(out, "calibration", "-o", force, say)

@@ -3,7 +3,7 @@
 ``spadeopt calibrate`` (and ``python -m spadeopt.refine.fission_cost``) times, on this
 host, the work the generated split does per tuple (the loops of ``templates/ops/fission_split.py.j2``: block dealing
 for static-rate regions; CRC-32 hash routing, sequence-number stamping and pulses for
-dynamic ones) and the runtime merges (``spadeopt.runtime.fission.BlockMerge`` and
+dynamic ones) and the runtime merges (``spadeopt.runtime.merges.BlockMerge`` and
 ``SeqMerge``, minus the cost of building their input batches), on 200,000 five-attribute
 tuples in batches of 256, width 2, best of 5. The calibration stores the median of its
 sweeps' measurements as the ``split_*_s`` / ``merge_*_s`` of its ``perf_model``
@@ -23,7 +23,7 @@ import time
 import zlib
 from collections.abc import Callable
 
-from spadeopt.runtime.fission import BlockMerge, SeqMerge
+from spadeopt.runtime.merges import BlockMerge, SeqMerge
 
 N, BATCH, WIDTH, BLOCK = 200_000, 256, 2, 64
 

@@ -62,7 +62,7 @@ def refine(run_dirs: Sequence[str | os.PathLike[str]], out: str | os.PathLike[st
     if not run_dirs:
         raise UsageError("refine needs at least one RUN_DIR (written by `spadeopt profile`)")
     if out is not None:
-        from spadeopt.outputs import claim_file
+        from spadeopt.output_paths import claim_file
 
         claim_file(out, "profile", "-o", force)
     runs = [_check_run(Path(d)) for d in run_dirs]

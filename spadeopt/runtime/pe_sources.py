@@ -15,8 +15,8 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 
 from spadeopt.connectors.base import LimitedSource, Source, as_source
-from spadeopt.runtime.fission import read_splits as fission_read_splits
 from spadeopt.runtime.latency import MARK_EVERY
+from spadeopt.runtime.merges import read_splits as fission_read_splits
 
 IDLE_SLEEP = 0.001  # s: drive_sources' first back-off when every source of the PE was idle for a round
 IDLE_SLEEP_MAX = 0.01  # s: the longest back-off (doubling from IDLE_SLEEP), never above max_batch_delay
@@ -99,7 +99,7 @@ class SourceDriving:
         return self._turn_cpu[name] + (now - self._turn_start if self._turn == name else 0)
 
     def read_splits(self, name: str, splits: Iterable, part: int, parts: int, size: int, stamp: bool) -> Iterator[tuple]:
-        """The records of splittable source ``name``'s copy (``runtime.fission.read_splits``).
+        """The records of splittable source ``name``'s copy (``runtime.merges.read_splits``).
         With a source limit (``--verify-fission N``) the copy reads only the splits that
         begin among the stream's first N records, so every width reads the same records."""
         self._split_sources.add(name)

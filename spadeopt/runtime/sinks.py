@@ -112,7 +112,7 @@ class Sink:
         """Checkpointing runs (``runtime.barrier_alignment``): a file sink's lines are kept until
         a barrier hands them to the coordinator (``take``), which commits them with the
         checkpoint; at the end of the run the lines after the last barrier go to the part
-        file, after the committed ones (``deploy.checkpoints``). Counting and connector
+        file, after the committed ones (``deploy.checkpointed_run``). Counting and connector
         sinks count as before (their count is restored from the checkpoint); a
         transactional connector (the Redis sink) is staged by the checkpointer itself
         (``runtime.checkpoint_channel.attach``): it keeps its records until their checkpoint is

@@ -226,7 +226,7 @@ def test_spadeopt_run_on_spark_says_the_guarantee_and_a_killed_merge_pe_restarts
         redis_client, keyspace, tmp_path):
     """The product path: ``spadeopt run --checkpoint-interval`` on local Spark says the
     per-customer guarantee when it builds; the merge's PE is killed with SIGKILL after the
-    first complete checkpoint, ``deploy.checkpoints.run`` restarts the barrier stage, and
+    first complete checkpoint, ``deploy.checkpointed_run.run`` restarts the barrier stage, and
     every customer's rows in the file sink are exactly the failure-free run's."""
     records = orders(4000)
     feed(redis_client, f"{keyspace}:in", records, KEYS)

@@ -11,8 +11,8 @@ import pytest
 
 from spadeopt.api import load_graph
 from spadeopt.codegen.render import generate
-from spadeopt.deploy import checkpoints
-from spadeopt.deploy.checkpoints import CheckpointOptions, pe_cycle
+from spadeopt.deploy import checkpointed_run as checkpoints
+from spadeopt.deploy.checkpointed_run import CheckpointOptions, pe_cycle
 from spadeopt.deploy.options import RunOptions
 from spadeopt.errors import UsageError
 from spadeopt.optimize.strategies import plan_for

@@ -2,7 +2,7 @@
 
 The recovery tests run real PE processes and ZeroMQ links through the real node agent
 (``deploy.agent.run_node``) and the driver's real coordinator and store, with the
-restart loop of ``deploy.checkpoints.run`` done by hand (no JVM): a PE is killed with
+restart loop of ``deploy.checkpointed_run.run`` done by hand (no JVM): a PE is killed with
 SIGKILL three times, each time after a new checkpoint completed, and the sinks must be
 byte-identical to a run without failures.
 """
@@ -109,7 +109,7 @@ def run_with_kills(tmp_path: Path, b, kills: int, interval: float, settings: dic
                    killed_hook=None, victims: list[str] | None = None,
                    reports: list | None = None) -> tuple[Path, list, list[dict]]:
     """Run build ``b`` on one node with checkpoints every ``interval`` s (the restart loop
-    of ``deploy.checkpoints.run`` by hand, no JVM): after each new checkpoint kill -9 one
+    of ``deploy.checkpointed_run.run`` by hand, no JVM): after each new checkpoint kill -9 one
     PE (in turn: ``victims``, or every PE in name order) and restart from the last
     complete checkpoint, ``kills`` times. Returns (out dir, the checkpoint each restart
     restored, each restart's times: ``killed``, ``running`` (every PE said hello again),

@@ -45,7 +45,7 @@ from spadeopt.deploy.local import run_local
 from spadeopt.optimize.strategies import plan_for
 from spadeopt.runtime import metrics
 from spadeopt.runtime.checkpoint_codec import decode_state, encode_state, restore_ops, snapshot_ops
-from spadeopt.runtime.fission import _ChannelQueues
+from spadeopt.runtime.merges import _ChannelQueues
 from spadeopt.runtime.metrics import Metrics
 from spadeopt.runtime.ordered import Ordered
 from spadeopt.runtime.pe_ports import Pending

@@ -5,7 +5,7 @@ The app is ``tests/apps/ckpt.py`` (two generator sources merged by time, a keyed
 tumbling event-time window, a keyed count window, a stateful custom operator, three file
 sinks). A killer thread watches the checkpoint directory and the PEs' progress files
 (``BUILD/progress/<pe>.json`` holds each PE's pid): after each new complete checkpoint it
-kills the next victim PE with SIGKILL, and ``deploy.checkpoints.run`` must restart every
+kills the next victim PE with SIGKILL, and ``deploy.checkpointed_run.run`` must restart every
 PE from the last complete checkpoint *in place*: the node agent reports the failure and
 starts its PEs again in the same Spark task, so the run is one Spark job (one barrier
 stage) however many PEs are killed. Under NONE, FALL, FMAN, FATM (a plan from
@@ -31,7 +31,7 @@ import pytest
 
 from spadeopt import api
 from spadeopt.codegen.render import generate
-from spadeopt.deploy.checkpoints import CheckpointOptions
+from spadeopt.deploy.checkpointed_run import CheckpointOptions
 from spadeopt.deploy.local import run_local
 from spadeopt.deploy.options import RunOptions
 from spadeopt.optimize.fatm import OperatorProfile, fuse_auto

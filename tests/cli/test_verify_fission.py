@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from spadeopt.runtime.fission import read_splits
+from spadeopt.runtime.merges import read_splits
 from spadeopt.runtime.pe import PERuntime
 from tests.cli.clitools import cli
 

@@ -219,7 +219,7 @@ def test_a_slow_feeds_tuples_reach_the_output_stream_before_the_next_is_sent(red
     nothing on for 100 s; one that held two events, 200 ms."""
     in_key, out_key = f"{keyspace}:in", f"{keyspace}:out"
     build = tmp_path / "b"
-    proc = _spadeopt("run", "spadeopt.bench.latency:relay", "-p", f"prefix={keyspace}", "--fusion", "none",
+    proc = _spadeopt("run", "spadeopt.bench.latency_bench:relay", "-p", f"prefix={keyspace}", "--fusion", "none",
                      "--build-dir", build)
     try:
         deadline, k = time.time() + 180, 0

@@ -9,8 +9,8 @@ import pytest
 
 from spadeopt.cli import _conf
 from spadeopt.deploy import ship
-from spadeopt.deploy.errors import explain
 from spadeopt.deploy.masters import is_local, slots_hint
+from spadeopt.deploy.spark_errors import explain
 from spadeopt.errors import UsageError
 from spadeopt.plan.deployment import DeployedPE, Deployment, SparkSettings
 from spadeopt.runtime.sinks import Sink, commit, discard, parts

@@ -2,7 +2,7 @@
 
 Real node agents (``deploy.agent.run_node``, one thread per node), their PEs (forked by
 each agent's zygote) and ZeroMQ links, the driver's real rendezvous, coordinator, store
-and restart logic (``deploy.checkpoints.Recovery``, what ``checkpoints.run`` uses), no
+and restart logic (``deploy.checkpointed_run.Recovery``, what ``checkpoints.run`` uses), no
 JVM: after each new complete checkpoint a PE is killed with SIGKILL; its agent reports
 the failure on the rendezvous and every agent (on both nodes) stops its PEs and starts
 them again from the checkpoint, in the same call of ``run_node`` (so in the same Spark
@@ -27,7 +27,7 @@ import pytest
 from spadeopt.codegen.render import generate
 from spadeopt.deploy.agent import ERROR_TAG, PEFailed, run_node
 from spadeopt.deploy.checkpoint_store import CheckpointStore, finish_sinks
-from spadeopt.deploy.checkpoints import IN_PLACE, CheckpointOptions, CheckpointReport, Recovery
+from spadeopt.deploy.checkpointed_run import IN_PLACE, CheckpointOptions, CheckpointReport, Recovery
 from spadeopt.deploy.launcher import _as_run_error
 from spadeopt.deploy.local import run_local
 from spadeopt.deploy.procs import running

@@ -375,10 +375,10 @@ def test_the_rest_submission_server_is_off(spark_cluster):
 def test_kill_9_of_an_executor_with_checkpoints_restarts_and_gives_the_failure_free_sinks(spark_cluster, tmp_path,
                                                                                           monkeypatch):
     """Issue 29 on the cluster: after the first complete checkpoint the executor JVM on
-    worker 0 is SIGKILLed; the standalone master starts a new one, ``deploy.checkpoints.run``
+    worker 0 is SIGKILLed; the standalone master starts a new one, ``deploy.checkpointed_run.run``
     restarts the barrier stage from the checkpoint, and the sinks are byte-identical to a
     failure-free run (no record lost, none twice). Recovery time is printed, not asserted."""
-    from spadeopt.deploy.checkpoints import CheckpointOptions
+    from spadeopt.deploy.checkpointed_run import CheckpointOptions
     from spadeopt.deploy.spark_session import stop_spark
     from tests.checkpoint.test_spark_kill import REF, SINKS, _reference
 

@@ -11,7 +11,7 @@ import random
 from hypothesis import given
 from hypothesis import strategies as st
 
-from spadeopt.runtime.fission import BlockMerge, SeqMerge
+from spadeopt.runtime.merges import BlockMerge, SeqMerge
 
 SELECTIVITY = {0: (0, 0), 0.3: (0, 1), 1: (1, 1), 2.5: (2, 3)}
 

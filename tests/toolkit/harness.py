@@ -35,7 +35,7 @@ from spadeopt.plan.fission import physical_graph
 from spadeopt.plan.plan import Plan, make_plan
 from spadeopt.plan.regions import resolve_regions
 from spadeopt.runtime import metrics as run_metrics
-from spadeopt.runtime.fission import read_splits
+from spadeopt.runtime.merges import read_splits
 from spadeopt.runtime.metrics import Metrics
 from spadeopt.runtime.ordered import Ordered
 from spadeopt.runtime.pe_ports import Pending

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from spadeopt import App, time_window
-from spadeopt.runtime import fission
+from spadeopt.runtime import merges as fission
 from tests.apps.twowin import twowin
 from tests.toolkit.fission_ops import Smooth
 from tests.toolkit.gens import replay
@@ -160,7 +160,7 @@ def test_fatm_widens_the_two_source_app_and_its_plan_gives_the_same_rows(tmp_pat
     import dataclasses
 
     from spadeopt.codegen.render import generate
-    from spadeopt.deploy.checkpoints import pe_cycle
+    from spadeopt.deploy.checkpointed_run import pe_cycle
     from spadeopt.optimize.fatm import fuse_auto
     from spadeopt.plan.fission import physical_graph
     from spadeopt.plan.plan import check_plan

@@ -17,7 +17,7 @@ from spadeopt import App, count_window
 from spadeopt.model.graph import PortRef
 from spadeopt.plan.fission import physical_graph
 from spadeopt.plan.regions import resolve_regions
-from spadeopt.runtime import fission as rt_fission
+from spadeopt.runtime import merges as rt_fission
 from tests.apps.exchange import SCHEMA, build, rows_in_splits
 from tests.toolkit.gens import replay
 from tests.toolkit.harness import simulate

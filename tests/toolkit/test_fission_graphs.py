@@ -19,7 +19,7 @@ from spadeopt.kinds import KINDS, aggregate
 from spadeopt.kinds.aggregate import AggOutput
 from spadeopt.optimize.strategies import plan_for
 from spadeopt.protocol import SEQ
-from spadeopt.runtime import fission
+from spadeopt.runtime import merges as fission
 from tests.toolkit.fission_ops import Echo, Smooth, Threaded
 from tests.toolkit.gens import replay
 from tests.toolkit.harness import assert_every_width_matches, simulate

@@ -219,7 +219,7 @@ def _spadeopt_engine(build_dir: Path, options):
 def _bytewax_engine(prefix: str, log_path: Path):
     def start():
         log = open(log_path, "ab")  # noqa: SIM115 - closed in stop()
-        p = subprocess.Popen([sys.executable, "-c", f"from spadeopt.bench.latency import bytewax_main; "
+        p = subprocess.Popen([sys.executable, "-c", f"from spadeopt.bench.latency_bench import bytewax_main; "
                               f"bytewax_main({prefix!r})"], stdout=log, stderr=log, start_new_session=True)
         return p, log
 
@@ -338,7 +338,7 @@ def run(out_dir: Path, quick: bool = False, rates: tuple[float, ...] | None = No
     work = Path(tempfile.mkdtemp(prefix="spadeopt-latency-"))  # builds, logs: scratch, removed at the end
     prefix = f"{PREFIX}:{os.getpid()}"
     client = connect(project_broker(), "spadeopt bench latency")
-    ref = "spadeopt.bench.latency:relay"
+    ref = "spadeopt.bench.latency_bench:relay"
     build = api.build(ref, "none", {"prefix": prefix}, 1, 2, work / "build-none", force=True)
     fused = api.build(ref, "all", {"prefix": f"{prefix}:1pe"}, 1, 2, work / "build-all", force=True)
     options = RunOptions()
