@@ -275,6 +275,14 @@ def test_restore_from_a_random_cut_gives_the_failure_free_answer(builds, tmp_pat
     for _ in range(cut):
         if not first.step():
             break
+    if not first.drivers:
+        # every source ended before the cut (its final sent): no checkpoint can be triggered
+        # any more (barriers start at running sources), so the run is simply complete
+        first.finish()
+        commit(work / "out1")
+        for name in sinks:
+            assert (work / "out1" / f"{name}.jsonl").read_bytes() == (ref / f"{name}.jsonl").read_bytes(), name
+        return
     states, committed, seen = first.checkpoint()
     for k, v in seen.items():
         if v:
