@@ -99,25 +99,6 @@ def samples_from_run(run_dir: Path, calibration: Path) -> list[Sample]:
     return out
 
 
-def samples_from_scale(doc: Mapping[str, Any], where: str) -> list[Sample]:
-    """Every PE of every FATM plan in a ``scale.json`` document whose ``pe_check`` has the
-    prediction's parts (``bench scale`` since the parts were recorded)."""
-    out = []
-    for row in doc.get("plans", []):
-        check = row.get("pe_check") or {}
-        parts = [check.get(k) for k in ("predicted_cpu_s", "predicted_comm_cpu_s", "predicted_fission_cpu_s",
-                                        "measured_cpu_s")]
-        if not all(isinstance(p, Mapping) for p in parts):
-            continue
-        total, comm, fission, measured = parts
-        for pe, t in sorted(total.items()):
-            if pe in measured:
-                links = float(comm.get(pe, 0.0)) + float(fission.get(pe, 0.0))
-                out.append(Sample(f"{where}:{row['plan']}", pe, max(0.0, float(t) - links), links,
-                                  float(measured[pe])))
-    return out
-
-
 def fit(samples: Sequence[Sample]) -> Fit:
     """The least-squares factors (module docstring), each >= 0: when the joint solution has
     a negative factor, the other is fitted alone."""
