@@ -27,7 +27,7 @@ from spadeopt.errors import UsageError, user_failure
 
 APP_ENV = "SPADEOPT_APP"
 APP_PATH_ENV = "SPADEOPT_APP_PATH"  # in a PE: where the shipped app's source was unpacked
-_app_module: Any = None
+_app_modules: dict[str, Any] = {}  # by APP_ENV reference: a PE has one, an in-process harness several
 _app_path_added = False
 
 
@@ -117,19 +117,19 @@ def canonical_ref(ref: str) -> str:
 
 def symbol(module: str, qualname: str, *, from_app: bool = False) -> Any:
     """Resolve a user symbol inside a PE (generated code calls this at import time)."""
-    global _app_module, _app_path_added
+    global _app_path_added
     if not _app_path_added:
         for folder in filter(None, os.environ.get(APP_PATH_ENV, "").split(os.pathsep)):
             importable(folder)
         _app_path_added = True
     if from_app:
-        if _app_module is None:
-            ref = os.environ.get(APP_ENV)
-            if not ref:
-                msg = f"{APP_ENV} is not set; PEs must be started by the spadeopt node agent"
-                raise RuntimeError(msg)
-            _app_module = load_module(split_ref(ref)[0])
-        obj = _app_module
+        ref = os.environ.get(APP_ENV)
+        if not ref:
+            msg = f"{APP_ENV} is not set; PEs must be started by the spadeopt node agent"
+            raise RuntimeError(msg)
+        if ref not in _app_modules:
+            _app_modules[ref] = load_module(split_ref(ref)[0])
+        obj = _app_modules[ref]
     else:
         obj = importlib.import_module(module)
     for part in qualname.split("."):

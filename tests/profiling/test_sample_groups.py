@@ -89,7 +89,7 @@ def test_followers_sample_what_their_own_countdown_would(tmp_path, monkeypatch, 
     (In ``sizes`` neighbouring tuples differ in size, so a follower that sampled the
     wrong tuple of its batch would show.)"""
     monkeypatch.setenv(APP_ENV, app)
-    monkeypatch.setattr(loader, "_app_module", None)  # the PE's app is loaded once per process
+    monkeypatch.setattr(loader, "_app_modules", {})  # the PE's app is loaded once per process
     tuples = 3000
     grouped = _series(_profile(tmp_path, True, s, 10**6, tuples, app, batch))
     single = _series(_profile(tmp_path, False, s, 10**6, tuples, app, batch))
@@ -111,7 +111,7 @@ def test_a_full_reservoir_keeps_the_same_tuples_for_the_whole_group(tmp_path, mo
     """With a small reservoir the group shares its leader's choices: every follower keeps
     exactly the tuples (counts) its leader keeps, and as many as the reservoir holds."""
     monkeypatch.setenv(APP_ENV, APP)
-    monkeypatch.setattr(loader, "_app_module", None)
+    monkeypatch.setattr(loader, "_app_modules", {})
     series = _series(_profile(tmp_path, True, 0.05, 20, 4000))
     leader = Counter(series[("clean.out", None, "size")])
     assert sum(leader.values()) == 20
@@ -131,7 +131,7 @@ def test_tail_followers_time_from_their_start_to_the_group_end(tmp_path, monkeyp
     or a missing end would break the order."""
     app = "apps/chain.py"
     monkeypatch.setenv(APP_ENV, app)
-    monkeypatch.setattr(loader, "_app_module", None)
+    monkeypatch.setattr(loader, "_app_modules", {})
     graph, ref = load_graph(app, {"n": "4", "work": "20", "tuples": "20000"})
     build = generate(graph, _plan(graph), tmp_path / "build", ref)
     code = (build.directory / "pe0.py").read_text()
