@@ -29,102 +29,43 @@ driver all import it.
 from __future__ import annotations
 
 import json
-import re
-from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
 import msgpack
 
+from spadeopt.fieldcheck import (
+    BOOL,
+    BYTES,
+    INT,
+    NUM,
+    STR,
+    Check,
+    describe,
+    list_of,
+    map_of,
+    matches,
+    number_in,
+    optional,
+    shape,
+)
+
 VERSION = 1
 """The control protocol's version: a message of another version is refused."""
-
-Check = Callable[[Any], "str | None"]
-"""A field's check: None when the value fits, else what it is instead."""
-
 
 class ControlError(ValueError):
     """A control message refused: not a map, another version, an unknown type, or a
     field missing, unknown or of the wrong type (the message names it)."""
 
 
-def _describe(v: Any) -> str:
-    return f"a {type(v).__name__} ({v!r:.40})"
-
-
-def _of(*types: type) -> Check:
-    names = "/".join(t.__name__ for t in types)
-
-    def check(v: Any) -> str | None:
-        return None if type(v) in types else f"{_describe(v)}, expected {names}"
-    return check
-
-
-STR, INT, BOOL, BYTES, NUM = _of(str), _of(int), _of(bool), _of(bytes), _of(int, float)
-
-
-def optional(check: Check) -> Check:
-    return lambda v: None if v is None else check(v)
-
-
-def list_of(item: Check) -> Check:
-    def check(v: Any) -> str | None:
-        if type(v) not in (list, tuple):
-            return f"{_describe(v)}, expected a list"
-        for i, x in enumerate(v):
-            if (why := item(x)) is not None:
-                return f"item {i}: {why}"
-        return None
-    return check
-
-
-def map_of(key: Check, value: Check) -> Check:
-    def check(v: Any) -> str | None:
-        if type(v) is not dict:
-            return f"{_describe(v)}, expected a map"
-        for k, x in v.items():
-            if (why := key(k)) is not None:
-                return f"key {k!r:.40}: {why}"
-            if (why := value(x)) is not None:
-                return f"at {k!r:.40}: {why}"
-        return None
-    return check
-
-
-def shape(**spec: Check) -> Check:
-    """A map with exactly these keys, each checked."""
-    def check(v: Any) -> str | None:
-        if type(v) is not dict:
-            return f"{_describe(v)}, expected a map"
-        if set(v) != set(spec):
-            return f"a map of keys {sorted(map(str, v))}, expected {sorted(spec)}"
-        for k, c in spec.items():
-            if (why := c(v[k])) is not None:
-                return f"{k!r}: {why}"
-        return None
-    return check
-
-
-def _matches(pattern: str, what: str) -> Check:
-    rx = re.compile(pattern)
-
-    def check(v: Any) -> str | None:
-        return None if type(v) is str and rx.fullmatch(v) else f"{_describe(v)}, expected {what}"
-    return check
-
-
-def _number_in(lo: float, hi: float, lo_open: bool = False) -> Check:
-    def check(v: Any) -> str | None:
-        ok = type(v) in (int, float) and (lo < v if lo_open else lo <= v) and v <= hi
-        return None if ok else f"{_describe(v)}, expected a number in {'(' if lo_open else '['}{lo:g}, {hi:g}]"
-    return check
-
-
-Z85_KEY = _matches(r"[0-9a-zA-Z.\-:+=^!/*?&<>()\[\]{}@%$#]{40}", "a CURVE key (40 Z85 characters)")
-TOKEN = _matches(r"[0-9a-f]{32}", "a run token (32 hex digits)")
-CHANNEL = shape(endpoint=_matches(r"tcp://[A-Za-z0-9._\-]{1,253}:\d{1,5}", "a tcp:// endpoint"),
-                server_key=Z85_KEY, token=TOKEN, interval=_number_in(0, 86400, lo_open=True))
+Z85_KEY = matches(r"[0-9a-zA-Z.\-:+=^!/*?&<>()\[\]{}@%$#]{40}", "a CURVE key (40 Z85 characters)")
+TOKEN = matches(r"[0-9a-f]{32}", "a run token (32 hex digits)")
+CHANNEL_ENDPOINT = matches(r"tcp://[A-Za-z0-9._\-]{1,253}:\d{1,5}", "a tcp:// endpoint")
+CHANNEL = shape(endpoint=CHANNEL_ENDPOINT,
+                server_key=Z85_KEY, token=TOKEN, interval=number_in(0, 86400, lo_open=True))
 """A checkpoint coordinator's channel (``plan.deployment.CheckpointChannel.to_json``)."""
+LIVE = shape(endpoint=CHANNEL_ENDPOINT, server_key=Z85_KEY, token=TOKEN)
+"""The driver's live-metrics channel (``deploy.live_metrics.Collector.channel``)."""
 MAX_GEN = 1 << 16  # generations (in-place restarts) of one run
 MAX_DELAY_S = 60.0  # the longest backoff a restart may ask for
 
@@ -167,8 +108,10 @@ KINDS: dict[str, type[Record]] = {}
 
 
 def _record(cls: type[Record]) -> type[Record]:
-    """Register a record class under its ``KIND``; its ``FIELDS`` must name its fields."""
+    """Register a record class under its ``KIND``; its ``FIELDS`` must name its fields
+    (never ``t`` or ``v``, the message's type and version)."""
     assert cls.KIND and cls.KIND not in KINDS and list(cls.FIELDS) == [f.name for f in fields(cls)], cls
+    assert not {"t", "v"} & set(cls.FIELDS), f"{cls.__name__}: a field may not be named 't' or 'v'"
     KINDS[cls.KIND] = cls
     return cls
 
@@ -177,7 +120,7 @@ def check(doc: Any, *allowed: type[Record]) -> Record:
     """The record ``doc`` (a decoded map) holds, one of ``allowed``; ``ControlError``
     naming the field that does not fit."""
     if type(doc) is not dict:
-        raise ControlError(f"a control message is a map, got {_describe(doc)}")
+        raise ControlError(f"a control message is a map, got {describe(doc)}")
     if doc.get("v") != VERSION:
         raise ControlError(f"field 'v': protocol version {doc.get('v')!r:.20}, this end speaks {VERSION}")
     kind = doc.get("t")
@@ -227,7 +170,9 @@ class JobSpec(Record):
     KIND = "job"
     FIELDS = {"bundle": STR, "app_ref": STR, "return_outputs": BOOL, "out_dir": optional(STR), "log_dir": STR,
               "progress_dir": optional(STR),
-              "rendezvous": optional(shape(endpoint=STR, server_key=Z85_KEY, token=TOKEN)), "in_place": BOOL}
+              "rendezvous": optional(shape(endpoint=STR, server_key=Z85_KEY, token=TOKEN)), "in_place": BOOL,
+              "metrics": optional(LIVE)}
+    OPTIONAL = frozenset({"metrics"})
     bundle: str
     app_ref: str
     return_outputs: bool
@@ -236,26 +181,7 @@ class JobSpec(Record):
     progress_dir: str | None
     rendezvous: dict[str, str] | None
     in_place: bool
-
-
-@dataclass(frozen=True)
-class SettingsChange:
-    """What a caller of ``deploy.launcher.run_build`` changes of the build's run settings
-    for one run (``plan.deployment.RunSettings`` fields; None: unchanged). Not a message:
-    it never leaves the driver."""
-
-    batch_size: int | None = None
-    hwm: int | None = None
-    max_frame: int | None = None
-    max_batch_delay: float | None = None
-    stall_timeout: float | None = None
-    profile: Any = None  # a plan.deployment.Sampling
-    checkpoint: Any = None  # a plan.deployment.CheckpointChannel
-    source_limit: int | None = None
-
-    def changes(self) -> dict[str, Any]:
-        """The fields set, for ``RunSettings.changed``."""
-        return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
+    metrics: dict[str, str] | None = None  # the driver's live-metrics channel (deploy.live_metrics)
 
 
 # ---- a PE: its config, the agent's commands, its events -------------------------------
@@ -310,10 +236,12 @@ class Connect(Record):
 
     KIND = "connect"
     FIELDS = {"links": map_of(STR, list_of(_OUT_LINK)), "upstream": map_of(STR, map_of(STR, _UPSTREAM)),
-              "checkpoint": optional(CHANNEL)}
+              "checkpoint": optional(CHANNEL), "metrics": optional(LIVE)}
+    OPTIONAL = frozenset({"metrics"})
     links: dict[str, list[dict[str, Any]]]
     upstream: dict[str, dict[str, dict[str, Any]]]
     checkpoint: dict[str, Any] | None = None
+    metrics: dict[str, Any] | None = None  # the driver's live-metrics channel, or None
 
 
 @_record
@@ -344,7 +272,7 @@ class Bound(Record):
 
     KIND = "bound"
     FIELDS = {"endpoints": map_of(STR, map_of(STR, STR)),
-              "keys": map_of(STR, optional(lambda v: None if type(v) in (str, dict) else _describe(v)))}
+              "keys": map_of(STR, optional(lambda v: None if type(v) in (str, dict) else describe(v)))}
     endpoints: dict[str, dict[str, str]]
     keys: dict[str, Any]
 
@@ -409,6 +337,40 @@ class Exited(Record):
 
 
 PE_EVENTS = (Bound, Ready, Beat, Done, Failed)
+
+
+@_record
+@dataclass(frozen=True)
+class PEMetrics(Record):
+    """PE -> the driver's live metrics (``deploy.live_metrics``), every second and once at
+    its end (``final``): counts since the PE process started (``runtime.pe_live``).
+    ``ports_out``: sender port -> [tuples, bytes, batches, seconds blocked on a full link];
+    ``ports_in``: input port -> tuples; ``operators``: operator -> out port -> tuples;
+    ``latency``: samples per ``runtime.latency.BUCKETS_MS`` bucket, then their sum (ms)."""
+
+    KIND = "pe-metrics"
+    FIELDS = {"pe": STR, "token": TOKEN, "pid": INT, "seq": INT, "at": NUM, "final": BOOL, "cpu_s": NUM,
+              "wall_s": NUM, "idle_s": NUM, "ports_out": map_of(STR, list_of(NUM)), "ports_in": map_of(STR, INT),
+              "operators": map_of(STR, map_of(STR, INT)), "sources": map_of(STR, INT), "sinks": map_of(STR, INT),
+              "lags": map_of(STR, optional(INT)), "counters": map_of(STR, map_of(STR, INT)),
+              "latency": list_of(NUM)}
+    pe: str
+    token: str
+    pid: int
+    seq: int
+    at: float  # the PE's wall clock when it was made
+    final: bool
+    cpu_s: float
+    wall_s: float
+    idle_s: float
+    ports_out: dict[str, list[float]]
+    ports_in: dict[str, int]
+    operators: dict[str, dict[str, int]]
+    sources: dict[str, int]
+    sinks: dict[str, int]
+    lags: dict[str, int | None]
+    counters: dict[str, dict[str, int]]
+    latency: list[float]
 
 
 # ---- a node agent to the driver: its failure, its result -------------------------------
@@ -559,14 +521,14 @@ class RestartInPlace(Record):
     coordinator's ``checkpoint`` channel, after ``delay`` seconds of backoff."""
 
     KIND = "restart"
-    FIELDS = {"gen": _number_in(1, MAX_GEN - 1), "checkpoint": CHANNEL, "delay": _number_in(0, MAX_DELAY_S)}
+    FIELDS = {"gen": number_in(1, MAX_GEN - 1), "checkpoint": CHANNEL, "delay": number_in(0, MAX_DELAY_S)}
     gen: int
     checkpoint: dict[str, Any]
     delay: float
 
     def __post_init__(self) -> None:
         if type(self.gen) is not int:
-            raise ControlError(f"'restart' message: field 'gen' is {_describe(self.gen)}, expected int")
+            raise ControlError(f"'restart' message: field 'gen' is {describe(self.gen)}, expected int")
 
 
 @_record

@@ -9,6 +9,7 @@ import msgpack
 import pytest
 
 from spadeopt import control
+from spadeopt.deploy.options import SettingsChange
 
 KEY = "rq:-k)*0Hha!{K<4A]uzHD6k+2$h[2M#W(mD4zV^"  # 40 Z85 characters
 CHANNEL = {"endpoint": "tcp://127.0.0.1:5555", "server_key": KEY, "token": "ab" * 16, "interval": 1.0}
@@ -34,7 +35,16 @@ EXAMPLES = [
     control.RestartInPlace(2, CHANNEL, 0.5), control.Refusal(1), control.StopRequest(),
     control.NodeFailure("pe1", 0, "f", "in", kind="link", message="malformed frame", log="tail"),
     control.NodeReport(0, "host", 123, 1.5, [{"pe": "pe0"}], [], executor="driver", files=None),
+    control.PEMetrics("pe0", "ab" * 16, 4242, 3, 1.7e9, False, 0.9, 3.0, 1.2, {"f.out": [512, 9000, 1, 0.02]},
+                      {"f.in": 512}, {"f": {"out": 512}}, {"src": 600}, {"out": 7}, {"src": None}, {"win": {"late": 2}},
+                      [1, 2, 0, 3.5]),
 ]
+
+
+def test_a_live_metrics_record_with_a_wrong_count_is_refused_naming_the_field():
+    doc = {**EXAMPLES[-1].to_doc(), "ports_in": {"f.in": "512"}}
+    with pytest.raises(control.ControlError, match="'ports_in'"):
+        control.decode(msgpack.packb(doc, use_bin_type=True), control.PEMetrics)
 
 
 @pytest.mark.parametrize("msg", EXAMPLES, ids=lambda m: m.KIND)
@@ -94,8 +104,8 @@ def test_a_pe_takes_only_a_well_formed_checkpoint_channel(channel):
 
 
 def test_settings_change_lists_only_what_it_changes():
-    assert control.SettingsChange(batch_size=13, source_limit=5).changes() == {"batch_size": 13, "source_limit": 5}
-    assert control.SettingsChange().changes() == {}
+    assert SettingsChange(batch_size=13, source_limit=5).changes() == {"batch_size": 13, "source_limit": 5}
+    assert SettingsChange().changes() == {}
 
 
 def test_a_node_failure_may_leave_out_what_it_does_not_know():

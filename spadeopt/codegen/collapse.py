@@ -279,6 +279,7 @@ def apply(graph: AppGraph, specs: list[Any]) -> None:
         run = collapse_run(by_name, names)
         tail = by_name[names[-1]]
         head = by_name[names[0]]
-        head.run = {"ops": names, "lines": run.lines, "emit": tail.emit_line["out"]}
         for n in names[1:]:
             by_name[n].in_run = names[0]
+        tail.run_tail = True
+        head.run = {"ops": names, "lines": run.lines, "emit": tail.emit_line["out"]}

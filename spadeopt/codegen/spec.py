@@ -53,6 +53,7 @@ class OpSpec:
     # codegen.collapse: the head of a static run gets the run's loop; the others its name
     run: dict[str, Any] | None = None
     in_run: str | None = None
+    run_tail: bool = False  # the last operator of a static run: the run's loop emits through it
     # instrumented builds: the timing window (a build() local) its sampled submits share
     # with the other operators of its thread, or None: thread CPU timers of their own
     window: str | None = None
@@ -107,8 +108,33 @@ class OpSpec:
                 f"{plain} if _cd > 0 else {self.g}__submit_{port}(out, _cd)")
 
     @property
+    def tallied(self) -> list[str]:
+        """The output ports whose tuples this operator counts for live metrics
+        (``runtime.metrics.Metrics.tally``, a one-item list ``_n_<op>__<port>``, one
+        addition per batch): every port of an operator the app declared, not of fission
+        plumbing (splits, merges, exchanges) and not in instrumented builds (profiles
+        time the operators as before). A static run is one loop (``codegen.collapse``):
+        only its last operator, through which the loop emits, counts."""
+        if self.instrumented or kind_of(self.op).fission_made:
+            return []
+        if self.run is not None or (self.in_run is not None and not self.run_tail):
+            return []
+        return list(self.emit)
+
+    def _tally(self, port: str) -> str:
+        """The statement counting ``out``'s tuples on ``port``. Inside a parallel region a
+        batch may end with a fission pulse (a 1-tuple, ``_macros.pulse_out``), which is
+        not counted: the same test the receiving operator's ``pulse_in`` makes."""
+        box = f"_n_{self.g}__{port}[0]"
+        if self.ctx.get("pulse"):
+            return f"{box} += len(out) - (len(out[-1]) == 1 if out else 0)"
+        return f"{box} += len(out)"
+
+    @property
     def plain_emit_line(self) -> dict[str, str]:
-        return {p: "; ".join(f"{t}(out)" for t in ts) or "pass" for p, ts in self.emit.items()}
+        tallied = set(self.tallied)
+        return {p: "; ".join(([self._tally(p)] if p in tallied else []) + [f"{t}(out)" for t in ts]) or "pass"
+                for p, ts in self.emit.items()}
 
     @property
     def final_line(self) -> dict[str, str]:

@@ -108,7 +108,7 @@ class _Proc:
 def run_node(node: int, deploy: Deployment, build_dir: str, out_dir: str | None,
              log_dir: str, gather=None, barrier=None, host: str | None = None,
              progress_dir: str | None = None, pythonpath: str | None = None,
-             control=None, in_place: bool = False) -> dict[str, Any]:
+             control=None, in_place: bool = False, live: dict[str, str] | None = None) -> dict[str, Any]:
     """Run this node's PEs to completion; return their stats.
 
     ``gather(str) -> list[str]`` exchanges endpoint tables between nodes (allGather);
@@ -122,6 +122,8 @@ def run_node(node: int, deploy: Deployment, build_dir: str, out_dir: str | None,
     driver restarts every agent's PEs from the last complete checkpoint (a new
     coordinator channel) or refuses, and then the task fails as without. A restart that
     fails before the PEs run again fails the task too (the driver restarts the stage).
+
+    ``live``: the driver's live-metrics channel (``control.LIVE``), given to every PE.
     """
     gather = gather or (lambda msg: [msg])
     barrier = barrier or (lambda: None)
@@ -148,7 +150,7 @@ def run_node(node: int, deploy: Deployment, build_dir: str, out_dir: str | None,
             try:
                 result = _generation(node, deploy, build_dir, out_dir, log_dir, gather, barrier, host,
                                      progress_dir, pythonpath, control, ipc_dir, zygote, channel, procs, started,
-                                     in_place)
+                                     in_place, live)
                 result["restarts_in_place"] = restarts
                 return result
             except Restart as asked:  # another node's PE failed: stop ours, start again
@@ -185,7 +187,7 @@ def run_node(node: int, deploy: Deployment, build_dir: str, out_dir: str | None,
 def _generation(node: int, deploy: Deployment, build_dir: str, out_dir: str | None, log_dir: str, gather, barrier,
                 host: str | None, progress_dir: str | None, pythonpath: str | None, control, ipc_dir: str,
                 zygote: Zygote | None, channel: dict | None, procs: dict[str, _Proc], started: list[bool],
-                in_place: bool) -> dict[str, Any]:
+                in_place: bool, live: dict[str, str] | None = None) -> dict[str, Any]:
     """One start of this node's PEs (the first, or a restart in place): spawn, wire,
     start, wait until done, meet the other nodes at the end. ``procs`` is filled with
     the PEs as they start (the caller stops them); ``started`` gets an entry once every
@@ -210,8 +212,8 @@ def _generation(node: int, deploy: Deployment, build_dir: str, out_dir: str | No
         for pe_id, got in json.loads(msg).items():
             endpoints[pe_id], keys[pe_id] = got["endpoints"], got["keys"]
     for pe in pes:
-        procs[pe.pe].send(ctrl.Connect(**_wiring(pe.pe, links, endpoints, keys),  # checkpoints: stdin
-                                          checkpoint=channel))
+        procs[pe.pe].send(ctrl.Connect(**_wiring(pe.pe, links, endpoints, keys),  # tokens: on stdin
+                                          checkpoint=channel, metrics=live))
     _collect(events, procs, ctrl.Ready, node)
     barrier()
     t0 = time.time()
@@ -445,7 +447,7 @@ def barrier_task(deploy: Deployment, job: ctrl.JobSpec, iterator):
             result = run_node(node, deploy, local.build_dir, out_dir, log_dir, host=host,
                               progress_dir=progress_dir, pythonpath=local.pythonpath,
                               control=meeting if job.return_outputs or in_place else None,
-                              in_place=in_place, **sync)
+                              in_place=in_place, live=job.metrics, **sync)
         finally:
             if meeting is not None:
                 meeting.close()

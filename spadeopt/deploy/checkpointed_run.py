@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from spadeopt.control import SettingsChange
 from spadeopt.deploy.checkpoint_coordinator import Coordinator
 from spadeopt.deploy.checkpoint_store import Checkpoint, CheckpointStore, finish_sinks
+from spadeopt.deploy.options import SettingsChange
 from spadeopt.errors import UsageError
 from spadeopt.plan.deployment import Deployment
 

@@ -28,12 +28,12 @@ from spadeopt.control import (
     JobSpec,
     NodeFailure,
     NodeReport,
-    SettingsChange,
     decode_line,
 )
+from spadeopt.deploy import live_metrics
 from spadeopt.deploy.agent import ERROR_TAG, STOP_FILE, barrier_task, is_live_run
 from spadeopt.deploy.masters import is_local
-from spadeopt.deploy.options import RunOptions
+from spadeopt.deploy.options import RunOptions, SettingsChange
 from spadeopt.deploy.procs import running
 from spadeopt.deploy.spark_session import current_session, keep_shipped, spark_session
 from spadeopt.errors import RunError
@@ -66,6 +66,7 @@ class RunResult:
     latency: dict[str, Any] | None = None  # source -> sink latency markers: p50/p90/p99/max ms (runtime.latency)
     operators: dict[str, dict[str, int]] = field(default_factory=dict)  # operator -> counters ("late": dropped)
     warnings: list[str] = field(default_factory=list)  # what the PEs warned of, each once (runtime.metrics)
+    live: dict[str, Any] | None = None  # the last live job state (deploy.live_state), when metrics were on
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -79,7 +80,7 @@ def run_build(build_dir: Path, options: RunOptions | None = None, *, sampling: S
     ``options`` say where and how (master, conf, ``out``, progress lines about once a
     second) and override the build's run settings for this run only; ``sampling`` is
     where an instrumented build's samples go (``spadeopt profile``); ``settings``
-    (``control.SettingsChange``) changes further run settings (batch size, HWM, max
+    (``options.SettingsChange``) changes further run settings (batch size, HWM, max
     frame, the checkpoint channel, a source limit) for this run. ``submitted``: this process was started by
     spark-submit, whose master and conf win (deploy.json's master is then unused).
 
@@ -116,6 +117,9 @@ def run_build(build_dir: Path, options: RunOptions | None = None, *, sampling: S
     bundle = _ship(build_dir, deploy, sc, say)
     meeting, job = _meeting_and_job(deploy, bundle, local, master, out_dir, log_dir, progress_dir,
                                     restart_in_place)
+    live = live_metrics.start(deploy, local, build_dir, options)  # None: metrics off
+    if live is not None:
+        job = dataclasses.replace(job, metrics=live.channel())
     task = _task_fn(deploy, job)
     made = _make_out(out_dir)  # made only now: a run that fails to start leaves --out as it was
     t0 = time.time()
@@ -141,11 +145,20 @@ def run_build(build_dir: Path, options: RunOptions | None = None, *, sampling: S
             for d in made:  # leave --out as it was: what this run made goes (deepest first), if empty
                 with contextlib.suppress(OSError):
                     d.rmdir()
+        if live is not None:
+            live.end("failed")
+            live.close()
         raise
     finally:
         if meeting is not None:
             meeting.close()
-    return _result(deploy, reports, master, time.time() - t0, str(build_dir))
+    result = _result(deploy, reports, master, time.time() - t0, str(build_dir))
+    if live is not None:
+        try:
+            result.live = live.end("done")
+        finally:
+            live.close()
+    return result
 
 
 def _session(master: str | None, cores: int, nodes: int, options: RunOptions, insecure: bool) -> Any:

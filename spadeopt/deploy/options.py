@@ -20,8 +20,9 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
 from spadeopt.errors import UsageError
 from spadeopt.plan.deployment import RunSettings
@@ -58,6 +59,10 @@ class RunOptions:
     checkpoints: object = None  # a deploy.checkpointed_run.CheckpointOptions: checkpoints, restarts, resume
     max_batch_delay: float | None = None  # seconds a live source's partial batch may wait; None: the build's
     verify_fission: int | None = None  # first N records: the plan's regions against width 1 (deploy.verify)
+    metrics_port: int | None = None  # live metrics (deploy.live_metrics) served on this port (0: a free one); None: off
+    metrics_host: str = "127.0.0.1"  # where they are served; any other than loopback needs the printed token
+    on_live: Callable[[Any], None] | None = field(default=None, compare=False)  # given the live server (--live)
+    live_checkpoints: Callable[[], Any] | None = field(default=None, compare=False)  # checkpoints' live state
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "stall_timeout", _positive("--stall-timeout", self.stall_timeout))
@@ -66,6 +71,9 @@ class RunOptions:
         n = self.verify_fission
         if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
             raise UsageError(f"--verify-fission needs a positive number of records, got {n!r}")
+        port = self.metrics_port
+        if port is not None and (isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535):
+            raise UsageError(f"--metrics-port must be a TCP port, 0 to 65535 (0: a free one), got {port!r}")
         object.__setattr__(self, "conf", dict(self.conf))
         if self.out is not None:
             object.__setattr__(self, "out", Path(self.out))
@@ -82,3 +90,23 @@ class RunOptions:
         return settings.changed(insecure_links=True if self.insecure_links else None,
                                 stall_timeout=self.stall_timeout, duration=self.duration,
                                 max_batch_delay=self.max_batch_delay)
+
+
+@dataclass(frozen=True)
+class SettingsChange:
+    """What a caller of ``deploy.launcher.run_build`` changes of the build's run settings
+    for one run (``plan.deployment.RunSettings`` fields; None: unchanged). Not a message:
+    it never leaves the driver."""
+
+    batch_size: int | None = None
+    hwm: int | None = None
+    max_frame: int | None = None
+    max_batch_delay: float | None = None
+    stall_timeout: float | None = None
+    profile: Any = None  # a plan.deployment.Sampling
+    checkpoint: Any = None  # a plan.deployment.CheckpointChannel
+    source_limit: int | None = None
+
+    def changes(self) -> dict[str, Any]:
+        """The fields set, for ``RunSettings.changed``."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}

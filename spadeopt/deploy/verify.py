@@ -26,8 +26,7 @@ import shutil
 from pathlib import Path
 
 from spadeopt.connectors.spec import is_live
-from spadeopt.control import SettingsChange
-from spadeopt.deploy.options import RunOptions
+from spadeopt.deploy.options import RunOptions, SettingsChange
 from spadeopt.errors import RunError, UsageError
 from spadeopt.model.graph import AppGraph
 from spadeopt.plan.plan import Plan

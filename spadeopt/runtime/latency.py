@@ -27,11 +27,13 @@ from __future__ import annotations
 
 import random
 import threading
+from bisect import bisect_left
 from collections.abc import Iterable
 from typing import Any
 
 MARK_EVERY = 0.1  # s between two markers of one source
 CAP = 20_000  # samples a PE keeps (a reservoir beyond: about 30 min of markers from one source)
+BUCKETS_MS = (1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10_000, 30_000)  # live histogram bounds
 MAX_ORIGINS = 4096  # origins a PE follows; markers of further ones are dropped (a bound on memory)
 
 
@@ -41,6 +43,8 @@ class Latency:
     def __init__(self) -> None:
         self.samples: list[float] = []  # ms
         self.recorded = 0
+        self.buckets = [0] * (len(BUCKETS_MS) + 1)  # samples per bucket (the last: over every bound)
+        self.sum_ms = 0.0
         self._sent: dict[str, int] = {}  # own origin -> last seq sent
         self._taken: dict[str, int] = {}  # origin -> last seq taken off a link
         self._rng = random.Random(0)
@@ -66,6 +70,8 @@ class Latency:
         """One sample, kept in a reservoir of ``CAP`` (Algorithm R)."""
         with self._lock:
             self.recorded += 1
+            self.buckets[bisect_left(BUCKETS_MS, ms)] += 1
+            self.sum_ms += ms
             if len(self.samples) < CAP:
                 self.samples.append(round(ms, 3))
                 return

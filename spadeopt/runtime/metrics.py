@@ -25,6 +25,7 @@ class Metrics:
     def __init__(self) -> None:
         self._counters: list[tuple[str, str, list[int]]] = []  # (logical operator, counter, [value])
         self.warnings: dict[str, str] = {}  # key -> text, the first warning of each key
+        self._tallies: list[tuple[str, str, list[int]]] = []  # (operator, out port, [tuples])
 
     def counter(self, op: str, name: str, report_as: str | None = None) -> list[int]:
         """A new counter ``name`` of operator ``op`` (reported under ``report_as``, its
@@ -32,6 +33,21 @@ class Metrics:
         box = [0]
         self._counters.append((report_as or op, name, box))
         return box
+
+    def tally(self, op: str, port: str) -> list[int]:
+        """The live-metrics count of tuples operator ``op`` (a channel copy by its own
+        name) sends on output ``port``: ``[0]``, added to once per batch by generated
+        code (``codegen.spec.OpSpec.tallied``). Not checkpoint state: it counts work done."""
+        box = [0]
+        self._tallies.append((op, port, box))
+        return box
+
+    def tallies(self) -> dict[str, dict[str, int]]:
+        """``{operator: {out port: tuples}}``."""
+        out: dict[str, dict[str, int]] = {}
+        for op, port, box in self._tallies:
+            out.setdefault(op, {})[port] = box[0]
+        return out
 
     def warn_once(self, key: str, text: str) -> None:
         """Print ``text`` on stderr and keep it for the driver, unless ``key`` warned before."""

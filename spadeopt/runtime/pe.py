@@ -139,6 +139,8 @@ class PERuntime(SourceDriving, LatencyMarkers, PESockets, InputLoop):
         self.server_key: tuple[str, str] | None = None  # (public, secret) of this PE's PULL sockets
         self.link_keys: dict[str, tuple[str, str]] = {}  # out link id -> (public, secret)
         self.received = 0  # frames taken off the input sockets (progress, for stall detection)
+        self.idle_s = 0.0  # time the PE's threads waited for input (runtime.pe_live)
+        self.live: Any = None  # a runtime.pe_live.LiveReporter when the driver collects live metrics
         self.states: dict[str, tuple] = {}  # operator -> its state objects (checkpointing builds: rt.state)
         self.checkpoints: Any = None  # a runtime.barrier_alignment.Checkpointer when the run takes checkpoints
         self.latency = Latency()  # latency markers sent, taken and recorded (runtime.latency)
@@ -216,6 +218,8 @@ class PERuntime(SourceDriving, LatencyMarkers, PESockets, InputLoop):
             threading.Thread(target=self._watch_stop, daemon=True, name="stop").start()
         if self.progress_file:
             threading.Thread(target=self._report_progress, daemon=True, name="progress").start()
+        if self.live is not None:
+            self.live.start()
         if not (self.sources and self.inputs):  # one thread sends on every port: markers may go on any
             for s in self.senders.values():
                 s.sole = True

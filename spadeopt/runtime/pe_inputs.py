@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Iterable
+from time import perf_counter
 
 import zmq
 
@@ -48,7 +49,10 @@ class InputLoop:
                 ck.release()
             if guard is not None and guard.dropped:  # promptly, for the ports still open
                 self._check_dropped(p for p in by_socket.values() if p.finals < p.links)
-            for sock, _ in poller.poll(WAIT_MS):
+            t0 = perf_counter()
+            ready = poller.poll(WAIT_MS)
+            self.idle_s += perf_counter() - t0  # waiting for input (live metrics)
+            for sock, _ in ready:
                 port = by_socket[sock]
                 for _ in range(64):
                     try:
@@ -70,10 +74,13 @@ class InputLoop:
                 ck.release()
             if guard is not None and guard.dropped:
                 self._check_dropped([port])
+            t0 = perf_counter()
             try:
                 frame = sock.recv(copy=False)
             except zmq.Again:  # WAIT_MS without a frame
+                self.idle_s += perf_counter() - t0
                 continue
+            self.idle_s += perf_counter() - t0  # waiting for input (live metrics)
             if take(port, frame):
                 return
 
@@ -96,6 +103,7 @@ class InputLoop:
             batch = wire.decode_batch(data, port.types, self.max_frame, port.pulsed)
         except wire.WireError as exc:
             raise LinkError(self.pe_id, port, frame.get("User-Id") if self.secure else None, str(exc)) from None
+        port.tuples += len(batch)
         if port.point is None:
             port.fn(batch)
         else:

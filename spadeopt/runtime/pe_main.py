@@ -52,6 +52,8 @@ def main() -> None:
         next(commands)  # start
         _heartbeat(rt, say)
         stats = rt.run()
+        if rt.live is not None:  # the final counts, before "done" (the driver's result follows it)
+            rt.live.finish()
         if rt.checkpoints is not None:  # every part reached the coordinator before "done"
             rt.checkpoints.channel.finish()
         stats["where"] = _where()
@@ -125,6 +127,10 @@ def _wire(rt, cfg: control.PEConfig, say, commands) -> None:
         from spadeopt.runtime.checkpoint_channel import attach
 
         attach(rt, cmd.checkpoint)
+    if cmd.metrics:  # the driver collects live metrics (runtime.pe_live)
+        from spadeopt.runtime.pe_live import LiveReporter
+
+        rt.live = LiveReporter(rt, cmd.metrics)
     say(control.Ready())
 
 

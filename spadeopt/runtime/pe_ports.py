@@ -45,6 +45,7 @@ class InputPort:
     pulsed: bool = False  # inside a parallel region: a batch may end with a fission pulse
     upstream: dict[str, str] = field(default_factory=dict)  # link id -> "PE pe1 (op.port)"
     finaled: set[str] = field(default_factory=set)  # links whose final has arrived
+    tuples: int = 0  # live metrics: tuples taken off the port's links (a region's pulses too)
 
 
 class LinkError(Exception):

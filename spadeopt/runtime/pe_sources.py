@@ -68,6 +68,7 @@ class SourceDriving:
             if left <= 0:  # a round is over: when every source was idle (live, nothing new), back off
                 if self._idle_turns - idle_before >= len(turns):
                     time.sleep(nap)
+                    self.idle_s += nap  # waiting for a live feed (live metrics)
                     nap = min(2 * nap, longest)
                 else:
                     nap = IDLE_SLEEP

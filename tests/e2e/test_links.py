@@ -19,7 +19,7 @@ import pytest
 import zmq
 
 from spadeopt import api
-from spadeopt.control import SettingsChange
+from spadeopt.deploy.options import SettingsChange
 from spadeopt.deploy.launcher import run_build
 from spadeopt.deploy.options import RunOptions
 from spadeopt.errors import RunError
