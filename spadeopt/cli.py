@@ -52,7 +52,20 @@ def _options(args: argparse.Namespace) -> RunOptions:
                       stall_timeout=getattr(args, "stall_timeout", None), duration=getattr(args, "duration", None),
                       max_batch_delay=_ms(getattr(args, "max_batch_delay", None)),
                       checkpoints=_checkpoints(args) if args.command == "run" else None,
-                      verify_fission=getattr(args, "verify_fission", None))
+                      verify_fission=getattr(args, "verify_fission", None),
+                      metrics_port=None if args.command != "run" or args.no_metrics else args.metrics_port,
+                      metrics_host=getattr(args, "metrics_host", "127.0.0.1"),
+                      on_live=_live_view if getattr(args, "live", False) else None)
+
+
+def _live_view(server) -> None:
+    """``run --live``: ``spadeopt top`` of this run, on a thread, until the run ends."""
+    import threading
+
+    from spadeopt.live.top import watch
+
+    threading.Thread(target=watch, args=(server.url,), kwargs={"token": server.token}, daemon=True,
+                     name="live-view").start()
 
 
 def checkpoint_args(p: argparse.ArgumentParser) -> None:
@@ -369,7 +382,19 @@ def _run_parser(sub) -> None:
                    "source at width 1 and under the plan, and stop (exit 1) if any sink differs: for custom "
                    "operators whose declared state kind might be wrong")
     checkpoint_args(r)
+    _metrics_args(r)
     r.set_defaults(func=cmd_run)
+
+
+def _metrics_args(p: argparse.ArgumentParser) -> None:
+    """Issue 38: live metrics, the job's page, the terminal view."""
+    p.add_argument("--metrics-port", type=int, default=0, metavar="N", help="serve the running job's Prometheus "
+                   "metrics (/metrics) and its page (/) on port N (default 0: a free port; the run prints the URL)")
+    p.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST", help="address to serve them on "
+                   "(default 127.0.0.1; any other requires the token the run prints)")
+    p.add_argument("--no-metrics", action="store_true", help="no live metrics, no page")
+    p.add_argument("--live", action="store_true", help="show the running job in this terminal (spadeopt top), "
+                   "refreshed every second")
 
 
 def _profile_parser(sub) -> None:

@@ -123,10 +123,10 @@ class OpSpec:
 
     def _tally(self, port: str) -> str:
         """The statement counting ``out``'s tuples on ``port``. Inside a parallel region a
-        batch may end with a fission pulse (a 1-tuple, ``_macros.pulse_out``), which is
-        not counted: the same test the receiving operator's ``pulse_in`` makes."""
+        batch may end with a fission pulse (a 1-tuple: ``_macros.pulse_out``, a numbering
+        source's), which is not counted: the same test the receiving ``pulse_in`` makes."""
         box = f"_n_{self.g}__{port}[0]"
-        if self.ctx.get("pulse"):
+        if self.ctx.get("pulse") or self.ctx.get("seq"):  # a numbering source ends its batches with one
             return f"{box} += len(out) - (len(out[-1]) == 1 if out else 0)"
         return f"{box} += len(out)"
 

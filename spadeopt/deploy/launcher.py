@@ -135,19 +135,7 @@ def run_build(build_dir: Path, options: RunOptions | None = None, *, sampling: S
         if out_dir is not None:
             sinks.commit(out_dir)
     except BaseException:
-        if not done.is_set():  # interrupted (Ctrl-C, SIGTERM): end the tasks, and so the PEs, first
-            sc.cancelAllJobs()
-            done.wait(_CANCEL_WAIT_S)
-            if local:
-                _wait_until_gone(progress_dir, _CANCEL_WAIT_S)
-        if out_dir is not None:
-            sinks.discard(out_dir)
-            for d in made:  # leave --out as it was: what this run made goes (deepest first), if empty
-                with contextlib.suppress(OSError):
-                    d.rmdir()
-        if live is not None:
-            live.end("failed")
-            live.close()
+        _abandon(done, sc, local, progress_dir, out_dir, made, live)
         raise
     finally:
         if meeting is not None:
@@ -159,6 +147,27 @@ def run_build(build_dir: Path, options: RunOptions | None = None, *, sampling: S
         finally:
             live.close()
     return result
+
+
+def _abandon(done: threading.Event, sc: Any, local: bool, progress_dir: Path, out_dir: Path | None,
+             made: list[Path], live: Any) -> None:
+    """A run that failed or was interrupted: its tasks (and so its PEs) ended first, its
+    sinks discarded, ``--out`` left as it was, its live metrics saying "failed"."""
+    from spadeopt.runtime import sinks
+
+    if not done.is_set():  # interrupted (Ctrl-C, SIGTERM): end the tasks, and so the PEs, first
+        sc.cancelAllJobs()
+        done.wait(_CANCEL_WAIT_S)
+        if local:
+            _wait_until_gone(progress_dir, _CANCEL_WAIT_S)
+    if out_dir is not None:
+        sinks.discard(out_dir)
+        for d in made:  # leave --out as it was: what this run made goes (deepest first), if empty
+            with contextlib.suppress(OSError):
+                d.rmdir()
+    if live is not None:
+        live.end("failed")
+        live.close()
 
 
 def _session(master: str | None, cores: int, nodes: int, options: RunOptions, insecure: bool) -> Any:

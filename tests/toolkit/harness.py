@@ -163,12 +163,14 @@ class _FakeRT:
 
 def simulate(app: App | AppGraph, fusion: str, out_dir: Path, *, seed: int = 0,
              chunks: Sequence[int] = (BATCH,), widths: Mapping[str, int] | None = None,
-             given: Plan | None = None, counters: dict | None = None) -> Rows:
+             given: Plan | None = None, counters: dict | None = None, tallies: dict | None = None) -> Rows:
     """Run ``app`` under ``fusion`` in this process; ``chunks`` are the source batch
     sizes (cycled); ``seed`` picks the interleaving of deliveries between PEs;
     ``widths`` are the parallel regions' widths; ``given``: run this plan instead;
     ``counters``: filled with the run's operator counters and ``"warnings"``, as the
-    driver merges them (``runtime.metrics.merge``)."""
+    driver merges them (``runtime.metrics.merge``); ``tallies``: filled with each
+    operator's live-metrics output counts (``{operator: {port: tuples}}``, channel copies
+    by their own names)."""
     graph = as_graph(app)
     p = given if given is not None else plan(graph, fusion, widths)
     files = render_build(graph, p, "")
@@ -204,6 +206,9 @@ def simulate(app: App | AppGraph, fusion: str, out_dir: Path, *, seed: int = 0,
     if counters is not None:
         ops, warnings = run_metrics.merge(rt.metrics.report() for rt in rts.values())
         counters.update(ops, warnings=warnings)
+    if tallies is not None:
+        for rt in rts.values():
+            tallies.update(rt.metrics.tallies())
     for m in [k for k in sys.modules if k.startswith("_spadeopt_sim_")]:
         del sys.modules[m]
     return read_sinks(out_dir)

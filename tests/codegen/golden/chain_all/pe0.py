@@ -24,9 +24,10 @@ def build(rt):
     """Wire this PE's operators by direct calls and register its threads and ports."""
 
     # ---- source 'src' ----
+    _n__3src__out = rt.metrics.tally("src", "out")  # live metrics: tuples out
     def _3src__run():
         for out in rt.source_batches("src", _u_counter(n=200000, seed=1, size=100), 2):
-            _3op0__in(out)
+            _n__3src__out[0] += len(out); _3op0__in(out)
             yield  # one batch per turn: the PE's sources take turns in one thread (rt.drive_sources)
         _3src__final(None)
 
@@ -48,7 +49,7 @@ def build(rt):
             for _c1 in [_u_spin(_c0, 10)]  # op: op1
         ]
         if out:
-            _4sink__in(out)
+            _n__3op2__out[0] += len(out); _4sink__in(out)
 
     __3op0_pending = rt.pending("op0", {'in': 1})
 
@@ -69,6 +70,7 @@ def build(rt):
             pass
 
     # ---- functor 'op2' ----
+    _n__3op2__out = rt.metrics.tally("op2", "out")  # live metrics: tuples out
     # collapsed into the loop of 'op0'
     __3op2_pending = rt.pending("op2", {'in': 1})
 

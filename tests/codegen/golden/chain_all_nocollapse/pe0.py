@@ -24,9 +24,10 @@ def build(rt):
     """Wire this PE's operators by direct calls and register its threads and ports."""
 
     # ---- source 'src' ----
+    _n__3src__out = rt.metrics.tally("src", "out")  # live metrics: tuples out
     def _3src__run():
         for out in rt.source_batches("src", _u_counter(n=200000, seed=1, size=100), 2):
-            _3op0__in(out)
+            _n__3src__out[0] += len(out); _3op0__in(out)
             yield  # one batch per turn: the PE's sources take turns in one thread (rt.drive_sources)
         _3src__final(None)
 
@@ -39,10 +40,11 @@ def build(rt):
             pass
 
     # ---- functor 'op0' ----
+    _n__3op0__out = rt.metrics.tally("op0", "out")  # live metrics: tuples out
     def _3op0__in(batch):
         out = [(t[0], _u_spin(t[1], 10)) for t in batch]
         if out:
-            _3op1__in(out)
+            _n__3op0__out[0] += len(out); _3op1__in(out)
 
     __3op0_pending = rt.pending("op0", {'in': 1})
 
@@ -53,10 +55,11 @@ def build(rt):
             pass
 
     # ---- functor 'op1' ----
+    _n__3op1__out = rt.metrics.tally("op1", "out")  # live metrics: tuples out
     def _3op1__in(batch):
         out = [(t[0], _u_spin(t[1], 10)) for t in batch]
         if out:
-            _3op2__in(out)
+            _n__3op1__out[0] += len(out); _3op2__in(out)
 
     __3op1_pending = rt.pending("op1", {'in': 1})
 
@@ -67,10 +70,11 @@ def build(rt):
             pass
 
     # ---- functor 'op2' ----
+    _n__3op2__out = rt.metrics.tally("op2", "out")  # live metrics: tuples out
     def _3op2__in(batch):
         out = [(t[0], _u_spin(t[1], 10)) for t in batch]
         if out:
-            _4sink__in(out)
+            _n__3op2__out[0] += len(out); _4sink__in(out)
 
     __3op2_pending = rt.pending("op2", {'in': 1})
 

@@ -20,9 +20,10 @@ def build(rt):
     send__3src__out = rt.sender("src.out", locked=False)
 
     # ---- source 'src' ----
+    _n__3src__out = rt.metrics.tally("src", "out")  # live metrics: tuples out
     def _3src__run():
         for out in rt.source_batches("src", _u_counter(n=200000, seed=1, size=100), 2):
-            send__3src__out(out)
+            _n__3src__out[0] += len(out); send__3src__out(out)
             yield  # one batch per turn: the PE's sources take turns in one thread (rt.drive_sources)
         _3src__final(None)
 

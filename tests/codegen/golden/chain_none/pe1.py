@@ -19,10 +19,11 @@ def build(rt):
     send__3op0__out = rt.sender("op0.out", locked=False)
 
     # ---- functor 'op0' ----
+    _n__3op0__out = rt.metrics.tally("op0", "out")  # live metrics: tuples out
     def _3op0__in(batch):
         out = batch
         if out:
-            send__3op0__out(out)
+            _n__3op0__out[0] += len(out); send__3op0__out(out)
 
     __3op0_pending = rt.pending("op0", {'in': 1})
 

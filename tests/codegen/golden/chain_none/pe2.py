@@ -19,10 +19,11 @@ def build(rt):
     send__3op1__out = rt.sender("op1.out", locked=False)
 
     # ---- functor 'op1' ----
+    _n__3op1__out = rt.metrics.tally("op1", "out")  # live metrics: tuples out
     def _3op1__in(batch):
         out = batch
         if out:
-            send__3op1__out(out)
+            _n__3op1__out[0] += len(out); send__3op1__out(out)
 
     __3op1_pending = rt.pending("op1", {'in': 1})
 

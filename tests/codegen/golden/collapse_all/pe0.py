@@ -35,9 +35,10 @@ def build(rt):
     """Wire this PE's operators by direct calls and register its threads and ports."""
 
     # ---- source 'src' ----
+    _n__3src__out = rt.metrics.tally("src", "out")  # live metrics: tuples out
     def _3src__run():
         for out in rt.source_batches("src", _u_trades(bad=-1, n=500), 5):
-            _5clean__in(out); _2f1__in(out); _2w1__in(out)
+            _n__3src__out[0] += len(out); _5clean__in(out); _2f1__in(out); _2w1__in(out)
             yield  # one batch per turn: the PE's sources take turns in one thread (rt.drive_sources)
         _3src__final(None)
 
@@ -63,7 +64,7 @@ def build(rt):
             for _c4 in [float(_u_weight(_a3))]  # op: use
         ]
         if out:
-            _3all__in(out); _2b2__in(out)
+            _n__3tap__out[0] += len(out); _3all__in(out); _2b2__in(out)
 
     __5clean_pending = rt.pending("clean", {'in': 1})
 
@@ -104,6 +105,7 @@ def build(rt):
             pass
 
     # ---- functor 'tap' ----
+    _n__3tap__out = rt.metrics.tally("tap", "out")  # live metrics: tuples out
     # collapsed into the loop of 'clean'
     __3tap_pending = rt.pending("tap", {'in': 1})
 
@@ -126,10 +128,11 @@ def build(rt):
             pass
 
     # ---- functor 'b2' ----
+    _n__2b2__out = rt.metrics.tally("b2", "out")  # live metrics: tuples out
     def _2b2__in(batch):
         out = [(t[0], t[4] * t[4]) for t in batch]
         if out:
-            _4some__in(out)
+            _n__2b2__out[0] += len(out); _4some__in(out)
 
     __2b2_pending = rt.pending("b2", {'in': 1})
 
@@ -152,10 +155,11 @@ def build(rt):
             pass
 
     # ---- functor 'f1' ----
+    _n__2f1__out = rt.metrics.tally("f1", "out")  # live metrics: tuples out
     def _2f1__in(batch):
         out = [(t[0], t[3]) for t in batch]
         if out:
-            _2f2__in(out)
+            _n__2f1__out[0] += len(out); _2f2__in(out)
 
     __2f1_pending = rt.pending("f1", {'in': 1})
 
@@ -174,7 +178,7 @@ def build(rt):
             if _a1 > 3  # op: f2
         ]
         if out:
-            _3mid__in(out)
+            _n__2f3__out[0] += len(out); _3mid__in(out)
 
     __2f2_pending = rt.pending("f2", {'in': 1})
 
@@ -185,6 +189,7 @@ def build(rt):
             pass
 
     # ---- functor 'f3' ----
+    _n__2f3__out = rt.metrics.tally("f3", "out")  # live metrics: tuples out
     # collapsed into the loop of 'f2'
     __2f3_pending = rt.pending("f3", {'in': 1})
 
@@ -215,7 +220,7 @@ def build(rt):
             for _a3 in [t[3]]  # volume, read 3 times  # op: w1
         ]
         if out:
-            _5cubes__in(out)
+            _n__2w2__out[0] += len(out); _5cubes__in(out)
 
     __2w1_pending = rt.pending("w1", {'in': 1})
 
@@ -226,6 +231,7 @@ def build(rt):
             pass
 
     # ---- functor 'w2' ----
+    _n__2w2__out = rt.metrics.tally("w2", "out")  # live metrics: tuples out
     # collapsed into the loop of 'w1'
     __2w2_pending = rt.pending("w2", {'in': 1})
 
