@@ -53,6 +53,13 @@ def _logical_vs_hand(out: Path, args: argparse.Namespace) -> dict:
     return logical_vs_hand.run(out, log=lambda m: print(m, file=sys.stderr, flush=True), **kw)
 
 
+def _live_overhead(out: Path, args: argparse.Namespace) -> dict:
+    from spadeopt.bench import live_overhead
+
+    kw = {"tuples": 60_000, "repeat": 2} if args.quick else {}
+    return live_overhead.run(out, log=lambda m: print(m, file=sys.stderr, flush=True), **kw)
+
+
 def _spark_auth(out: Path, args: argparse.Namespace) -> dict:
     from spadeopt.bench import spark_auth
 
@@ -84,7 +91,7 @@ def _scale(out: Path, args: argparse.Namespace) -> dict:
     return scale.from_args(args, log=lambda m: print(m, file=sys.stderr, flush=True))
 
 
-BENCHMARKS = {"scale": _scale, "broker-throughput": _broker_throughput, "checkpoint": _checkpoint, "latency": _latency, "spark-auth": _spark_auth, "fission": _fission, "logical-vs-hand": _logical_vs_hand, "fusion-tradeoff": _tradeoff, "fused-overhead": _fused,
+BENCHMARKS = {"scale": _scale, "broker-throughput": _broker_throughput, "checkpoint": _checkpoint, "latency": _latency, "spark-auth": _spark_auth, "live-overhead": _live_overhead, "fission": _fission, "logical-vs-hand": _logical_vs_hand, "fusion-tradeoff": _tradeoff, "fused-overhead": _fused,
               "profiling-overhead": _profiling, "optimizer": _optimizer, "collapse": _collapse}
 
 

@@ -58,6 +58,7 @@ class Coordinator:
         self.last = restore.id if restore else 0  # the last checkpoint triggered
         self.t_running: float | None = None
         self.t_first: float | None = None
+        self.t_last: float | None = None
         self.t_output: float | None = None  # when a PE's sinks first took a tuple (driver's clock)
         self.sizes: list[int] = []
         self.align_s: list[float] = []
@@ -151,6 +152,7 @@ class Coordinator:
         self.sizes.append(sum(len(st) for st, _ in got.values()))
         if n in self._triggered_at:
             self.align_s.append(time.time() - self._triggered_at[n])
+        self.t_last = time.time()  # the live metrics' checkpoint age
         if self.t_first is None:
             self.t_first = time.time()
 

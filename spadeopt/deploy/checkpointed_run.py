@@ -158,6 +158,7 @@ def run(build_dir: Path, options: Any, ck: CheckpointOptions) -> Any:
     report = CheckpointReport(resumed_from=restore.id if restore else None)
     master = options.master or deploy.spark.master
     rec = Recovery(store, deploy, ck, report, options.say, restore, local=is_local(master))
+    options = options.replace(live_extras=rec.live)  # the live metrics' checkpoint panel
     while True:
         try:
             report.stages += 1
@@ -230,6 +231,18 @@ class Recovery:
         if coord is None:
             return None
         return {"checkpoint": coord.channel().to_json(), "delay": _backoff(self.ck, self.attempt)}
+
+    def live(self) -> dict[str, Any]:
+        """The checkpoints and restarts so far, for the live metrics (``deploy.live_state``)."""
+        with self._lock:
+            coord = self.coord
+            sizes, times = self.sizes + coord.sizes, self.times + coord.align_s
+            done = coord.completed
+            return {"restarts": len(self.report.restarts), "checkpoints": {
+                "taken": self.report.checkpoints + len(done), "last_id": done[-1] if done else None,
+                "last_duration_s": times[-1] if times else None, "last_bytes": sizes[-1] if sizes else None,
+                "age_s": time.time() - coord.t_last if coord.t_last else None,
+                "duration_seconds_total": sum(times), "bytes_total": sum(sizes)}}
 
     def finish(self) -> dict[str, bytes]:
         """The run succeeded: the last coordinator's lines of checkpoints that never

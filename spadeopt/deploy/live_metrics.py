@@ -106,15 +106,13 @@ class _PE:
 class Collector:
     """The driver's PULL socket for live metrics and the thread that reads it."""
 
-    def __init__(self, deploy: Deployment, local: bool, *, checkpoints: Callable[[], dict | None] | None = None,
-                 restarts: Callable[[], int] | None = None) -> None:
+    def __init__(self, deploy: Deployment, local: bool, *, extras: Callable[[], dict] | None = None) -> None:
         from spadeopt.runtime.checkpoint_channel import new_token
         from spadeopt.runtime.security import keypair
 
         self.deploy = deploy
         self.token = new_token()
-        self.checkpoints = checkpoints or (lambda: None)
-        self.restarts = restarts or (lambda: 0)
+        self.extras = extras or dict  # the driver's own: {"checkpoints": {...}, "restarts": n}
         self.status = "starting"
         self.started = time.time()
         self.rejected = 0
@@ -215,7 +213,7 @@ def start(deploy: Deployment, local: bool, build_dir: Any, options: Any) -> Live
     from spadeopt.live.server import serve
     from spadeopt.plan.picture import plan_layout
 
-    collector = Collector(deploy, local, checkpoints=options.live_checkpoints)
+    collector = Collector(deploy, local, extras=options.live_extras)
     try:
         server = serve(collector.state, plan_layout(build_dir), host=options.metrics_host,
                        port=options.metrics_port)

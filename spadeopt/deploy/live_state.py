@@ -130,6 +130,7 @@ def job_state(c: Any) -> dict[str, Any]:
     """The state of ``c`` (a ``live_metrics.Collector``; its lock held)."""
     now = time.time()
     pes = _pe_rows(c, now)
+    extras = c.extras()
     busiest = max(pes, key=lambda r: r["busy"], default=None)
     return {
         "app": c.deploy.app, "strategy": c.deploy.strategy, "status": c.status,
@@ -137,6 +138,7 @@ def job_state(c: Any) -> dict[str, Any]:
         "nodes": [{"node": n, "host": None} for n in range(c.deploy.nodes)],
         "pes": pes, "operators": _operator_rows(c), "links": _link_rows(c),
         "sources": _ends(c, "sources"), "sinks": _ends(c, "sinks"),
-        "latency": _latency(c), "checkpoints": c.checkpoints(), "restarts": c.restarts(),
+        "latency": _latency(c), "checkpoints": extras.get("checkpoints"),
+        "restarts": max(extras.get("restarts", 0), max((r["restarts"] for r in pes), default=0)),
         "bottleneck": busiest["pe"] if busiest and busiest["busy"] >= BOTTLENECK_BUSY else None,
     }

@@ -62,7 +62,7 @@ class RunOptions:
     metrics_port: int | None = None  # live metrics (deploy.live_metrics) served on this port (0: a free one); None: off
     metrics_host: str = "127.0.0.1"  # where they are served; any other than loopback needs the printed token
     on_live: Callable[[Any], None] | None = field(default=None, compare=False)  # given the live server (--live)
-    live_checkpoints: Callable[[], Any] | None = field(default=None, compare=False)  # checkpoints' live state
+    live_extras: Callable[[], dict] | None = field(default=None, compare=False)  # checkpoints, restarts (live)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "stall_timeout", _positive("--stall-timeout", self.stall_timeout))

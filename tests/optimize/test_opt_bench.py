@@ -13,7 +13,7 @@ pytestmark = pytest.mark.slow
 
 
 def test_run_writes_both_reports(tmp_path: Path) -> None:
-    report = run(tmp_path, n_graphs=12, speed_sizes=(60,), repeats=1)
+    report = run(tmp_path, n_graphs=12, speed_sizes=(60,), repeats=1, width_graphs=3)
     gap = json.loads((tmp_path / "optimizer_gap.json").read_text())
     speed = json.loads((tmp_path / "optimizer_speed.json").read_text())
     assert gap == report["gap"] and speed == report["speed"]
@@ -28,12 +28,13 @@ def test_run_writes_both_reports(tmp_path: Path) -> None:
 
 
 def test_reports_are_deterministic_apart_from_timings(tmp_path: Path) -> None:
-    first = run(tmp_path / "1", n_graphs=8, speed_sizes=(40,), repeats=1)
-    second = run(tmp_path / "2", n_graphs=8, speed_sizes=(40,), repeats=1)
+    first = run(tmp_path / "1", n_graphs=8, speed_sizes=(40,), repeats=1, width_graphs=2)
+    second = run(tmp_path / "2", n_graphs=8, speed_sizes=(40,), repeats=1, width_graphs=2)
     assert first["gap"]["cases"] == second["gap"]["cases"]
     assert first["speed"]["runs"][0]["pes"] == second["speed"]["runs"][0]["pes"]
+    assert first["widths"]["cases"] == second["widths"]["cases"]
 
 
 def test_cli(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
-    assert main([str(tmp_path), "--graphs", "3", "--repeats", "1"]) == 0
+    assert main([str(tmp_path), "--graphs", "3", "--repeats", "1", "--width-graphs", "2"]) == 0
     assert "gap over 3 graphs" in capsys.readouterr().out
