@@ -316,7 +316,7 @@ def _arrows(pic: Picture, boxes: dict[str, Box]) -> tuple[Arrow, ...]:
     return tuple(out)
 
 
-def plan_layout(build_dir: Path, live_lines: int = 2) -> dict[str, Any]:
+def plan_layout(build_dir: Path, live_lines: int = 3) -> dict[str, Any]:
     """The layout of a build's plan picture as JSON, with ``live_lines`` free rows in
     each PE box: what ``spadeopt.live``'s web page draws (``GET /api/plan``)."""
     return layout(load_picture(Path(build_dir)), live_lines).to_json()
