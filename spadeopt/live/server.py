@@ -28,6 +28,7 @@ PAGE_FILES = {"/": ("index.html", "text/html; charset=utf-8"),
               "/index.html": ("index.html", "text/html; charset=utf-8"),
               "/app.js": ("app.js", "text/javascript; charset=utf-8"),
               "/style.css": ("style.css", "text/css; charset=utf-8")}
+METRICS_TYPE = "text/plain; version=0.0.4; charset=utf-8"  # the text format every Prometheus reads
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; "
        "base-uri 'none'; form-action 'none'; frame-ancestors 'none'")  # the page fetches nothing elsewhere
 
@@ -131,7 +132,7 @@ class _Handler(BaseHTTPRequestHandler):
         raise AttributeError(name)
 
     def _not_allowed(self) -> None:
-        self._send(405, b"read-only: GET or HEAD\n", "text/plain; charset=utf-8", body=True, allow="GET, HEAD")
+        self._send(405, b"read-only: GET or HEAD\n", "text/plain; charset=utf-8", body=True, extra={"Allow": "GET, HEAD"})
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (the base class's name)
         pass  # the driver's terminal is the user's: no access log on it
@@ -149,7 +150,7 @@ class _Handler(BaseHTTPRequestHandler):
         query = parse_qs(parts.query)
         if not self._authorised(query):
             self._send(401, b"a token is needed: Authorization: Bearer TOKEN, or ?token=TOKEN\n",
-                       "text/plain; charset=utf-8", body, www_authenticate='Bearer realm="spadeopt"')
+                       "text/plain; charset=utf-8", body, extra={"WWW-Authenticate": 'Bearer realm="spadeopt"'})
             return
         try:
             found = self._route(parts.path, "token" in query)
@@ -164,11 +165,11 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _route(self, path: str, token_in_query: bool) -> tuple[bytes, str] | None:
         if path == "/metrics":
-            from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+            from prometheus_client import generate_latest
 
             from spadeopt.live.prometheus import registry
 
-            return generate_latest(registry(self.state)), CONTENT_TYPE_LATEST
+            return generate_latest(registry(self.state)), METRICS_TYPE
         if path == "/api/state":
             return _json(self.state()), "application/json"
         if path == "/api/plan":
@@ -185,7 +186,7 @@ class _Handler(BaseHTTPRequestHandler):
             return data, ctype
         return None
 
-    def _send(self, code: int, data: bytes, ctype: str, body: bool, **headers: str) -> None:
+    def _send(self, code: int, data: bytes, ctype: str, body: bool, extra: dict[str, str] | None = None) -> None:
         self.send_response(code)
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(data)))
@@ -193,8 +194,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("X-Content-Type-Options", "nosniff")
         self.send_header("Referrer-Policy", "no-referrer")
         self.send_header("Content-Security-Policy", CSP)
-        for key, value in headers.items():
-            self.send_header(key.replace("_", "-").title(), value)
+        for key, value in (extra or {}).items():
+            self.send_header(key, value)
         self.end_headers()
         if body:
             self._write(data)

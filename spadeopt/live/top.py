@@ -131,13 +131,14 @@ def fetch(url: str, token: str | None = None, timeout: float = 5.0) -> dict[str,
 
 
 def watch(url: str, token: str | None = None, interval: float = 1.0, once: bool = False,
-          out: TextIO = sys.stdout) -> int:
+          out: TextIO | None = None) -> int:
     """Poll ``url`` and redraw every ``interval`` seconds (clearing the screen when ``out``
     is a terminal, else screens one after the other, a blank line between) until the job
     is done or failed (its last screen shown), or the server goes away. Returns the exit
     code: 0, or 1 when the job failed or went away without being done."""
     import urllib.error
 
+    out = out or sys.stdout
     tty = out.isatty() if hasattr(out, "isatty") else False
     status, first = None, True
     while True:

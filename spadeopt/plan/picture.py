@@ -250,9 +250,11 @@ class Layout:
     line_h: float = LINE_H
 
     def to_json(self) -> dict[str, Any]:
+        import json
         from dataclasses import asdict
 
-        return {"schema_version": 1, "kind": "spadeopt-plan-layout", **asdict(self)}
+        doc = {"schema_version": 1, "kind": "spadeopt-plan-layout", **asdict(self)}
+        return json.loads(json.dumps(doc))  # tuples as lists: what a reader of the JSON gets
 
 
 def layout(pic: Picture, live_lines: int = 0) -> Layout:

@@ -171,8 +171,21 @@ function updatePlan(state) {
     const t = g.querySelector(".link-rate");
     g.classList.toggle("live", r !== undefined);
     g.querySelector("path").setAttribute("stroke-width", r === undefined ? 1.2 : (1 + 3 * Math.sqrt(r / max)).toFixed(2));
-    if (t) t.textContent = r === undefined ? t.dataset.planned : fmtRate(r);
+    if (t) {
+      t.textContent = r === undefined ? t.dataset.planned : fmtRate(r);
+      fitLabel(g.querySelector("rect"), t);
+    }
   }
+}
+
+// the label's box as wide as its text
+function fitLabel(rect, text) {
+  let w = 0;
+  try { w = text.getComputedTextLength(); } catch (e) { return; }
+  if (!w) return;
+  const x = +text.getAttribute("x");
+  rect.setAttribute("x", (x - w / 2 - 5).toFixed(1));
+  rect.setAttribute("width", (w + 10).toFixed(1));
 }
 
 function rows(tbodySel, items, cells, rowClass) {
