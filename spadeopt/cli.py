@@ -321,7 +321,8 @@ def parser() -> argparse.ArgumentParser:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="command", required=True)
     for add in (_run_parser, _profile_parser, _optimize_parser, _compare_parser, _explain_parser, _build_parser,
-                _bench_parser, _refine_parser, _calibrate_parser, _show_parser, _cluster_parser, _broker_parser):
+                _bench_parser, _refine_parser, _calibrate_parser, _show_parser, _cluster_parser, _broker_parser,
+                _top_parser):
         add(sub)
     return ap
 
@@ -561,6 +562,21 @@ def _broker_parser(sub) -> None:
                         "password only you can read; state in .spadeopt-broker)")
     bk.add_argument("action", choices=("start", "stop", "status"))
     bk.set_defaults(func=cmd_broker)
+
+
+def cmd_top(args: argparse.Namespace) -> int:
+    from spadeopt.live.top import watch
+
+    return watch(args.url, token=args.token, once=args.once)
+
+
+def _top_parser(sub) -> None:
+    tp = sub.add_parser("top", help="watch a running job in the terminal: its PEs, sources, latency and "
+                        "checkpoints, redrawn every second (from the job's live server)")
+    tp.add_argument("url", help="the job's live server, e.g. http://127.0.0.1:43117/")
+    tp.add_argument("--token", help="the server's token (needed from another machine)")
+    tp.add_argument("--once", action="store_true", help="print one screen and end")
+    tp.set_defaults(func=cmd_top)
 
 def _terminate(_signum, _frame) -> None:
     raise KeyboardInterrupt  # SIGTERM ends the run the way Ctrl-C does: Spark stops, PEs end

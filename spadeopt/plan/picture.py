@@ -188,74 +188,180 @@ def _label_at(start: tuple[float, float], end: tuple[float, float], rad: float) 
     return (x1 + x2) / 2 + rad * (y2 - y1) / 2, (y1 + y2) / 2 - rad * (x2 - x1) / 2
 
 
+COL_W, BOX_W, LINE_H, GAP = 5.0, 3.2, 0.28, 0.5  # drawing units (about an inch at the PNG's scale)
+
+
+@dataclass(frozen=True)
+class Column:
+    node: int
+    x: float
+    y: float
+    w: float
+    h: float
+    label: str
+    label_at: tuple[float, float]  # the centre of the label's top edge
+
+
+@dataclass(frozen=True)
+class Box:
+    pe: str
+    node: int
+    x: float  # lower left corner (y grows upwards, as in matplotlib)
+    y: float
+    w: float
+    h: float
+    title: str  # the PE and, for an optimized build, its planned load
+    title_at: tuple[float, float]  # top left of the title text
+    lines: tuple[tuple[str, float, float, bool], ...]  # operator text, x, y (top), channel copy?
+    live_at: tuple[float, float] | None  # top left of the rows kept free for live numbers
+
+
+@dataclass(frozen=True)
+class Arrow:
+    src: str
+    dst: str
+    start: tuple[float, float]
+    end: tuple[float, float]
+    rad: float  # matplotlib's arc3 curvature
+    ctrl: tuple[float, float]  # the quadratic Bezier's control point (arc3's, in drawing units)
+    label: str
+    label_at: tuple[float, float] | None  # on the curve's middle; None: drawn without a label
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where everything of a plan picture goes, in drawing units with y upwards: one
+    computation for the PNG (``to_png``) and the live web page (``spadeopt.live``, which
+    draws ``to_json()`` as SVG)."""
+
+    app: str
+    strategy: str
+    title: str
+    width: float  # x from 0 to width
+    bottom: float  # y from bottom (the legend's end, <= 0) to top
+    top: float
+    fig_size: tuple[float, float]  # inches, for matplotlib
+    dpi: int
+    columns: tuple[Column, ...]
+    boxes: tuple[Box, ...]
+    arrows: tuple[Arrow, ...]
+    legend: tuple[str, ...]
+    legend_at: tuple[float, float]
+    line_h: float = LINE_H
+
+    def to_json(self) -> dict[str, Any]:
+        import json
+        from dataclasses import asdict
+
+        doc = {"schema_version": 1, "kind": "spadeopt-plan-layout", **asdict(self)}
+        return json.loads(json.dumps(doc))  # tuples as lists: what a reader of the JSON gets
+
+
+def layout(pic: Picture, live_lines: int = 0) -> Layout:
+    """Lay the picture out: nodes as columns, PEs stacked in each, arrows between PEs each
+    with its label on its own curve, a legend of regions under the plan. ``live_lines``
+    rows are kept free at the bottom of every PE box for live numbers (the web page's;
+    the PNG keeps none)."""
+    heights = {pe.pe: (len(_ops_text(pe.operators)) + 1 + live_lines) * LINE_H + 0.2
+               for pes in pic.nodes for pe in pes}
+    total_h = max((sum(heights[p.pe] + GAP for p in pes) for pes in pic.nodes), default=1.0) + 1.0
+    fig_w = max(7.0, COL_W * len(pic.nodes) + 1.0)
+    legend = _legend(pic, int(fig_w * 15))
+    legend_h = (len(legend) + 1) * 0.2 if legend else 0.0
+    columns, boxes = [], []
+    for n, pes in enumerate(pic.nodes):
+        x0 = 0.9 + n * COL_W
+        columns.append(Column(n, x0 - 0.2, 0.2, BOX_W + 0.4, total_h - 0.6, f"node {n}",
+                              (x0 + BOX_W / 2, total_h - 0.1)))
+        y = total_h - 0.8
+        for pe in pes:
+            boxes.append(_box(pe, x0, y, heights[pe.pe], live_lines))
+            y -= heights[pe.pe] + GAP
+    title = f"{pic.app} ({pic.strategy}): {sum(len(p) for p in pic.nodes)} PEs on {len(pic.nodes)} node(s)"
+    if pic.regions:
+        title += f"; {len(pic.regions)} parallel region(s), listed below"
+    return Layout(pic.app, pic.strategy, title, fig_w, -legend_h, total_h + 0.2,
+                  (fig_w, max(4.0, (total_h + legend_h) * 0.9)), min(110, int(MAX_PX / (fig_w + 1.0))),
+                  tuple(columns), tuple(boxes), _arrows(pic, {b.pe: b for b in boxes}), tuple(legend), (0.3, 0.05))
+
+
+def _box(pe: PEBox, x0: float, y: float, h: float, live_lines: int) -> Box:
+    """A PE's box whose top edge is at ``y``."""
+    load = f"  {pe.load:.2f} cores" if pe.load is not None else ""
+    ops = _ops_text(pe.operators)
+    lines = tuple((op, x0 + 0.2, y - 0.08 - (i + 1) * LINE_H, "@" in op) for i, op in enumerate(ops))
+    live = (x0 + 0.1, y - 0.08 - (len(ops) + 1) * LINE_H) if live_lines else None
+    return Box(pe.pe, pe.node, x0, y - h, BOX_W, h, f"{pe.pe}{load}", (x0 + 0.1, y - 0.08), lines, live)
+
+
+def _arrows(pic: Picture, boxes: dict[str, Box]) -> tuple[Arrow, ...]:
+    """An arrow per link between drawn PEs: left to right from the right edge to the left
+    edge, right to left the other way, within a node a loop out on the right (wider the
+    further apart the PEs are); only the ``MAX_LABELS`` busiest carry their label."""
+    labelled = set(sorted(range(len(pic.links)), key=lambda i: -_weight(pic.links[i][2]))[:MAX_LABELS])
+    out = []
+    for i, (a, b, label) in enumerate(pic.links):
+        if a not in boxes or b not in boxes:
+            continue
+        ba, bb = boxes[a], boxes[b]
+        xa, ya, xb, yb = ba.x, ba.y + ba.h / 2, bb.x, bb.y + bb.h / 2
+        if xb > xa + 1e-9:
+            start, end, rad = (xa + ba.w, ya), (xb, yb), 0.15
+        elif xb < xa - 1e-9:
+            start, end, rad = (xa, ya), (xb + bb.w, yb), 0.15
+        else:
+            start, end = (xa + ba.w, ya), (xb + bb.w, yb)
+            rad = -0.35 if yb < ya else 0.35
+        (x1, y1), (x2, y2) = start, end
+        ctrl = ((x1 + x2) / 2 + rad * (y2 - y1), (y1 + y2) / 2 - rad * (x2 - x1))
+        out.append(Arrow(a, b, start, end, rad, ctrl, label, _label_at(start, end, rad) if i in labelled else None))
+    return tuple(out)
+
+
+def plan_layout(build_dir: Path, live_lines: int = 3) -> dict[str, Any]:
+    """The layout of a build's plan picture as JSON, with ``live_lines`` free rows in
+    each PE box: what ``spadeopt.live``'s web page draws (``GET /api/plan``)."""
+    return layout(load_picture(Path(build_dir)), live_lines).to_json()
+
+
 def to_png(pic: Picture, path: Path) -> set[str]:
-    """Draw the picture with matplotlib: nodes as columns, PEs stacked, arrows between PEs
-    each labelled on its own curve, a legend of regions under the plan. Returns the PEs
-    drawn (every PE of the plan)."""
+    """Draw the picture's ``layout`` with matplotlib. Returns the PEs drawn (every PE of
+    the plan)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 
-    col_w, box_w, line_h, gap = 5.0, 3.2, 0.28, 0.5
-    heights = {pe.pe: (len(_ops_text(pe.operators)) + 1) * line_h + 0.2 for pes in pic.nodes for pe in pes}
-    total_h = max((sum(heights[p.pe] + gap for p in pes) for pes in pic.nodes), default=1.0) + 1.0
-    fig_w = max(7.0, col_w * len(pic.nodes) + 1.0)
-    legend = _legend(pic, int(fig_w * 15))
-    legend_h = (len(legend) + 1) * 0.2 if legend else 0.0
-    fig, ax = plt.subplots(figsize=(fig_w, max(4.0, (total_h + legend_h) * 0.9)))
-    centre: dict[str, tuple[float, float, float]] = {}
-    for n, pes in enumerate(pic.nodes):
-        x0 = 0.9 + n * col_w
-        ax.add_patch(FancyBboxPatch((x0 - 0.2, 0.2), box_w + 0.4, total_h - 0.6, boxstyle="round,pad=0.05",
-                                    fc="#f3f6fa", ec="#8aa0b8", lw=1.2))
-        ax.text(x0 + box_w / 2, total_h - 0.1, f"node {n}", ha="center", va="top", fontsize=11, weight="bold")
-        y = total_h - 0.8
-        for pe in pes:
-            h = heights[pe.pe]
-            ax.add_patch(FancyBboxPatch((x0, y - h), box_w, h, boxstyle="round,pad=0.03",
-                                        fc="#ffffff", ec="#2f5d8a", lw=1.0))
-            load = f"  {pe.load:.2f} cores" if pe.load is not None else ""
-            ax.text(x0 + 0.1, y - 0.08, f"{pe.pe}{load}", va="top", fontsize=9, weight="bold")
-            for i, op in enumerate(_ops_text(pe.operators)):
-                colour = "#a0522d" if "@" in op else "#333333"
-                ax.text(x0 + 0.2, y - 0.08 - (i + 1) * line_h, op, va="top", fontsize=8, color=colour)
-            centre[pe.pe] = (x0, y - h / 2, h)
-            y -= h + gap
-    labelled = set(sorted(range(len(pic.links)), key=lambda i: -_weight(pic.links[i][2]))[:MAX_LABELS])
-    for i, (a, b, label) in enumerate(pic.links):
-        if a not in centre or b not in centre:
-            continue
-        (xa, ya, _), (xb, yb, _) = centre[a], centre[b]
-        if xb > xa + 1e-9:  # left to right: right edge -> left edge
-            start, end, rad = (xa + box_w, ya), (xb, yb), 0.15
-        elif xb < xa - 1e-9:  # right to left: left edge -> right edge
-            start, end, rad = (xa, ya), (xb + box_w, yb), 0.15
-        else:  # same node: a loop out on the right, wider the further apart the PEs are
-            start, end = (xa + box_w, ya), (xb + box_w, yb)
-            rad = -0.35 if yb < ya else 0.35
-        ax.add_patch(FancyArrowPatch(start, end, arrowstyle="-|>", mutation_scale=9, lw=0.7,
-                                     color="#2f5d8a", alpha=0.8, connectionstyle=f"arc3,rad={rad}"))
-        if i in labelled:
-            x, y = _label_at(start, end, rad)
-            ax.text(x, y, label, fontsize=7, ha="center", va="center", color="#1d3c5a",
+    lay = layout(pic)
+    fig, ax = plt.subplots(figsize=lay.fig_size)
+    for c in lay.columns:
+        ax.add_patch(FancyBboxPatch((c.x, c.y), c.w, c.h, boxstyle="round,pad=0.05", fc="#f3f6fa", ec="#8aa0b8",
+                                    lw=1.2))
+        ax.text(*c.label_at, c.label, ha="center", va="top", fontsize=11, weight="bold")
+    for b in lay.boxes:
+        ax.add_patch(FancyBboxPatch((b.x, b.y), b.w, b.h, boxstyle="round,pad=0.03", fc="#ffffff", ec="#2f5d8a",
+                                    lw=1.0))
+        ax.text(*b.title_at, b.title, va="top", fontsize=9, weight="bold")
+        for op, x, y, channel in b.lines:
+            ax.text(x, y, op, va="top", fontsize=8, color="#a0522d" if channel else "#333333")
+    for a in lay.arrows:
+        ax.add_patch(FancyArrowPatch(a.start, a.end, arrowstyle="-|>", mutation_scale=9, lw=0.7,
+                                     color="#2f5d8a", alpha=0.8, connectionstyle=f"arc3,rad={a.rad}"))
+        if a.label_at is not None:
+            ax.text(*a.label_at, a.label, fontsize=7, ha="center", va="center", color="#1d3c5a",
                     bbox={"fc": "white", "ec": "#2f5d8a", "lw": 0.4, "pad": 0.8, "alpha": 0.9,
                           "boxstyle": "round,pad=0.15"})
-    if legend:
-        ax.text(0.3, 0.05, "\n".join(legend), va="top", fontsize=7, family="monospace", color="#333333")
-    title = f"{pic.app} ({pic.strategy}): {sum(len(p) for p in pic.nodes)} PEs on {len(pic.nodes)} node(s)"
-    if pic.regions:
-        title += f"; {len(pic.regions)} parallel region(s), listed below"
-    ax.set_title(title, fontsize=11)
-    ax.set_xlim(0, fig_w)
-    ax.set_ylim(-legend_h, total_h + 0.2)
+    if lay.legend:
+        ax.text(*lay.legend_at, "\n".join(lay.legend), va="top", fontsize=7, family="monospace", color="#333333")
+    ax.set_title(lay.title, fontsize=11)
+    ax.set_xlim(0, lay.width)
+    ax.set_ylim(lay.bottom, lay.top)
     ax.axis("off")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp, dpi=min(110, int(MAX_PX / (fig_w + 1.0))), bbox_inches="tight",
-                metadata={"Software": PNG_MARK})
+    fig.savefig(tmp, dpi=lay.dpi, bbox_inches="tight", metadata={"Software": PNG_MARK})
     plt.close(fig)
     tmp.replace(path)
-    return set(centre)
+    return {b.pe for b in lay.boxes}
