@@ -76,6 +76,7 @@ class _PE:
         self.prev_total: dict[tuple, float] = {}
         self.dt = 0.0  # seconds between the last two records
         self.restarts = 0
+        self.busy_s = 0.0  # never goes down (take)
         self.seen = 0.0  # driver time of the last record
         self.final = False
 
@@ -93,6 +94,11 @@ class _PE:
         self.prev_total, self.total = (self.total if self.last is not None else {}), total
         self.dt = rec.at - self.last.at if self.last is not None else 0.0
         self.pid, self.last, self.seen, self.final = rec.pid, rec, time.time(), rec.final
+        # busy = wall - idle - blocked: a wait still going on is counted by its end only
+        # (input waits end within WAIT_MS), so keep the total from ever going down
+        busy = max(0.0, total.get(("wall_s",), 0.0) - total.get(("idle_s",), 0.0)
+                   - sum(v for k, v in total.items() if k[0] == "out" and k[2] == 3))
+        self.busy_s = max(self.busy_s, busy)
 
     def rate(self, key: tuple) -> float:
         if self.dt <= 0 or key not in self.prev_total:

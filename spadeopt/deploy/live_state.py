@@ -37,14 +37,14 @@ def _pe_rows(c: Any, now: float) -> list[dict[str, Any]]:
         ins = [k for k in pe.total if k[0] == "in"]
         srcs = [k for k in pe.total if k[0] == "sources"]
         upstream = sum(sent.get(ln.src, 0.0) for ln in c.deploy.links if ln.dst_pe == p.pe)
-        wall, idle_s = pe.get(("wall_s",)), pe.get(("idle_s",))
+        idle_s = pe.get(("idle_s",))
         blocked_s = sum(pe.get(k) for k in pe.total if k[0] == "out" and k[2] == 3)
         rows.append({
             "pe": p.pe, "node": p.node, "operators": list(p.operators),
             "up": pe.last is not None and not pe.final and now - pe.seen <= UP_WITHIN_S,
             "cpu_seconds": pe.get(("cpu_s",)), "cpu": pe.rate(("cpu_s",)),
             "busy": busy, "idle": idle, "backpressure": blocked,
-            "busy_seconds": max(0.0, wall - idle_s - blocked_s), "idle_seconds": idle_s,
+            "busy_seconds": pe.busy_s, "idle_seconds": idle_s,
             "backpressure_seconds": blocked_s,
             "tuples_in": int(sum(pe.get(k) for k in ins + srcs)),
             "tuples_out": int(sum(pe.get(k) for k in outs)),

@@ -85,7 +85,7 @@ class LiveReporter:
         return control.PEMetrics(
             pe=rt.pe_id, token=self.token, pid=os.getpid(), seq=self.seq, at=time.time(), final=final,
             cpu_s=time.process_time() - self._c0, wall_s=time.time() - self._t0, idle_s=rt.idle_s,
-            ports_out={ref: [s.tuples, s.bytes, s.batches, s.blocked_s] for ref, s in list(rt.senders.items())},
+            ports_out={ref: [s.tuples, s.bytes, s.batches, _blocked(s)] for ref, s in list(rt.senders.items())},
             ports_in={ref: p.tuples for ref, p in list(rt.inputs.items())},
             operators=rt.metrics.tallies(),
             sources={n: v[0] for n, v in list(rt.source_stats.items())},
@@ -93,3 +93,9 @@ class LiveReporter:
             lags={n: (lag if isinstance(lag, int) else None) for n, lag in list(rt.lags.items())},
             counters=rt.metrics.report()["counters"],
             latency=[*lat.buckets, lat.sum_ms])
+
+
+def _blocked(sender: Any) -> float:
+    """A sender's time blocked on full links, the wait going on now included."""
+    since = sender.blocked_since
+    return sender.blocked_s + (time.perf_counter() - since if since is not None else 0.0)

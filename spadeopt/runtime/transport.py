@@ -50,6 +50,7 @@ class Sender:
         self.tuples = 0  # live metrics: tuples and encoded bytes sent (each link carries all of them)
         self.bytes = 0
         self.blocked_s = 0.0  # backpressure: time spent waiting for a link's full queue
+        self.blocked_since: float | None = None  # perf_counter() when the wait going on began
         self.max_frame = max_frame
         self._packer = packer()
         self._lock = threading.Lock() if locked else None
@@ -76,8 +77,9 @@ class Sender:
             try:
                 s.send(data, zmq.NOBLOCK)
             except zmq.Again:
-                t0 = perf_counter()
+                self.blocked_since = t0 = perf_counter()  # a wait still going on counts too (pe_live)
                 s.send(data)
+                self.blocked_since = None
                 self.blocked_s += perf_counter() - t0
         self.batches += 1
         self.tuples += len(batch)
