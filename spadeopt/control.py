@@ -349,13 +349,14 @@ class PEMetrics(Record):
     ``latency``: samples per ``runtime.latency.BUCKETS_MS`` bucket, then their sum (ms)."""
 
     KIND = "pe-metrics"
-    FIELDS = {"pe": STR, "token": TOKEN, "pid": INT, "seq": INT, "at": NUM, "final": BOOL, "cpu_s": NUM,
+    FIELDS = {"pe": STR, "token": TOKEN, "host": STR, "pid": INT, "seq": INT, "at": NUM, "final": BOOL, "cpu_s": NUM,
               "wall_s": NUM, "idle_s": NUM, "ports_out": map_of(STR, list_of(NUM)), "ports_in": map_of(STR, INT),
               "operators": map_of(STR, map_of(STR, INT)), "sources": map_of(STR, INT), "sinks": map_of(STR, INT),
               "lags": map_of(STR, optional(INT)), "counters": map_of(STR, map_of(STR, INT)),
               "latency": list_of(NUM)}
     pe: str
     token: str
+    host: str
     pid: int
     seq: int
     at: float  # the PE's wall clock when it was made

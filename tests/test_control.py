@@ -35,7 +35,7 @@ EXAMPLES = [
     control.RestartInPlace(2, CHANNEL, 0.5), control.Refusal(1), control.StopRequest(),
     control.NodeFailure("pe1", 0, "f", "in", kind="link", message="malformed frame", log="tail"),
     control.NodeReport(0, "host", 123, 1.5, [{"pe": "pe0"}], [], executor="driver", files=None),
-    control.PEMetrics("pe0", "ab" * 16, 4242, 3, 1.7e9, False, 0.9, 3.0, 1.2, {"f.out": [512, 9000, 1, 0.02]},
+    control.PEMetrics("pe0", "ab" * 16, "host1", 4242, 3, 1.7e9, False, 0.9, 3.0, 1.2, {"f.out": [512, 9000, 1, 0.02]},
                       {"f.in": 512}, {"f": {"out": 512}}, {"src": 600}, {"out": 7}, {"src": None}, {"win": {"late": 2}},
                       [1, 2, 0, 3.5]),
 ]

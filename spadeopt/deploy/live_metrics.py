@@ -40,6 +40,7 @@ import zmq
 from spadeopt import control
 from spadeopt.plan.deployment import Deployment
 
+LINGER_S = 1.5  # the server stays up this long after the run when a viewer watches it
 MAX_RECORD = 1 << 20  # bytes: a record of a PE with many ports is a few kB
 
 
@@ -190,8 +191,8 @@ class Collector:
 class Live:
     """A run's live metrics: the collector and the server that shows it (``spadeopt.live``)."""
 
-    def __init__(self, collector: Collector, server: Any) -> None:
-        self.collector, self.server = collector, server
+    def __init__(self, collector: Collector, server: Any, linger: float = 0.0) -> None:
+        self.collector, self.server, self.linger = collector, server, linger
 
     def channel(self) -> dict[str, str]:
         return self.collector.channel()
@@ -206,6 +207,8 @@ class Live:
 
     def close(self) -> None:
         if self.server is not None:
+            if self.linger:  # a viewer (run --live) polls once a second: let it see the end
+                time.sleep(self.linger)
             self.server.close()
         self.collector.close()
 
@@ -230,4 +233,4 @@ def start(deploy: Deployment, local: bool, build_dir: Any, options: Any) -> Live
     options.say(f"live metrics: {shown} (the job's page; Prometheus scrapes {server.url}metrics)")
     if options.on_live is not None:
         options.on_live(server)
-    return Live(collector, server)
+    return Live(collector, server, linger=LINGER_S if options.on_live is not None else 0.0)

@@ -42,6 +42,7 @@ def _pe_rows(c: Any, now: float) -> list[dict[str, Any]]:
         rows.append({
             "pe": p.pe, "node": p.node, "operators": list(p.operators),
             "up": pe.last is not None and not pe.final and now - pe.seen <= UP_WITHIN_S,
+            "done": pe.final,  # ran to its end (not up, and not down either)
             "cpu_seconds": pe.get(("cpu_s",)), "cpu": pe.rate(("cpu_s",)),
             "busy": busy, "idle": idle, "backpressure": blocked,
             "busy_seconds": pe.busy_s, "idle_seconds": idle_s,
@@ -131,11 +132,12 @@ def job_state(c: Any) -> dict[str, Any]:
     now = time.time()
     pes = _pe_rows(c, now)
     extras = c.extras()
+    hosts = {p.node: c.pes[p.pe].last.host for p in c.deploy.pes if c.pes[p.pe].last is not None}
     busiest = max(pes, key=lambda r: r["busy"], default=None)
     return {
         "app": c.deploy.app, "strategy": c.deploy.strategy, "status": c.status,
         "started": c.started, "now": now,
-        "nodes": [{"node": n, "host": None} for n in range(c.deploy.nodes)],
+        "nodes": [{"node": n, "host": hosts.get(n)} for n in range(c.deploy.nodes)],
         "pes": pes, "operators": _operator_rows(c), "links": _link_rows(c),
         "sources": _ends(c, "sources"), "sinks": _ends(c, "sinks"),
         "latency": _latency(c), "checkpoints": extras.get("checkpoints"),

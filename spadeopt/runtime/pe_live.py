@@ -19,6 +19,7 @@ the time its threads waited for input (``PERuntime.idle_s``).
 from __future__ import annotations
 
 import os
+import socket
 import threading
 import time
 from typing import Any
@@ -39,6 +40,7 @@ class LiveReporter:
 
         self.rt = rt
         self.token = channel["token"]
+        self.host = socket.gethostname()
         self.sock = zmq.Context.instance().socket(zmq.PUSH)
         self.sock.setsockopt(zmq.SNDHWM, 4)  # a few records queue while the driver is busy; more are dropped
         self.sock.setsockopt(zmq.LINGER, FINAL_WAIT_MS)
@@ -83,7 +85,7 @@ class LiveReporter:
         rt = self.rt
         lat = rt.latency
         return control.PEMetrics(
-            pe=rt.pe_id, token=self.token, pid=os.getpid(), seq=self.seq, at=time.time(), final=final,
+            pe=rt.pe_id, token=self.token, host=self.host, pid=os.getpid(), seq=self.seq, at=time.time(), final=final,
             cpu_s=time.process_time() - self._c0, wall_s=time.time() - self._t0, idle_s=rt.idle_s,
             ports_out={ref: [s.tuples, s.bytes, s.batches, _blocked(s)] for ref, s in list(rt.senders.items())},
             ports_in={ref: p.tuples for ref, p in list(rt.inputs.items())},

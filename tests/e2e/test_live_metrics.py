@@ -23,6 +23,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from spadeopt.live.prometheus import METRICS
+from tests.live.browser import dump_dom, keep, pe_numbers, requires_chromium, screenshot
 from tests.toolkit import netns
 
 pytestmark = pytest.mark.spark
@@ -159,3 +160,29 @@ def test_a_peer_outside_loopback_needs_the_printed_token(tmp_path):
             run.finish()
         finally:
             run.kill()
+
+
+@pytest.mark.browser
+@requires_chromium
+def test_the_job_s_page_in_a_real_browser_shows_every_pe_with_live_numbers(tmp_path):
+    run = Run(["apps/chain.py", "--fusion", "none", "-p", "n=4", "-p", "work=300", "-p", "tuples=600000"], tmp_path)
+    try:
+        url = run.wait_url()
+        while _value(_scrape(url), "spadeopt_source_tuples_total") in (None, 0.0):  # the PEs are running
+            time.sleep(0.2)
+        shot = screenshot(url, tmp_path / "live-page.png", budget_ms=2500)
+        dom = dump_dom(url, budget_ms=2500)
+        still_running = _value(_scrape(url), "spadeopt_pe_up") == 6
+        run.finish()
+    finally:
+        run.kill()
+    keep(shot, "live-page-run.png")
+    assert still_running, "the PEs ended before the page was looked at: make the run longer"
+    pes = [p["pe"] for p in json.loads((tmp_path / "build" / "deploy.json").read_text())["pes"]]
+    boxes = pe_numbers(dom)
+    assert sorted(boxes) == sorted(pes), (sorted(boxes), pes)
+    live = [pe for pe, texts in boxes.items() if re.search(r"\d", texts.get("pe-rate", ""))
+            and re.search(r"\d", texts.get("pe-cpu", ""))]
+    assert sorted(live) == sorted(pes), boxes
+    assert any(re.search(r"[1-9]", boxes[pe]["pe-rate"]) for pe in pes), "no PE shows a rate above 0"
+    assert shot.stat().st_size > 10_000
