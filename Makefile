@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 APP    ?= bargain
 
-.PHONY: help install demo demo-live test test-fast lint check-java broker broker-stop bench profile optimize compare clean
+.PHONY: help install demo demo-live test test-fast lint check-java broker broker-stop chromium bench profile optimize compare clean
 NOW    := $(shell date +%Y%m%d-%H%M%S)
 RUN    ?= profiles/$(APP)/run-$(NOW)
 # compare: NODES=1 runs local[2]; NODES=2 a local-cluster of 2 one-core executors
@@ -62,14 +62,21 @@ broker: $(STAMP) ## start the project's Redis broker (127.0.0.1:16379, password 
 		else echo "the broker needs redis-server: sudo apt-get install -y redis-server"; exit 2; fi; }
 	$(BIN)/spadeopt broker start
 
+chromium: ## the headless browser the live page's tests drive (Debian's chromium package); installs it if missing
+	@command -v chromium >/dev/null 2>&1 || [ -x /usr/bin/chromium ] || { \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "installing chromium (Debian package)"; \
+			(apt-get update -q && apt-get install -y -q chromium) >/dev/null || exit 2; \
+		else echo "the browser tests need chromium: sudo apt-get install -y chromium"; exit 2; fi; }
+
 broker-stop: $(STAMP) ## stop the broker `make broker` started (only that process: pid and start time checked)
 	$(BIN)/spadeopt broker stop
 
-test: $(STAMP) check-java broker ## run the whole test suite (real Spark in local mode) on two pytest workers
+test: $(STAMP) check-java broker chromium ## run the whole test suite (real Spark in local mode) on two pytest workers
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=20
 
-test-fast: $(STAMP) ## the tests that start no Spark, need no broker and are not slow (<= 3 min); an unmarked one that starts Spark fails
-	SPADEOPT_NO_SPARK=1 $(BIN)/python -m pytest -q -m "not spark and not slow and not broker"
+test-fast: $(STAMP) ## the tests that start no Spark, need no broker or browser and are not slow (<= 3 min); an unmarked one that starts Spark fails
+	SPADEOPT_NO_SPARK=1 $(BIN)/python -m pytest -q -m "not spark and not slow and not broker and not browser"
 
 profile: $(STAMP) check-java ## stage 1: profile APP (default bargain; fused, s = 0.01, as optimize and compare) into profiles/APP/run-*
 	$(BIN)/spadeopt profile apps/$(APP).py $(SIZE_$(APP)) -o $(RUN)

@@ -178,6 +178,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     end_status()
     print(table(doc))
     print(f"\nfigures: {args.out / 'compare.json'}, plot: {args.out / 'compare.png'}")
+    if doc.get("plan_pictures"):
+        print("plan pictures: " + ", ".join(str(args.out / name) for name in doc["plan_pictures"].values()))
     return 0 if not doc["failed"] and doc["answers"]["identical"] is not False else 1
 
 

@@ -10,7 +10,8 @@ same profile. Whenever there is a profile (FATM is among the strategies, or
 ``--profile``), every strategy's plan gets the predicted source rate of the model FATM
 plans with (:func:`spadeopt.api.predict_build`; for FATM it equals explain.json's
 ``rate.predicted``), reported as "planned" beside the measured rate. A strategy that fails is reported with
-its error; the others still run.
+its error; the others still run. Each strategy's plan picture (as ``spadeopt explain
+--png`` draws it) is written beside its build, ``plan-<strategy>.png``.
 
 Latency is reported beside throughput: each run's source -> sink latency markers
 (``runtime.latency``: p50 / p99, the median of the runs). Under a bounded replay the
@@ -76,14 +77,16 @@ def compare(app_ref: str, out_dir: Path, strategies: Sequence[str] = ("none", "a
     preflight(graph, master, plan.nodes, plan.cores, say)
     out_dir.mkdir(parents=True, exist_ok=True)
     mark_dir(out_dir, "compare", ["compare.json", "compare.txt", "compare.png", "profile-run", "profile.json", "sinks",
-                                  *(f"build-{st}" for st in strategies)])
+                                  *(f"build-{st}" for st in strategies), *(f"plan-{st}.png" for st in strategies)])
     profiled_here = profile is None
     builds, errors, explains, profile = _build_all(app_ref, strategies, out_dir, params, nodes, cores, profile,
                                                    calibration, sample_rate, profile_fusion, collapse, options)
+    pictures = draw_plans(builds, out_dir, say)
     runs, answers = _run_rounds(builds, errors, repeat, out_dir, options)
     doc = _summarise(graph.name, app_ref, dict(params or {}), nodes, cores, master, repeat, runs, errors)
     doc["answers"] = _answers(answers, live)
     doc["command"] = command
+    doc["plan_pictures"] = pictures
     if profile is not None:  # no profile: nothing to predict from (only NONE/FALL/FMAN were asked for)
         _predict(doc, builds, profile, calibration)
     _versus_fall(doc["strategies"])
@@ -131,6 +134,24 @@ def _build_all(app_ref: str, strategies: list[str], out_dir: Path, params: Mappi
             errors[st] = str(exc)
             say(f"{LABELS[st]} failed to build: {str(exc).splitlines()[0]}")
     return builds, errors, explains, profile
+
+
+def draw_plans(builds: Mapping[str, Any], out_dir: Path, say=lambda _msg: None) -> dict[str, str]:
+    """Each strategy's plan picture (``plan.picture.to_png``) as ``OUT/plan-<strategy>.png``,
+    next to its build: {strategy: file name}. Drawn before the runs (a second or so each);
+    a picture that cannot be drawn is said and skipped, the compare goes on."""
+    from spadeopt.plan.picture import load_picture, to_png
+
+    drawn = {}
+    for st, build in builds.items():
+        name = f"plan-{st}.png"
+        try:
+            to_png(load_picture(build.directory), out_dir / name)
+        except (SpadeoptError, OSError, ValueError) as exc:
+            say(f"{LABELS.get(st, st)}: no plan picture ({str(exc).splitlines()[0]})")
+            continue
+        drawn[st] = name
+    return drawn
 
 
 def _run_rounds(builds: dict, errors: dict[str, str], repeat: int, out_dir: Path, options: RunOptions

@@ -54,6 +54,17 @@ def _page(name: str) -> bytes:
     return resources.files("spadeopt.live").joinpath("page", name).read_bytes()
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True  # a request in flight never keeps the driver from ending
+    allow_reuse_address = True
+
+    def server_bind(self) -> None:
+        import socketserver
+
+        socketserver.TCPServer.server_bind(self)  # not HTTPServer's: its getfqdn() may wait on reverse DNS
+        self.server_name, self.server_port = str(self.server_address[0]), int(self.server_address[1])
+
+
 class LiveServer:
     """A daemon-thread HTTP server; ``url`` is where it listens, ``close()`` stops it."""
 
@@ -73,6 +84,8 @@ class LiveServer:
         return f"{self.url}?token={quote(self.token)}" if self.token else self.url
 
     def close(self) -> None:
+        if not self._thread.is_alive():
+            return
         self._httpd.shutdown()
         self._httpd.server_close()
         self._thread.join(timeout=5)
@@ -92,8 +105,7 @@ def serve(state: Callable[[], dict], plan: dict, *, host: str = "127.0.0.1", por
         token = secrets.token_urlsafe(24)
     handler = type("Handler", (_Handler,), {"state": staticmethod(state), "plan": plan, "token": token})
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    server_class = type("Server", (ThreadingHTTPServer,), {"address_family": family, "daemon_threads": True,
-                                                           "allow_reuse_address": True})
+    server_class = type("Server", (_Server,), {"address_family": family})
     httpd = server_class((host.strip("[]"), port), handler)
     return LiveServer(httpd, host, token)
 

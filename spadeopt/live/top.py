@@ -9,6 +9,7 @@ a  RUNNING  elapsed 1m15s
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -157,7 +158,7 @@ def watch(url: str, token: str | None = None, interval: float = 1.0, once: bool 
             out.write(f"the job's server went away (last status: {status})\n")
             return 0 if status == "done" else 1
         status = state.get("status")
-        screen = render(state)
+        screen = render(state, shutil.get_terminal_size((100, 40)).columns if tty else 100)
         out.write((CLEAR if tty else "" if first else "\n") + screen + "\n")
         out.flush()
         first = False

@@ -37,6 +37,9 @@ def test_compare_runs_all_four_strategies_and_their_answers_agree(compared):
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000
     for label in ("NONE", "FALL", "FMAN", "FATM", "FATM-w1", "vs FATM", "pl/meas", "byte-identical"):
         assert label in proc.stdout, proc.stdout
+    assert doc["plan_pictures"] == {st: f"plan-{st}.png" for st in ("none", "all", "manual", "auto", "auto1")}
+    assert all((out / name).read_bytes().startswith(b"\x89PNG") for name in doc["plan_pictures"].values())
+    assert "plan pictures: " in proc.stdout and "plan-auto.png" in proc.stdout
 
 
 @pytest.mark.spark

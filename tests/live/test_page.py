@@ -89,3 +89,11 @@ def test_screenshot(tmp_path):
     dark = ((abs(rgb[..., 0] - 29) < 4) & (abs(rgb[..., 1] - 60) < 4) & (abs(rgb[..., 2] - 90) < 4)).mean()
     assert dark > 0.03, "the page's header is not drawn"
     assert states.calls >= 1
+
+
+def test_without_a_plan_the_page_still_shows_the_job():
+    states = Changing()
+    with serve(states, {}) as srv:
+        dom = dump_dom(srv.url, budget_ms=2500)
+    assert "no plan picture for this run" in dom and pe_numbers(dom) == {}
+    assert by_id(dom, "status") == "running" and "<td>pe1</td>" in dom  # the PE table

@@ -68,6 +68,11 @@ async function getJSON(path) {
 // ---- the plan drawing, built once from the layout ---------------------------------------
 
 function drawPlan(lay) {
+  if (!lay || !Array.isArray(lay.boxes)) {
+    $("plan").replaceChildren(Object.assign(document.createElement("p"), {
+      className: "empty", textContent: "no plan picture for this run: the PEs are listed below" }));
+    return;
+  }
   const X = (x) => (x * SCALE).toFixed(1), Y = (y) => ((lay.top - y) * SCALE).toFixed(1);
   const W = lay.width * SCALE, H = (lay.top - lay.bottom) * SCALE;
   const svg = el("svg", { viewBox: "0 0 " + W.toFixed(0) + " " + H.toFixed(0), width: W.toFixed(0),
@@ -201,7 +206,8 @@ function rows(tbodySel, items, cells, rowClass) {
     if (rowClass) tr.className = rowClass(it);
     for (const [cls, text] of cells(it)) {
       const td = tr.insertCell();
-      td.className = cls; td.textContent = text;
+      if (cls) td.className = cls;
+      td.textContent = text;
     }
   }
 }
