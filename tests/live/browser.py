@@ -33,20 +33,23 @@ requires_chromium = pytest.mark.skipif(
                                "runs the browser tests")
 
 
-def _run(args: list[str], timeout: float) -> subprocess.CompletedProcess:
+def _run(args: list[str], timeout: float, prefix=None) -> subprocess.CompletedProcess:
     exe = chromium()
     if exe is None:
         pytest.skip("Chromium is not installed: `make chromium`")
     cmd = [exe, "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
            "--no-default-browser-check", "--disable-extensions", "--disable-background-networking",
            "--hide-scrollbars", *args]
+    if prefix is not None:  # e.g. tests.toolkit.netns's run_in_peer: the browser on another host
+        return prefix(*cmd, timeout=timeout)
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
 
 
-def dump_dom(url: str, budget_ms: int = 4000, timeout: float = 60.0) -> str:
+def dump_dom(url: str, budget_ms: int = 4000, timeout: float = 60.0, prefix=None) -> str:
     """The page's DOM (serialized HTML) after its scripts ran ``budget_ms`` of virtual time
-    (the page polls once a virtual second; network waits do not use the budget up)."""
-    proc = _run([f"--virtual-time-budget={budget_ms}", "--dump-dom", url], timeout)
+    (the page polls once a virtual second; network waits do not use the budget up);
+    ``prefix``: runs the browser's command line instead (another network namespace)."""
+    proc = _run([f"--virtual-time-budget={budget_ms}", "--dump-dom", url], timeout, prefix)
     assert proc.returncode == 0 and "<html" in proc.stdout, f"chromium failed: {proc.stderr[-2000:]}"
     return proc.stdout
 

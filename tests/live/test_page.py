@@ -13,6 +13,7 @@ import pytest
 from spadeopt.live.server import serve
 from tests.live.browser import by_id, dump_dom, keep, pe_numbers, requires_chromium, screenshot
 from tests.live.states import Changing, plan
+from tests.toolkit import netns
 
 pytestmark = [pytest.mark.browser, requires_chromium]
 
@@ -59,19 +60,15 @@ def test_every_pe_of_the_plan_shows_its_live_numbers():
     assert '<td class="source-lag">345</td>' in dom
 
 
+@pytest.mark.skipif(netns.available() is not None, reason=str(netns.available()))
 def test_the_page_sends_the_token_on(tmp_path):
-    """Bound beyond loopback, a peer of this machine's own address needs the token: the
-    page loads with ?token= and its files and API calls carry it."""
-    from tests.live.test_server import _non_loopback_ip
-
-    ip = _non_loopback_ip()
-    if ip is None:
-        pytest.skip("this machine has no non-loopback IPv4 address to connect from (hostname -I)")
+    """Bound beyond loopback, a browser in another network namespace (a peer that is not
+    loopback) needs the token: the page loads with ?token= and its files and API calls carry it."""
     states = Changing()
-    with serve(states, plan(), host=ip) as srv:
-        dom = dump_dom(srv.page_url, budget_ms=3000)
+    with netns.peer_namespace() as (ip, in_peer), serve(states, plan(), host=ip) as srv:
+        dom = dump_dom(srv.page_url, budget_ms=3000, prefix=in_peer)
         assert states.calls >= 1 and set(pe_numbers(dom)) == {"pe0", "pe1", "pe2"}
-        without = dump_dom(srv.url, budget_ms=1500)
+        without = dump_dom(srv.url, budget_ms=1500, prefix=in_peer)
     assert "pe0" not in without  # 401: no page at all
 
 

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import http.client
 import json
-import socket
-import subprocess
 import urllib.error
 import urllib.request
 
@@ -16,6 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from spadeopt.live.server import is_loopback, serve
 from tests.live.states import Changing, full_state, plan
+from tests.toolkit import netns
 
 
 def _get(url: str, headers: dict | None = None, method: str = "GET") -> tuple[int, dict, bytes]:
@@ -90,53 +89,57 @@ def test_loopback_addresses():
     assert not any(is_loopback(h) for h in ("0.0.0.0", "::", "192.0.2.2", "10.1.1.1", "::ffff:10.0.0.1"))
 
 
-def _non_loopback_ip() -> str | None:
-    """An IPv4 address of this machine that is not loopback (``hostname -I``), or None."""
-    try:
-        out = subprocess.run(["hostname", "-I"], capture_output=True, text=True, timeout=5).stdout.split()
-    except (OSError, subprocess.SubprocessError):
-        out = []
-    for ip in out:
-        if "." in ip and not is_loopback(ip):
-            try:
-                with socket.socket() as s:
-                    s.bind((ip, 0))
-                return ip
-            except OSError:
-                continue
-    return None
+_PEER_GET = """
+import base64, json, sys, urllib.error, urllib.request
+url, headers, method = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
+req = urllib.request.Request(url, headers=headers, method=method)
+try:
+    with urllib.request.urlopen(req, timeout=10) as r:
+        code, hdrs, body = r.status, dict(r.headers), r.read()
+except urllib.error.HTTPError as exc:
+    code, hdrs, body = exc.code, dict(exc.headers), exc.read()
+print(json.dumps([code, hdrs, base64.b64encode(body).decode()]))
+"""
 
 
+def peer_get(in_peer, url: str, headers: dict | None = None, method: str = "GET") -> tuple[int, dict, bytes]:
+    """``_get`` from the peer's network namespace (``tests.toolkit.netns``): its address is not loopback."""
+    import base64
+    import sys
+
+    done = in_peer(sys.executable, "-c", _PEER_GET, url, json.dumps(headers or {}), method)
+    assert done.returncode == 0, done.stderr
+    code, hdrs, body = json.loads(done.stdout)
+    return code, hdrs, base64.b64decode(body)
+
+
+@pytest.mark.skipif(netns.available() is not None, reason=str(netns.available()))
 def test_a_non_loopback_peer_needs_the_token():
-    ip = _non_loopback_ip()
-    if ip is None:
-        pytest.skip("this machine has no non-loopback IPv4 address to bind and connect from (hostname -I)")
-    with serve(Changing(), plan(), host=ip) as srv:
+    with netns.peer_namespace() as (ip, in_peer), serve(Changing(), plan(), host=ip) as srv:
         assert srv.token and len(srv.token) >= 24  # generated: not loopback, so one is required
         assert srv.url.startswith(f"http://{ip}:")
-        # the client connects to ip, so its own address (the peer the server sees) is ip too: not loopback
         for path in ("", "metrics", "api/state", "api/plan", "app.js"):
-            code, headers, body = _get(srv.url + path)
+            code, headers, body = peer_get(in_peer, srv.url + path)
             assert code == 401 and "Bearer" in headers["WWW-Authenticate"], path
             assert b"spadeopt_" not in body and b"pe0" not in body
-        assert _get(srv.url + "api/state", {"Authorization": "Bearer wrong"})[0] == 401
-        assert _get(srv.url + "api/state?token=wrong")[0] == 401
-        code, _, body = _get(srv.url + "api/state", {"Authorization": f"Bearer {srv.token}"})
+        assert peer_get(in_peer, srv.url + "api/state", {"Authorization": "Bearer wrong"})[0] == 401
+        assert peer_get(in_peer, srv.url + "api/state?token=wrong")[0] == 401
+        code, _, body = peer_get(in_peer, srv.url + "api/state", {"Authorization": f"Bearer {srv.token}"})
         assert code == 200 and json.loads(body)["app"] == "demo"
-        assert _get(srv.url + "metrics?token=" + srv.token)[0] == 200
-        code, _, page = _get(srv.page_url)
+        assert peer_get(in_peer, srv.url + "metrics?token=" + srv.token)[0] == 200
+        code, _, page = peer_get(in_peer, srv.page_url)
         assert code == 200 and f'src="app.js?token={srv.token}"'.encode() in page  # its files come with it
-        assert _get(srv.url + f"app.js?token={srv.token}")[0] == 200
-        assert _get(srv.url + "api/state", {"Authorization": f"Bearer {srv.token}"}, "POST")[0] == 405
+        assert peer_get(in_peer, srv.url + f"app.js?token={srv.token}")[0] == 200
+        assert peer_get(in_peer, srv.url + "api/state", {"Authorization": f"Bearer {srv.token}"}, "POST")[0] == 405
 
 
+@pytest.mark.skipif(netns.available() is not None, reason=str(netns.available()))
 def test_a_given_token_and_a_wildcard_bind():
-    ip = _non_loopback_ip()
-    if ip is None:
-        pytest.skip("this machine has no non-loopback IPv4 address to connect from (hostname -I)")
-    with serve(Changing(), plan(), host="0.0.0.0", token="s3cret-token-of-mine") as srv:
+    with netns.peer_namespace() as (ip, in_peer), \
+            serve(Changing(), plan(), host="0.0.0.0", token="s3cret-token-of-mine") as srv:
         port = srv.url.rsplit(":", 1)[1].strip("/")
         assert srv.token == "s3cret-token-of-mine"
         assert _get(f"http://127.0.0.1:{port}/api/state")[0] == 200  # a loopback peer needs none
-        assert _get(f"http://{ip}:{port}/api/state")[0] == 401
-        assert _get(f"http://{ip}:{port}/api/state", {"Authorization": "Bearer s3cret-token-of-mine"})[0] == 200
+        assert peer_get(in_peer, f"http://{ip}:{port}/api/state")[0] == 401
+        assert peer_get(in_peer, f"http://{ip}:{port}/api/state",
+                        {"Authorization": "Bearer s3cret-token-of-mine"})[0] == 200

@@ -38,7 +38,9 @@ def peer_namespace() -> Iterator[tuple[str, Callable[..., subprocess.CompletedPr
     runs ``cmd`` in the namespace, whose address (the peer's) is the /30's other one."""
     tag = f"{os.getpid() % 10000}"
     ns, host_if, peer_if = f"spo-peer-{tag}", f"spo-h{tag}", f"spo-p{tag}"
-    octet = 4 * (os.getpid() % 60)  # a /30 of 10.231.77.0/24 per test process
+    used = _ip("-4", "addr").stdout
+    start = os.getpid() % 60  # a /30 of 10.231.77.0/24 per test process: the first free one from here
+    octet = next(4 * (start + i) % 240 for i in range(60) if f"10.231.77.{4 * (start + i) % 240 + 1}/" not in used)
     host, peer = f"10.231.77.{octet + 1}", f"10.231.77.{octet + 2}"
     steps = [("netns", "add", ns), ("link", "add", host_if, "type", "veth", "peer", "name", peer_if),
              ("link", "set", peer_if, "netns", ns), ("addr", "add", f"{host}/30", "dev", host_if),
