@@ -2,13 +2,14 @@
 an HTTP server with a web page (``server``, page in ``page/``) and a terminal view
 (``top``; ``spadeopt top URL``). Runtime side: the driver (``spadeopt.deploy``) imports
 it; it imports nothing of the compiler. Everything here reads one *state dict*, which the
-driver refreshes every second while a run goes on (any section may be empty, ``None``
-where unknown)::
+driver makes from its live metrics (``deploy.live_metrics``, ``deploy.live_state``, where
+each field's meaning is spelled out) while a run goes on (any section may be empty,
+``None`` where unknown)::
 
     {"app": "bargain", "strategy": "auto", "status": "starting" | "running" | "done" | "failed",
      "started": 1764330000.0, "now": 1764330012.5,
      "nodes": [{"node": 0, "host": "127.0.0.1"}],
-     "pes": [{"pe": "pe0", "node": 0, "operators": ["src", "f"], "up": True,
+     "pes": [{"pe": "pe0", "node": 0, "operators": ["src", "f"], "up": True, "done": False,
               "cpu_seconds": 3.2, "cpu": 0.93,           # total; cores used over the last interval
               "busy": 0.9, "idle": 0.05, "backpressure": 0.05,   # fractions of the last interval
               "busy_seconds": 3.0, "idle_seconds": 0.4, "backpressure_seconds": 0.3,   # totals

@@ -99,7 +99,7 @@ def _pe_lines(s: Mapping[str, Any], width: int) -> list[str]:
     rows = []
     for p in pes:
         mark = "*" if p.get("pe") == s.get("bottleneck") else " "
-        down = "" if p.get("up", True) else " (down)"
+        down = "" if p.get("up", True) else " (done)" if p.get("done") else " (down)"
         rows.append([f"{mark}{p.get('pe', '?')}{down}", str(p.get("node", "?")), _rate(p.get("rate_in")),
                      _rate(p.get("rate_out")), "-" if p.get("cpu") is None else f"{p['cpu']:.2f}",
                      _pct(p.get("busy")), _pct(p.get("backpressure")), _num(p.get("queued")),

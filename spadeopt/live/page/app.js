@@ -150,9 +150,9 @@ function updatePlan(state) {
     const bp = p && (p.backpressure || 0) >= BP_MARK;
     g.classList.toggle("bottleneck", bn);
     g.classList.toggle("backpressure", !!bp);
-    g.classList.toggle("down", !!p && p.up === false);
+    g.classList.toggle("down", !!p && p.up === false && !p.done);
     g.querySelector("rect.box").setAttribute("fill", busyFill(p ? p.busy : 0));
-    g.querySelector(".pe-flag").textContent = bn ? "★ bottleneck" : bp ? "‖ backpressure" : p && p.up === false ? "down" : "";
+    g.querySelector(".pe-flag").textContent = bn ? "★ bottleneck" : bp ? "‖ backpressure" : p && p.done ? "done" : p && p.up === false ? "down" : "";
     const set = (cls, text) => { const t = g.querySelector(cls); if (t) t.textContent = text; };
     if (!p) { set(".pe-rate", "no data yet"); continue; }
     set(".pe-rate", "in " + fmtRate(p.rate_in) + "  ·  out " + fmtRate(p.rate_out));
@@ -243,7 +243,7 @@ function updatePanels(s) {
   });
   rows("#pes", pes, (p) => [["", p.pe], ["", String(p.node)], ["", fmtRate(p.rate_in)], ["", fmtRate(p.rate_out)],
     ["", fmtCores(p.cpu)], ["", fmtPct(p.busy)], ["", fmtPct(p.backpressure)], ["", fmtInt(p.queued)],
-    ["", fmtInt(p.restarts)]], (p) => (p.pe === s.bottleneck ? "bottleneck" : "") + (p.up === false ? " down" : ""));
+    ["", fmtInt(p.restarts)]], (p) => (p.pe === s.bottleneck ? "bottleneck" : "") + (p.up === false && !p.done ? " down" : ""));
 }
 
 function say(text) {
