@@ -4,11 +4,13 @@
 is the control plane, one home for what the driver, the node agents, the PEs and the
 checkpoint coordinator say to each other:
 
-* the driver's job spec for a node agent (``JobSpec``) and what a caller of
-  ``deploy.launcher.run_build`` changes of a run's settings (``SettingsChange``);
+* the driver's job spec for a node agent (``JobSpec``; what a caller of
+  ``deploy.launcher.run_build`` changes of a run's settings is ``deploy.options.SettingsChange``,
+  never on a wire);
 * a PE's config (``PEConfig``, on its command line), the agent's commands to a PE
   (``Connect``, ``Start``, ``Exit``) and the PE's events (``Bound``, ``Ready``, ``Beat``,
-  ``Done``, ``Failed``; ``Exited`` is the agent's own note that the process ended);
+  ``Done``, ``Failed``; ``Exited`` is the agent's own note that the process ended) and
+  its live metrics to the driver (``PEMetrics``);
 * the checkpoint messages between a PE and the coordinator (``Hello``, ``Restore``,
   ``Trigger``, ``Part``, ``Ack``, ``Complete``, ``FirstOutput``);
 * a node agent's failure and result to the driver (``NodeFailure``, ``NodeReport``)

@@ -146,6 +146,11 @@ def test_chain_runs_on_two_isolated_hosts_with_outputs_back_on_the_driver(spark_
     assert len(executors) == 2 and "driver" not in executors, res["per_pe"]
     assert res["nodes_used"] == 2
     assert _sinks(out) == _sinks(tmp_path / "local") and (out / "sink.jsonl").stat().st_size > 0
+    # live metrics crossed from the workers' PEs to the driver: every PE's final counts came
+    live = res["live"]
+    assert live["status"] == "done" and {s["sink"]: s["tuples"] for s in live["sinks"]} == res["sinks"]
+    assert all(p["done"] and p["cpu_seconds"] > 0 for p in live["pes"]), live["pes"]
+    assert {p["node"] for p in live["pes"]} == {0, 1} and all(n["host"] for n in live["nodes"]), live["nodes"]
 
 
 def test_ctrl_c_ends_a_live_run_on_two_isolated_hosts_like_its_sources_end(spark_cluster, tmp_path):
