@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from spadeopt.api import load_graph
-from spadeopt.deploy.local import run_local
+from spadeopt.orchestrate.local import build_and_run
 from spadeopt.plan.plan import make_plan
 
 KS = (1, 2, 4, 8, 16, 32)
@@ -36,7 +36,7 @@ def chunked_plan(graph, n: int, k: int):
 def measure(n: int, k: int, size: int, work: int, tuples: int) -> float:
     graph, ref = load_graph("apps/chain.py", {"n": str(n), "size": str(size), "work": str(work),
                                               "tuples": str(tuples)})
-    res = run_local(graph, chunked_plan(graph, n, k), app_ref=ref)
+    res = build_and_run(graph, chunked_plan(graph, n, k), app_ref=ref)
     pes = res["report"]["pes"]
     first = min(v[1] for pe in pes for v in pe["sources"].values() if v[1] is not None)
     return tuples / (max(pe["t_end"] for pe in pes) - first)
