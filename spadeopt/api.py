@@ -476,14 +476,14 @@ def operator_profile(prof):
     whether it was one run of one PE (then that PE ran flat out: ``unattributed_call_s``)."""
     from spadeopt.optimize.fatm import OperatorProfile
 
-    one_pe = len(prof.runs) == 1 and prof.runs[0].get("pes") == 1
-    probes = [r["production"] for r in prof.runs if isinstance(r.get("production"), dict)]
+    one_pe = len(prof.runs) == 1 and prof.runs[0].pes == 1
+    probes = [r.production for r in prof.runs if r.production is not None]
     rates = [p.get("steady_throughput") or p.get("throughput") or 0.0 for p in probes]
     fall_rate = max(rates) if rates else 0.0
     fastest = probes[rates.index(fall_rate)] if rates else {}
     cpu, tuples = fastest.get("cpu_s"), fastest.get("tuples")
     cpu_per_tuple = cpu / tuples if isinstance(cpu, int | float) and isinstance(tuples, int) and tuples > 0 else 0.0
-    busy = prof.runs[0].get("source_thread_busy", 0.0) if one_pe else 0.0
+    busy = (prof.runs[0].source_thread_busy or 0.0) if one_pe else 0.0
     return OperatorProfile(prof.app, prof.graph_fingerprint, prof.load, prof.link_tuples(), prof.source_rate,
                            one_pe_run=one_pe, production_fall_rate=fall_rate,
                            production_fall_cpu_s=max(0.0, float(cpu_per_tuple)),

@@ -53,7 +53,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from spadeopt.refine.profile import LinkStats, OperatorStats, PortStats, Profile
+from spadeopt.refine.profile import LinkStats, OperatorStats, PortStats, Profile, ProfileRun
 
 STEADY_FRACTION = 0.8
 """Warn when an operator was active for less than this share of its run."""
@@ -86,7 +86,7 @@ class RunData:
     links: frozenset[tuple[str, str]]  # cross-PE links ("op.port", "op.port")
     aggs: Mapping[Key, Agg]
     window: tuple[float, float]  # first and last sample timestamp of the run
-    info: Mapping[str, Any] = field(default_factory=dict)  # goes to the profile's runs[]
+    info: ProfileRun | None = None  # goes to the profile's runs[] (None: a calibration run, not listed)
 
 
 def source_thread_busy(aggs: Mapping[Key, Agg]) -> float | None:
@@ -226,7 +226,7 @@ def estimate(runs: list[RunData], *, app: str, fingerprint: str, params: Mapping
         else:
             links.append(LinkStats(src, dst, s.rate, s.size))
     return Profile(app=app, graph_fingerprint=fingerprint, params=dict(params), host=host,
-                   cpu_model=cpu_model, cores=cores, runs=tuple(dict(r.info) for r in runs),
+                   cpu_model=cpu_model, cores=cores, runs=tuple(r.info for r in runs if r.info is not None),
                    operators=operators, inputs=inputs_stats, outputs=outputs_stats,
                    links=tuple(links), warnings=tuple(dict.fromkeys(warnings)), created=created)
 

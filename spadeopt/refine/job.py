@@ -34,7 +34,7 @@ from spadeopt.errors import ArtefactError, PlanError, ProfileError, UsageError
 from spadeopt.plan.artefacts import load_deploy
 from spadeopt.profiling.records import MANIFEST_NAME, METRICS, Manifest
 from spadeopt.refine.estimate import Agg, RunData, estimate, source_thread_busy
-from spadeopt.refine.profile import Profile, read_json
+from spadeopt.refine.profile import Profile, ProfileRun, read_json
 
 DEFAULT_MASTER = "local[2]"
 """Same as ``spadeopt run``/``profile`` by default, so one Spark session serves both."""
@@ -74,14 +74,10 @@ def refine(run_dirs: Sequence[str | os.PathLike[str]], out: str | os.PathLike[st
     for i, r in enumerate(runs):
         m = r.manifest
         window = windows.get(i, (m.started, m.finished))
-        info = {"run_dir": str(r.root), "strategy": r.strategy, "pes": len(r.files),
-                "seed": m.seed, "sample_rate": m.sample_rate, "reservoir_size": m.reservoir_size,
-                "started": m.started, "active_s": window[1] - window[0]}
-        if r.production is not None:
-            info["production"] = r.production
-        busy = source_thread_busy(aggs.get(i, {}))
-        if busy is not None:
-            info["source_thread_busy"] = busy
+        info = ProfileRun(run_dir=str(r.root), strategy=r.strategy, pes=len(r.files), seed=m.seed,
+                          sample_rate=m.sample_rate, reservoir_size=m.reservoir_size, started=m.started,
+                          active_s=window[1] - window[0], production=r.production,
+                          source_thread_busy=source_thread_busy(aggs.get(i, {})))
         data.append(RunData(name=str(r.root), pes=_pes_of(r), links=r.links, aggs=aggs.get(i, {}),
                             window=window, info=info))
     profile = estimate(data, app=first.app, fingerprint=first.graph_fingerprint, params=first.params,

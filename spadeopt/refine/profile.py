@@ -105,6 +105,36 @@ class LinkStats:
 
 
 @dataclass(frozen=True)
+class ProfileRun:
+    """One profiling run a profile was refined from: where and how it ran (its run
+    directory, the build's strategy and PEs, the sampling), its active window, and what
+    refine found beside the operators: the FALL production probe's rates (``production``,
+    ``api.profile`` writes it into the run's manifest) and how busy a one-PE run's
+    sources thread was (``source_thread_busy``), both None when not measured."""
+
+    run_dir: str
+    strategy: str
+    pes: int
+    seed: int
+    sample_rate: float
+    reservoir_size: int
+    started: float
+    active_s: float
+    production: Mapping[str, Any] | None = None
+    source_thread_busy: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        doc = {"run_dir": self.run_dir, "strategy": self.strategy, "pes": self.pes, "seed": self.seed,
+               "sample_rate": self.sample_rate, "reservoir_size": self.reservoir_size, "started": self.started,
+               "active_s": self.active_s}
+        if self.production is not None:
+            doc["production"] = dict(self.production)
+        if self.source_thread_busy is not None:
+            doc["source_thread_busy"] = self.source_thread_busy
+        return doc
+
+
+@dataclass(frozen=True)
 class Profile:
     """A refined profile of one application graph (one or more profiling runs merged)."""
 
@@ -114,7 +144,7 @@ class Profile:
     host: str
     cpu_model: str
     cores: int
-    runs: tuple[Mapping[str, Any], ...]
+    runs: tuple[ProfileRun, ...]
     operators: Mapping[str, OperatorStats]
     inputs: Mapping[str, PortStats]
     outputs: Mapping[str, PortStats]
@@ -152,7 +182,7 @@ class Profile:
             "cpu_model": self.cpu_model,
             "cores": self.cores,
             "created": self.created,
-            "runs": [dict(r) for r in self.runs],
+            "runs": [r.to_json() for r in self.runs],
             "operators": {n: o.to_json() for n, o in sorted(self.operators.items())},
             "ports": {"in": {n: p.to_json() for n, p in sorted(self.inputs.items())},
                       "out": {n: p.to_json() for n, p in sorted(self.outputs.items())}},
@@ -199,7 +229,7 @@ class Profile:
         cpu_model = v.string(data, "cpu_model", empty=True)
         cores = v.integer(data, "cores", minimum=1)
         created = v.number(data, "created")
-        runs = v.array(data, "runs")
+        runs = [v.run(f"runs[{i}]", r) for i, r in enumerate(v.array(data, "runs"))]
         ops_raw = v.obj(data, "operators")
         ports_raw = v.obj(data, "ports")
         links_raw = v.array(data, "links")
@@ -251,10 +281,11 @@ class _Validator:
         got = self._get(d, key, what + (" or null" if optional else ""), ok, prefix)
         return float(got) if got is not None else (None if optional else 0.0)
 
-    def integer(self, d, key, prefix="", minimum=0) -> int:
-        got = self._get(d, key, f"an integer >= {minimum}",
-                        lambda x: isinstance(x, int) and not isinstance(x, bool) and x >= minimum, prefix)
-        return got if got is not None else minimum
+    def integer(self, d, key, prefix="", minimum: int | None = 0) -> int:
+        got = self._get(d, key, "an integer" + (f" >= {minimum}" if minimum is not None else ""),
+                        lambda x: isinstance(x, int) and not isinstance(x, bool) and (minimum is None or x >= minimum),
+                        prefix)
+        return got if got is not None else (minimum or 0)
 
     def obj(self, d, key, prefix="") -> dict[str, Any]:
         got = self._get(d, key, "a JSON object", lambda x: isinstance(x, dict), prefix)
@@ -293,6 +324,23 @@ class _Validator:
                              ref_rate=self.number(o, "ref_rate", pre), threads=self.number(o, "threads", pre),
                              pes=self.names(o, "pes", pre), inputs=self.names(o, "inputs", pre),
                              outputs=self.names(o, "outputs", pre), selectivity=sel)
+
+    def run(self, where: str, r: object) -> ProfileRun:
+        pre = where + "."
+        if not isinstance(r, dict):
+            self.problems.append(f"'{where}' must be a JSON object")
+            r = {}
+        production = r.get("production")
+        if production is not None and not isinstance(production, dict):
+            self.problems.append(f"'{pre}production' must be a JSON object or absent; found {production!r}"[:300])
+            production = None
+        busy = self.number(r, "source_thread_busy", pre, optional=True) if "source_thread_busy" in r else None
+        return ProfileRun(run_dir=self.string(r, "run_dir", pre), strategy=self.string(r, "strategy", pre),
+                          pes=self.integer(r, "pes", pre, minimum=1), seed=self.integer(r, "seed", pre, None),
+                          sample_rate=self.number(r, "sample_rate", pre),
+                          reservoir_size=self.integer(r, "reservoir_size", pre),
+                          started=self.number(r, "started", pre), active_s=self.number(r, "active_s", pre),
+                          production=production, source_thread_busy=busy)
 
     def link(self, where: str, lk: object) -> LinkStats:
         pre = where + "."

@@ -26,7 +26,7 @@ def _clip(text: str, width: int = 40) -> str:
 def format_profile(p: Profile, top: int | None = None) -> str:
     """Operators by CPU fraction ``u`` (descending), then links by tuple rate (descending);
     ``top`` keeps only the first ``top`` of each (and the number of warnings)."""
-    strategies = ", ".join(sorted({str(r.get("strategy", "?")) for r in p.runs}))
+    strategies = ", ".join(sorted({r.strategy for r in p.runs}))
     lines = [f"profile of app '{p.app}' (graph {p.graph_fingerprint}), {len(p.runs)} run(s) ({strategies}) "
              f"on {p.host or '?'} ({p.cores} cores)"]
     if p.params:

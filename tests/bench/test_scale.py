@@ -65,15 +65,15 @@ def test_fatm_is_planned_on_the_fall_run_of_the_same_command(tmp_path):
     operators' cost per tuple FATM plans with is the one measured beside its plans."""
     from spadeopt.api import operator_profile
     from spadeopt.bench.scale import anchor_profile
-    from spadeopt.refine.profile import Profile
+    from spadeopt.refine.profile import Profile, ProfileRun
 
-    prof = Profile("x", "fp", {}, "host", "cpu", 2,
-                   ({"pes": 1, "production": {"cpu_s": 1.0, "tuples": 1000, "throughput": 900.0}},),
-                   {}, {}, {}, ())
+    run = ProfileRun("run", "all", 1, 1, 0.01, 100, 0.0, 1.0,
+                     production={"cpu_s": 1.0, "tuples": 1000, "throughput": 900.0})
+    prof = Profile("x", "fp", {}, "host", "cpu", 2, (run,), {}, {}, {}, ())
     prof.save(tmp_path / "profile.json")
     fall = {"total_cpu_s": 5.0, "tuples": 1000, "measured_rate": 150.0}
     out = anchor_profile(tmp_path / "profile.json", fall, tmp_path / "anchored.json")
     again = Profile.load_file(out)
-    assert again.runs[0]["production"]["cpu_s"] == 5.0 and again.graph_fingerprint == "fp"
+    assert again.runs[0].production["cpu_s"] == 5.0 and again.graph_fingerprint == "fp"
     assert operator_profile(again).production_fall_cpu_s == pytest.approx(5.0 / 1000)
     assert operator_profile(Profile.load_file(tmp_path / "profile.json")).production_fall_cpu_s == pytest.approx(1e-3)

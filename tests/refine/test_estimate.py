@@ -6,6 +6,7 @@ import pytest
 
 from spadeopt.profiling import SampleRecord
 from spadeopt.refine.estimate import Agg, RunData, aggregate_records, estimate
+from spadeopt.refine.profile import ProfileRun
 
 T0 = 1000.0
 
@@ -27,7 +28,8 @@ def thread(cpu: float, secs: float, start: float = T0) -> Agg:
 
 
 def run(aggs, pes, links=(), window=(T0, T0 + 10), name="run") -> RunData:
-    return RunData(name, pes, frozenset(links), aggs, window, {"run_dir": name})
+    return RunData(name, pes, frozenset(links), aggs, window,
+                   ProfileRun(name, "none", len(pes), 1, 0.01, 100, window[0], window[1] - window[0]))
 
 
 def profile(*runs, cores=2):

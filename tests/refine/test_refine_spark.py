@@ -114,16 +114,16 @@ def test_fusion_transparency_same_per_tuple_cpu_under_none_and_all(refined):
 
 def test_runs_of_one_graph_merge(runs):
     p = refine([runs["none"][1], runs["all"][1]])
-    assert len(p.runs) == 2 and {r["strategy"] for r in p.runs} == {"none", "all"}
+    assert len(p.runs) == 2 and {r.strategy for r in p.runs} == {"none", "all"}
     # every profiling run also ran the production FALL build once (the collapse fit's input)
     for r in p.runs:
-        probe = r["production"]
+        probe = r.production
         assert probe["tuples"] == runs["none"][0].tuples > 0  # the same source tuples as the profiled run
         assert probe["steady_throughput"] > 0 and probe["cpu_s"] > 0
     op = api.operator_profile(p)
     assert op.production_fall_rate > 0 and op.production_fall_cpu_s > 0  # FATM fits on the probe's CPU
     assert op.profiled_busy == 0.0  # two runs: no one PE's busy cores
-    assert all(0 < r["source_thread_busy"] <= 1.05 for r in p.runs)  # every run's sources thread
+    assert all(0 < r.source_thread_busy <= 1.05 for r in p.runs)  # every run's sources thread
     assert p.inputs["filt.in"].tuples == 60000
     check_truth(p)
 
