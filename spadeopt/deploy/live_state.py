@@ -119,9 +119,14 @@ def _latency(c: Any) -> dict[str, Any] | None:
         buckets.append([bound, cum])
 
     def quantile(q: float) -> float:
+        """Linear within the bucket that holds it, as Prometheus's histogram_quantile."""
+        lower, below = 0.0, 0
         for bound, k in buckets:
             if k >= q * total:
-                return float(bound) if bound != "+Inf" else float(BUCKETS_MS[-1])
+                if bound == "+Inf":
+                    return float(BUCKETS_MS[-1])
+                return lower + (float(bound) - lower) * (q * total - below) / max(k - below, 1)
+            lower, below = float(bound), k
         return float(BUCKETS_MS[-1])
     return {"count": int(total), "sum_ms": sum(pe.get(("latency", n)) for pe in c.pes.values()),
             "buckets_ms": buckets, "p50_ms": quantile(0.5), "p99_ms": quantile(0.99)}
