@@ -1,16 +1,17 @@
 """Where checkpoints are kept: ``CheckpointStore`` and what a resume checks.
 
 ``DIR/chk-<id>/<pe>.part`` (msgpack, see ``runtime.checkpoint_codec``) and
-``MANIFEST.json`` written last (atomically): app, graph fingerprint, plan fingerprint,
-each part's size and SHA-256, the committed length of every file sink. File sinks'
+``MANIFEST.json`` written last (atomically): app, graph fingerprint, plan fingerprint
+and the plan's operators, each part's size and SHA-256, the committed length of every file sink. File sinks'
 committed lines are in ``DIR/sinks/<sink>.jsonl``: each checkpoint appends the lines
 its barrier closed, so a replay after recovery never writes a line twice (exactly
 once); at the end of a successful run the sink's output file is the committed lines,
 then the lines after the last checkpoint (``finish_sinks``). The last ``keep`` complete
 checkpoints are kept. ``DIR/LINEAGE`` names the directory's checkpoints in a
 transactional sink's markers. A corrupt or partial checkpoint is skipped for the
-previous complete one, loudly; another app's or plan's is refused naming the
-difference (``CheckpointMismatch``).
+previous complete one, loudly; another plan's of the same operators is regrouped by
+operator (``checkpoint_regroup``); another app's, graph's or set of operators' is
+refused naming the difference (``CheckpointMismatch``).
 
 Nothing read from a checkpoint is unpickled or executed: the manifest is JSON checked
 field by field, parts are checked against their SHA-256 here and decoded by the PE
@@ -31,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from spadeopt.atomic import write_atomic, write_bytes_atomic
+from spadeopt.deploy.checkpoint_regroup import plan_operators, regroup, regroup_problem
 from spadeopt.errors import UsageError
 from spadeopt.plan.deployment import Deployment
 
@@ -108,7 +110,7 @@ class CheckpointStore:
         lengths = self.commit_sinks(sinks)
         manifest = {"schema_version": SCHEMA_VERSION, "id": n, "time": time.time(), "app": deploy.app,
                     "fingerprint": deploy.fingerprint, "plan": plan_fingerprint(deploy),
-                    "strategy": deploy.strategy,
+                    "strategy": deploy.strategy, "operators": plan_operators(deploy),
                     "parts": {pe: {"bytes": len(b), "sha256": hashlib.sha256(b).hexdigest()}
                               for pe, b in sorted(parts.items())},
                     "sinks": lengths}
@@ -149,8 +151,7 @@ class CheckpointStore:
                 self._loud(f"WARNING: checkpoint {n} in {self.root} is unusable ({exc}): skipped for the "
                            f"previous complete one")
                 continue
-            self.check_fits(chk, deploy)
-            return chk
+            return self.fit(chk, deploy)
         return None
 
     def _loud(self, line: str) -> None:
@@ -192,8 +193,10 @@ class CheckpointStore:
                 raise ValueError(f"committed output of sink '{name}' is shorter than the checkpoint says")
         return Checkpoint(n, d, doc, parts)
 
-    @staticmethod
-    def check_fits(chk: Checkpoint, deploy: Deployment) -> None:
+    def fit(self, chk: Checkpoint, deploy: Deployment) -> Checkpoint:
+        """``chk`` as ``deploy``'s PEs restore it: as written for the plan that wrote it;
+        for another plan of the same operators, its state regrouped by operator
+        (``checkpoint_regroup``, said); another app, graph or set of operators is refused."""
         m = chk.manifest
         diffs = []
         if m["app"] != deploy.app:
@@ -201,13 +204,21 @@ class CheckpointStore:
         elif m["fingerprint"] != deploy.fingerprint:
             diffs.append(f"the app's graph differs (fingerprint {m['fingerprint'][:12]} there, "
                          f"{deploy.fingerprint[:12]} here: the app's code or parameters changed)")
-        if m["plan"] != plan_fingerprint(deploy) or set(m["parts"]) != {p.pe for p in deploy.pes}:
+        same_plan = m["plan"] == plan_fingerprint(deploy) and set(m["parts"]) == {p.pe for p in deploy.pes}
+        why = None if same_plan or diffs else regroup_problem(m, deploy)
+        if why is not None:
             diffs.append(f"the plan differs (strategy '{m['strategy']}' with PEs {', '.join(sorted(m['parts']))} "
-                         f"there; '{deploy.strategy}' with PEs {', '.join(sorted(p.pe for p in deploy.pes))} here)")
+                         f"there; '{deploy.strategy}' with PEs {', '.join(sorted(p.pe for p in deploy.pes))} "
+                         f"here) and {why}")
         if diffs:
             raise CheckpointMismatch(f"cannot resume from checkpoint {chk.id} in {chk.path.parent}: "
-                                     + "; ".join(diffs) + ". Resume with the build that wrote it, or start "
-                                     "afresh with another --checkpoint-dir")
+                                     + "; ".join(diffs) + ". Resume with a build of the same app and parallel "
+                                     "widths (any fusion), or start afresh with another --checkpoint-dir")
+        if same_plan:
+            return chk
+        self._loud(f"checkpoint {chk.id} was written under plan '{m['strategy']}' ({len(m['parts'])} PE(s)); "
+                   f"its state is regrouped by operator into this plan '{deploy.strategy}' ({len(deploy.pes)} PE(s))")
+        return Checkpoint(chk.id, chk.path, m, regroup(chk.parts, deploy, chk.id))
 
     def rewind_sinks(self, chk: Checkpoint | None) -> None:
         """Cut every committed sink file back to what ``chk`` committed (nothing: none)."""
