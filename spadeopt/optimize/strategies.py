@@ -53,7 +53,7 @@ from spadeopt.model.graph import AppGraph
 from spadeopt.model.schema import FILE_NAME_RULE, is_file_name
 from spadeopt.plan.fission import physical_graph
 from spadeopt.plan.plan import ANNOTATIONS, KEPT_BY_DEFAULT, Plan, make_plan
-from spadeopt.plan.regions import resolve_regions
+from spadeopt.plan.regions import Region, resolve_regions
 
 Partition = Callable[[AppGraph, int], tuple[list[list[str]], list[int]]]
 """``(physical graph, nodes) -> (groups of operator names, the node of each group)``."""
@@ -92,12 +92,18 @@ class Strategy:
         check_hosts(graph, nodes)
         if self.planner is not None:
             return self.planner(graph, nodes, cores, dict(widths or {}), instrumented=instrumented, **inputs)
-        if self.partition is None:
-            raise UsageError(f"'{self.name}' plans are given as a plan.json, not made; use one of "
-                             f"{', '.join(selectable())}")
         if inputs:
             raise UsageError(f"strategy '{self.name}' takes no {', '.join(sorted(inputs))}")
         regions = resolve_regions(graph, widths, declared_widths=self.declared_widths)
+        return self.partitioned(graph, regions, nodes, cores, instrumented)
+
+    def partitioned(self, graph: AppGraph, regions: tuple[Region, ...], nodes: int = 1, cores: int = 2,
+                    instrumented: bool = False) -> Plan:
+        """The plan of a ``partition`` strategy with ``regions`` already resolved (a
+        script or test that changes them first)."""
+        if self.partition is None:
+            raise UsageError(f"'{self.name}' plans are given as a plan.json, not made; use one of "
+                             f"{', '.join(selectable())}")
         groups, placed = self.partition(physical_graph(graph, regions), nodes)
         return make_plan(graph, self.name, groups, placed, nodes, cores, instrumented, regions,
                          honours=self.honours)

@@ -76,3 +76,16 @@ def test_compare_can_run_it(pairs):
 
     assert list(entries()) == ["none", "all", "manual", "auto1", "auto", "pairs"]
     assert (entries()["pairs"].label, entries()["pairs"].colour) == ("FPAIR", "#c9c")
+
+
+def test_fatm_plans_through_the_same_interface_from_a_profile():
+    from spadeopt.optimize.fatm import OperatorProfile, fuse_auto
+    from spadeopt.optimize.problem import LinearCommModel
+
+    graph, _ = api.load_graph(CHAIN, {"n": "6"})
+    links = tuple((s.src.op, s.dst.op, 10_000.0, 100.0) for s in graph.streams)
+    prof = OperatorProfile(graph.name, graph.fingerprint, {op.name: 0.3 for op in graph.operators}, links)
+    comm = LinearCommModel(2e-6)
+    plan = plan_for(graph, "auto", 1, 4, profile=prof, comm=comm)
+    assert plan == fuse_auto(graph, prof, comm, 1, 4).plan and plan.strategy == "auto"
+    assert plan_for(graph, "auto", 1, 4, instrumented=True, profile=prof, comm=comm).instrumented
