@@ -130,8 +130,8 @@ def run(target: str, fusion: str = "none", params: Mapping[str, str] | None = No
     measurements only); a run whose PEs make no progress for ``stall_timeout`` seconds
     fails naming them.
     """
-    from spadeopt.deploy import verify
     from spadeopt.deploy.preflight import preflight
+    from spadeopt.orchestrate import verify_fission as verify
     from spadeopt.output_paths import claim_dir
     from spadeopt.plan.artefacts import load_deploy
 

@@ -1,6 +1,8 @@
 """The layering docs/architecture.md draws, checked on the source (every import, also
-those inside functions): no circle between modules or packages, compile-time packages
-never import the runtime or deploy, nothing imports an entry point, and no module
+those inside functions): no circle between modules or packages, every package on its
+floor in pipeline order importing only the floors before it (``FLOORS``), the runners
+(runtime, deploy, ...) never importing the compiler (``RUNNERS``), compile-time packages
+never importing the runtime or deploy, nothing importing an entry point, and no module
 imports another package's private name. Also the house rules: no module over 600 lines
 and no function over 80 (an explicit allow-list aside), and control messages made and
 read only through ``spadeopt.control``. Each rule's check is shown catching a planted
@@ -114,23 +116,78 @@ def test_a_pe_starts_without_the_compile_time_graph_library():
     assert out.stdout.strip() == "[]", out.stdout
 
 
-COMPILE_FLOORS = ("protocol", "model", "kinds", "frontend", "plan", "optimize", "codegen")
-"""The compile-time floors in pipeline order: each imports only the floors before it."""
+FLOORS = (
+    "errors", "atomic", "output_paths", "protocol", "fieldcheck", "control",  # the ground: no compiler, no runner
+    "model", "wire", "connectors", "toolkit", "kinds", "frontend", "spadeopt",  # spadeopt: the DSL facade
+    "plan", "optimize", "codegen",  # the compiler, in pipeline order
+    "profiling", "runtime", "live", "deploy",  # the runners: a build goes in, results come out
+    "orchestrate", "refine", "api",  # build-then-run, profiles and calibration, one call per command
+    "bench", "console", "submit", "cli", "__main__",  # entry points and their terminal output
+)
+"""Every package (and top-level module) in pipeline order: each imports only the floors
+before it (docs/architecture.md)."""
+COMPILER = {"kinds", "frontend", "spadeopt", "optimize", "codegen"}
+RUNNERS = {"profiling": COMPILER | {"plan"}, "runtime": COMPILER | {"plan"}, "live": COMPILER | {"plan"},
+           "deploy": COMPILER}
+"""What each runner floor never imports although it sits above it: the compiler. deploy
+reads ``plan`` (the Deployment and the build files' schema), the others not even that;
+what builds and then runs is ``orchestrate``'s, above deploy (record 065)."""
+RUNNER_EXCEPTIONS = {
+    ("spadeopt.runtime.zygote", "spadeopt"):
+        "the zygote preloads the DSL that every user app module imports, so that forked PEs do not import it "
+        "each; the runtime itself calls nothing of it",
+}
+"""Edges a runner floor keeps into the compiler, each with its reason."""
 
 
 def _upward(edges) -> list[str]:
-    floor = {p: i for i, p in enumerate(COMPILE_FLOORS)}
+    floor = {p: i for i, p in enumerate(FLOORS)}
     return sorted(f"{a} -> {b}" for a, b in edges
                   if _package(a) in floor and _package(b) in floor and floor[_package(b)] > floor[_package(a)])
 
 
-def test_compile_time_floors_import_only_the_floors_before_them():
+def _runner_reads_the_compiler(edges) -> list[str]:
+    return sorted(f"{a} -> {b}" for a, b in edges if (a, b) not in RUNNER_EXCEPTIONS
+                  and _package(b) in RUNNERS.get(_package(a), ()))
+
+
+def test_every_package_has_a_floor():
+    assert {_package(m) for m in MODULES} <= set(FLOORS), sorted({_package(m) for m in MODULES} - set(FLOORS))
+
+
+def test_floors_import_only_the_floors_before_them():
     assert not _upward(_edges()), _upward(_edges())
+
+
+def test_runners_never_import_the_compiler():
+    assert not _runner_reads_the_compiler(_edges()), _runner_reads_the_compiler(_edges())
+
+
+def test_the_runner_exceptions_name_only_edges_that_exist():
+    assert set(RUNNER_EXCEPTIONS) <= _edges(), sorted(set(RUNNER_EXCEPTIONS) - _edges())
 
 
 def test_the_floor_check_catches_an_optimizer_reading_codegen():
     planted = {("spadeopt.optimize.fatm", "spadeopt.codegen.collapse")}
     assert _upward(planted) == ["spadeopt.optimize.fatm -> spadeopt.codegen.collapse"]
+
+
+def test_the_floor_check_catches_deploy_reading_api_and_refine_reading_orchestrate_backwards():
+    planted = {("spadeopt.deploy.launcher", "spadeopt.api"), ("spadeopt.orchestrate.local", "spadeopt.refine.job"),
+               ("spadeopt.runtime.pe", "spadeopt.deploy.agent"), ("spadeopt.api", "spadeopt.deploy.launcher")}
+    assert _upward(planted) == ["spadeopt.deploy.launcher -> spadeopt.api",
+                                "spadeopt.orchestrate.local -> spadeopt.refine.job",
+                                "spadeopt.runtime.pe -> spadeopt.deploy.agent"]
+
+
+def test_the_runner_check_catches_deploy_building_a_plan_or_code():
+    planted = {("spadeopt.deploy.local", "spadeopt.codegen.render"),
+               ("spadeopt.deploy.verify", "spadeopt.optimize.strategies"),
+               ("spadeopt.runtime.pe", "spadeopt.plan.plan"), ("spadeopt.runtime.loader", "spadeopt.frontend.dsl"),
+               ("spadeopt.deploy.launcher", "spadeopt.plan.artefacts"), ("spadeopt.runtime.zygote", "spadeopt")}
+    assert _runner_reads_the_compiler(planted) == [
+        "spadeopt.deploy.local -> spadeopt.codegen.render", "spadeopt.deploy.verify -> spadeopt.optimize.strategies",
+        "spadeopt.runtime.loader -> spadeopt.frontend.dsl", "spadeopt.runtime.pe -> spadeopt.plan.plan"]
 
 
 # ---- sizes: no module over 600 lines, no function over 80 ------------------------------

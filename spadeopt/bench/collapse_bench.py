@@ -30,8 +30,8 @@ from typing import Any
 
 from spadeopt.api import load_graph
 from spadeopt.codegen.render import render_build
-from spadeopt.deploy.local import run_local
 from spadeopt.optimize.strategies import plan_for
+from spadeopt.orchestrate.local import build_and_run
 
 APP = "apps/notional.py"
 
@@ -39,7 +39,7 @@ APP = "apps/notional.py"
 def _rate(params: dict[str, str], collapse: bool) -> float:
     graph, ref = load_graph(APP, params)
     plan = dataclasses.replace(plan_for(graph, "all"), collapse=collapse)
-    res = run_local(graph, plan, app_ref=ref)
+    res = build_and_run(graph, plan, app_ref=ref)
     pes = res["report"]["pes"]
     (n, first, *_), = [v for pe in pes for v in pe["sources"].values()]
     return n / (max(pe["t_end"] for pe in pes) - first)

@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from spadeopt.api import load_graph
-from spadeopt.deploy.local import run_local
 from spadeopt.optimize.strategies import plan_for
+from spadeopt.orchestrate.local import build_and_run
 
 APP = "spadeopt.bench.fission_apps:app"
 WIDTHS = (1, 2, 3, 4)
@@ -39,7 +39,7 @@ WIDTHS = (1, 2, 3, 4)
 
 def rate(app_ref: str, params: dict[str, Any], fusion: str = "manual", widths: dict[str, int] | None = None) -> float:
     graph, ref = load_graph(app_ref, {k: str(v) for k, v in params.items()})
-    res = run_local(graph, plan_for(graph, fusion, widths=widths), app_ref=ref)
+    res = build_and_run(graph, plan_for(graph, fusion, widths=widths), app_ref=ref)
     pes = res["report"]["pes"]
     firsts = [v[1] for pe in pes for v in pe["sources"].values() if v[1] is not None]
     n = sum(v[0] for pe in pes for v in pe["sources"].values())

@@ -30,15 +30,15 @@ from typing import Any
 
 from spadeopt.api import load_graph
 from spadeopt.bench.baselines import ROWS5_SCHEMA, bare_link_cpu, bare_zmq, hand_loop, rows5
-from spadeopt.deploy.local import run_local
 from spadeopt.frontend.dsl import App
 from spadeopt.optimize.strategies import plan_for
+from spadeopt.orchestrate.local import build_and_run
 from spadeopt.wire import DEFAULT_BATCH
 
 
 def _spadeopt_rate(fusion: str, params: dict[str, str], overrides: dict[str, Any] | None = None) -> float:
     graph, ref = load_graph("apps/chain.py", params)
-    res = run_local(graph, plan_for(graph, fusion), app_ref=ref, settings=overrides)
+    res = build_and_run(graph, plan_for(graph, fusion), app_ref=ref, settings=overrides)
     pes = res["report"]["pes"]
     (n, first, *_), = [v for pe in pes for v in pe["sources"].values()]
     return n / (max(pe["t_end"] for pe in pes) - first)
@@ -53,7 +53,7 @@ def _link5_cpu(tuples: int, overrides: dict[str, Any] | None = None) -> dict[str
     a = App("link5")
     a.sink("sink", a.source("src", ROWS5_SCHEMA, generator=rows5, args={"n": tuples}), mode="count")
     graph = a.build()
-    res = run_local(graph, plan_for(graph, "none"), app_ref=__file__, settings=overrides)
+    res = build_and_run(graph, plan_for(graph, "none"), app_ref=__file__, settings=overrides)
     pes = res["report"]["pes"]
     (send,) = [pe for pe in pes if pe["sources"]]
     (recv,) = [pe for pe in pes if pe["sinks"]]

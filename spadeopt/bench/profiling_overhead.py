@@ -36,8 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from spadeopt.api import load_graph
-from spadeopt.deploy.local import run_local
 from spadeopt.optimize.strategies import plan_for
+from spadeopt.orchestrate.local import build_and_run
 from spadeopt.plan.deployment import Sampling
 from spadeopt.wire import DEFAULT_BATCH
 
@@ -89,8 +89,8 @@ def measure(app: str, params: dict[str, str], s: float | None, workdir: Path) ->
     if s is not None:
         run_dir = Path(tempfile.mkdtemp(dir=workdir))
         overrides["profile"] = Sampling(s, 5000, 0, str(run_dir))
-    res = run_local(graph, plan, app_ref=ref, workdir=Path(tempfile.mkdtemp(dir=workdir)),
-                    settings=overrides)
+    res = build_and_run(graph, plan, app_ref=ref, workdir=Path(tempfile.mkdtemp(dir=workdir)),
+                        settings=overrides)
     report = res["report"]
     n = sum(v[0] for pe in report["pes"] for v in pe["sources"].values())
     return _rate(report), n / sum(pe["cpu_s"] for pe in report["pes"])

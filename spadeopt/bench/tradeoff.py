@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from spadeopt.api import load_graph
-from spadeopt.deploy.local import run_local
+from spadeopt.optimize.strategies import FIXED
+from spadeopt.orchestrate.local import build_and_run
 from spadeopt.plan.plan import make_plan
 
 KS = (1, 2, 4, 8, 16, 32)
@@ -30,13 +31,13 @@ def chunked_plan(graph, n: int, k: int):
     groups = [ops[i:i + k] for i in range(0, n, k)]
     groups[0] = ["src", *groups[0]]
     groups[-1] = [*groups[-1], "sink"]
-    return make_plan(graph, "fixed", groups, [0] * len(groups), 1, 2)
+    return make_plan(graph, FIXED.name, groups, [0] * len(groups), 1, 2, honours=FIXED.honours)
 
 
 def measure(n: int, k: int, size: int, work: int, tuples: int) -> float:
     graph, ref = load_graph("apps/chain.py", {"n": str(n), "size": str(size), "work": str(work),
                                               "tuples": str(tuples)})
-    res = run_local(graph, chunked_plan(graph, n, k), app_ref=ref)
+    res = build_and_run(graph, chunked_plan(graph, n, k), app_ref=ref)
     pes = res["report"]["pes"]
     first = min(v[1] for pe in pes for v in pe["sources"].values() if v[1] is not None)
     return tuples / (max(pe["t_end"] for pe in pes) - first)

@@ -16,7 +16,6 @@ one transaction. Every message is a ``spadeopt.control`` record; the PE's end is
 from __future__ import annotations
 
 import hashlib
-import socket
 import threading
 import time
 
@@ -35,22 +34,14 @@ class Coordinator:
     def __init__(self, store: CheckpointStore, deploy: Deployment, interval: float,
                  restore: Checkpoint | None, local: bool = True) -> None:
         from spadeopt.runtime.checkpoint_channel import new_token
-        from spadeopt.runtime.security import keypair
+        from spadeopt.runtime.security import driver_server
 
         self.store, self.deploy, self.interval, self.restore = store, deploy, interval, restore
         self.lineage = store.lineage()
         self.pes = {p.pe for p in deploy.pes}
         self.token = new_token()
         self.ctx = zmq.Context.instance()
-        self.sock = self.ctx.socket(zmq.ROUTER)
-        self.sock.setsockopt(zmq.LINGER, 0)
-        pub, sec = keypair()
-        self.sock.curve_server = True
-        self.sock.curve_secretkey, self.sock.curve_publickey = sec.encode(), pub.encode()
-        self.server_key = pub
-        host = "127.0.0.1" if local else "*"
-        port = self.sock.bind_to_random_port(f"tcp://{host}")
-        self.endpoint = f"tcp://{'127.0.0.1' if local else socket.getfqdn()}:{port}"
+        self.sock, self.server_key, self.endpoint = driver_server(zmq.ROUTER, local)
         self.ids: dict[str, bytes] = {}  # PE -> its socket identity
         self.sources: set[str] = set()
         self.parts: dict[int, dict[str, tuple[bytes, dict[str, bytes]]]] = {}

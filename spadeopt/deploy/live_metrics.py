@@ -29,7 +29,6 @@ endpoint, ``spadeopt top``, the web page; its schema is in docs/metrics.md):
 from __future__ import annotations
 
 import hmac
-import socket
 import threading
 import time
 from collections.abc import Callable
@@ -115,7 +114,7 @@ class Collector:
 
     def __init__(self, deploy: Deployment, local: bool, *, extras: Callable[[], dict] | None = None) -> None:
         from spadeopt.runtime.checkpoint_channel import new_token
-        from spadeopt.runtime.security import keypair
+        from spadeopt.runtime.security import driver_server
 
         self.deploy = deploy
         self.token = new_token()
@@ -125,15 +124,7 @@ class Collector:
         self.rejected = 0
         self.pes = {p.pe: _PE() for p in deploy.pes}
         self._lock = threading.Lock()
-        self.sock = zmq.Context.instance().socket(zmq.PULL)
-        self.sock.setsockopt(zmq.LINGER, 0)
-        self.sock.setsockopt(zmq.MAXMSGSIZE, MAX_RECORD)
-        pub, sec = keypair()
-        self.sock.curve_server = True
-        self.sock.curve_secretkey, self.sock.curve_publickey = sec.encode(), pub.encode()
-        self.server_key = pub
-        port = self.sock.bind_to_random_port(f"tcp://{'127.0.0.1' if local else '*'}")
-        self.endpoint = f"tcp://{'127.0.0.1' if local else socket.getfqdn()}:{port}"
+        self.sock, self.server_key, self.endpoint = driver_server(zmq.PULL, local, MAX_RECORD)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True, name="live-metrics")
         self._thread.start()

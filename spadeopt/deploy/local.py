@@ -1,9 +1,12 @@
-"""Run a plan on this machine without Spark: one node, the real node agent, real PE
+"""Run a build on this machine without Spark: one node, the real node agent, real PE
 processes and real ZeroMQ links.
 
-Calibration (``refine.calibrate``), the micro-benchmarks and the tests use it where a
-JVM per run would only add noise and seconds; every deployment a user makes goes
-through Spark (``spadeopt.api.run``, ``deploy.launcher``).
+A runner like the rest of ``deploy``: a build directory (its ``deploy.json``, a
+``plan.deployment.Deployment``) goes in, the sinks and the node's report come out. What
+makes the build first (plan, generate, then run) is ``orchestrate.local.build_and_run``,
+above; calibration (``refine.calibrate``), the micro-benchmarks and the tests use that
+where a JVM per run would only add noise and seconds. Every deployment a user makes
+goes through Spark (``spadeopt.api.run``, ``deploy.launcher``).
 """
 
 from __future__ import annotations
@@ -14,12 +17,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from spadeopt.codegen.render import generate
 from spadeopt.deploy.agent import run_node
-from spadeopt.frontend.dsl import App
-from spadeopt.model.graph import AppGraph
-from spadeopt.optimize.strategies import plan_for
-from spadeopt.plan.plan import Plan
+from spadeopt.plan.artefacts import load_deploy
+from spadeopt.plan.deployment import Deployment
 from spadeopt.runtime.sinks import commit
 
 
@@ -28,23 +28,18 @@ def read_sinks(out_dir: Path) -> dict[str, list[dict[str, Any]]]:
             for p in sorted(Path(out_dir).glob("*.jsonl"))}
 
 
-def run_local(graph: AppGraph | App, fusion: str | Plan = "none", *, app_ref: str | None = None,
-              workdir: Path | None = None, settings: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """Generate and run ``graph`` under ``fusion`` on one node; returns sinks and stats.
+def run_local(build_dir: str | Path, workdir: Path | None = None, *, settings: Mapping[str, Any] | None = None,
+              deploy: Deployment | None = None) -> dict[str, Any]:
+    """Run the build in ``build_dir`` on one node; returns its sinks, the node's report
+    and ``dir``, the work directory (sinks under ``out/``, logs under ``logs/``).
 
-    ``settings`` changes run settings (``plan.deployment.RunSettings`` fields: batch
-    size, HWM, max frame, profile sampling) for this run.
-
-    ``app_ref`` must name the module holding the app's user functions, if any
-    (a path like ``tests/apps/x.py``); defaults to the graph's module.
+    ``deploy``: the build's ``Deployment`` when the caller has it (else read and checked
+    from ``deploy.json``); ``settings`` changes run settings (``plan.deployment.RunSettings``
+    fields: batch size, HWM, max frame, profile sampling) for this run.
     """
-    if isinstance(graph, App):
-        graph = graph.build()
-    plan = fusion if isinstance(fusion, Plan) else plan_for(graph, fusion)
     work = Path(workdir or tempfile.mkdtemp(prefix="spadeopt-test-"))
-    build = generate(graph, plan, work / "build", app_ref or graph.module)
-    deploy = build.deploy.with_settings(**(settings or {}))
+    deploy = (deploy or load_deploy(build_dir)).with_settings(**(settings or {}))
     out = work / "out"
-    report = run_node(0, deploy, str(build.directory), str(out), str(work / "logs"))
+    report = run_node(0, deploy, str(build_dir), str(out), str(work / "logs"))
     commit(out)  # as the driver does once every node succeeded
-    return {"sinks": read_sinks(out), "report": report, "plan": plan, "dir": work}
+    return {"sinks": read_sinks(out), "report": report, "dir": work}

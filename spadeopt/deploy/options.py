@@ -58,7 +58,7 @@ class RunOptions:
     duration: float | None = None  # seconds until the sources stop
     checkpoints: object = None  # a deploy.checkpointed_run.CheckpointOptions: checkpoints, restarts, resume
     max_batch_delay: float | None = None  # seconds a live source's partial batch may wait; None: the build's
-    verify_fission: int | None = None  # first N records: the plan's regions against width 1 (deploy.verify)
+    verify_fission: int | None = None  # first N records: the plan's regions against width 1 (orchestrate.verify_fission)
     metrics_port: int | None = None  # live metrics (deploy.live_metrics) served on this port (0: a free one); None: off
     metrics_host: str = "127.0.0.1"  # where they are served; any other than loopback needs the printed token
     on_live: Callable[[Any], None] | None = field(default=None, compare=False)  # given the live server (--live)

@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import hmac
 import secrets
-import socket
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -55,7 +54,7 @@ import msgpack
 import zmq
 
 from spadeopt import control
-from spadeopt.runtime.security import keypair
+from spadeopt.runtime.security import driver_server, keypair
 
 POLL_MS = 20
 STATUS = 15  # the round of an agent's answer to a stop request: recorded, never answered
@@ -102,15 +101,8 @@ class Rendezvous:
         self._lock = threading.Lock()
         self.token = secrets.token_hex(16)
         self.ctx = zmq.Context.instance()
-        self.sock = self.ctx.socket(zmq.ROUTER)
-        self.sock.setsockopt(zmq.LINGER, 0)
-        self.sock.setsockopt(zmq.MAXMSGSIZE, 16 << 20)  # endpoint tables: far less
-        pub, sec = keypair()
-        self.sock.curve_server = True
-        self.sock.curve_secretkey, self.sock.curve_publickey = sec.encode(), pub.encode()
-        self.server_key = pub
-        port = self.sock.bind_to_random_port(f"tcp://{'127.0.0.1' if local else '*'}")
-        self.endpoint = f"tcp://{'127.0.0.1' if local else socket.getfqdn()}:{port}"
+        # endpoint tables: far less than 16 MiB
+        self.sock, self.server_key, self.endpoint = driver_server(zmq.ROUTER, local, 16 << 20)
         self.rounds: dict[int, dict[int, tuple[bytes, str]]] = {}
         self.rejected = 0
         self.idents: dict[int, bytes] = {}  # node -> its agent's socket identity

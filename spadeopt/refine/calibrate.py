@@ -4,8 +4,8 @@ For every grid point (tuple rate, tuple size) the calibration app (:mod:`.calib_
 paced source -> ``FORWARDERS`` forwarders -> a counting sink, NONE fusion: one PE per
 operator, every ZeroMQ link over ``ipc://`` at the same link rate ``L``) runs as an
 instrumented build with the real node agent and PE processes
-(:func:`spadeopt.deploy.local.run_local`; no Spark: the same processes, without a JVM per
-point). Then:
+(:func:`spadeopt.orchestrate.local.build_and_run`; no Spark: the same processes, without a
+JVM per point). Then:
 
 * the PEs' CPU seconds come from the run report (``time.process_time`` of each PE
   process: every thread, ZeroMQ's I/O thread included);
@@ -246,21 +246,20 @@ def hwm_for(size: int, batch: int = 512) -> int:
 
 def measure(rate: float, size: int, seconds: float, work: Path) -> Point:
     """Run the calibration app once at (``rate``, ``size``) and measure it."""
-    from spadeopt.deploy.local import run_local
-    from spadeopt.optimize.strategies import plan_for
+    from spadeopt.orchestrate.local import build_and_run
     from spadeopt.plan.deployment import Sampling
     from spadeopt.refine import calib_app
 
     graph = calib_app.calibration.build({"rate": link_rate(rate), "size": int(size), "seconds": float(seconds),
                                          "forwarders": FORWARDERS})
-    plan = plan_for(graph, "none", instrumented=True)
     run_dir = work / "run"
     run_dir.mkdir(parents=True)
     profile_cfg = Sampling(SAMPLE_RATE, 5000, 0, str(run_dir))
     started = time.time()
-    res = run_local(graph, plan, app_ref=calib_app.__file__, workdir=work,
-                    settings={"profile": profile_cfg, "hwm": hwm_for(size)})
+    res = build_and_run(graph, "none", instrumented=True, app_ref=calib_app.__file__, workdir=work,
+                        settings={"profile": profile_cfg, "hwm": hwm_for(size)})
     finished = time.time()
+    plan = res["plan"]
     host = host_info()
     manifest = Manifest(app=graph.name, graph_fingerprint=graph.fingerprint, plan=plan.to_json(),
                         params=dict(graph.params), host=host.host, cores=host.cores, cpu_model=host.cpu_model,

@@ -68,6 +68,25 @@ def make_server(sock: zmq.Socket, public: str, secret: str, domain: str) -> None
     sock.setsockopt(zmq.ZAP_ENFORCE_DOMAIN, 1)  # never accept without asking the handler
 
 
+def driver_server(kind: int, local: bool, max_msg: int | None = None) -> tuple[zmq.Socket, str, str]:
+    """A CURVE server socket of the driver's (the rendezvous, the checkpoint coordinator,
+    the live metrics) with a fresh keypair, bound to a free port on loopback for a local
+    master, else on every interface: ``(socket, server public key, endpoint)``, the
+    endpoint naming this host as the workers reach it. Clients show the run's token in
+    their messages; the key reaches them only inside the job."""
+    import socket as net
+
+    sock = zmq.Context.instance().socket(kind)
+    sock.setsockopt(zmq.LINGER, 0)
+    if max_msg is not None:
+        sock.setsockopt(zmq.MAXMSGSIZE, max_msg)
+    pub, sec = keypair()
+    sock.curve_server = True
+    sock.curve_secretkey, sock.curve_publickey = sec.encode(), pub.encode()
+    port = sock.bind_to_random_port(f"tcp://{'127.0.0.1' if local else '*'}")
+    return sock, pub, f"tcp://{'127.0.0.1' if local else net.getfqdn()}:{port}"
+
+
 def make_client(sock: zmq.Socket, public: str, secret: str, server_public: str) -> None:
     sock.curve_publickey = public.encode("ascii")
     sock.curve_secretkey = secret.encode("ascii")

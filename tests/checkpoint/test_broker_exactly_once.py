@@ -28,8 +28,8 @@ from spadeopt.codegen.render import generate
 from spadeopt.connectors import redis_sink, redis_source
 from spadeopt.connectors.redis_stream_sink import MARKER_SUFFIX, RedisStreamSink
 from spadeopt.connectors.redis_streams import RedisStreamSource
-from spadeopt.deploy.local import run_local
 from spadeopt.optimize.strategies import plan_for
+from spadeopt.orchestrate.local import build_and_run
 from spadeopt.runtime.barrier_alignment import Checkpointer
 from spadeopt.runtime.checkpoint_codec import decode_state
 from tests.checkpoint.broker_app import brokerck, feed, readings
@@ -219,7 +219,7 @@ def test_kill_three_times_the_broker_streams_equal_a_failure_free_run(redis_clie
     # the failure-free answer: the same records, read from the beginning, no checkpoints
     feed(redis_client, f"{keyspace}:ref-in", records)
     g = brokerck.build({"input": f"{keyspace}:ref-in", "out": f"{keyspace}:ref", "count": N})
-    run_local(g, plan_for(g, "all"), workdir=tmp_path / "ref", app_ref=REF)
+    build_and_run(g, plan_for(g, "all"), workdir=tmp_path / "ref", app_ref=REF)
     want = _streams(redis_client, f"{keyspace}:ref")
     per_key: dict[str, int] = {}
     for r in records:

@@ -41,8 +41,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from spadeopt.codegen.render import render_build
-from spadeopt.deploy.local import run_local
 from spadeopt.optimize.strategies import plan_for
+from spadeopt.orchestrate.local import build_and_run
 from spadeopt.runtime import metrics
 from spadeopt.runtime.checkpoint_codec import decode_state, encode_state, restore_ops, snapshot_ops
 from spadeopt.runtime.merges import _ChannelQueues
@@ -248,7 +248,7 @@ def builds(tmp_path_factory):
     out = {}
     for name, (spec, params, region) in APPS.items():
         g = spec.build(params)
-        ref = run_local(g, plan_for(g, "all"), workdir=tmp_path_factory.mktemp("ref"), app_ref=f"{REF}:{name}")
+        ref = build_and_run(g, plan_for(g, "all"), workdir=tmp_path_factory.mktemp("ref"), app_ref=f"{REF}:{name}")
         counters = metrics.merge(st["metrics"] for st in ref["report"]["pes"])[0]
         assert name != "cklate" or (counters["win"]["late"] > 0 and counters["cnt"]["late"] > 0), counters
         for fusion in ("none", "mixed"):

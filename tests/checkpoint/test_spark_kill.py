@@ -32,11 +32,11 @@ import pytest
 from spadeopt import api
 from spadeopt.codegen.render import generate
 from spadeopt.deploy.checkpointed_run import CheckpointOptions
-from spadeopt.deploy.local import run_local
 from spadeopt.deploy.options import RunOptions
 from spadeopt.optimize.fatm import OperatorProfile, fuse_auto
 from spadeopt.optimize.problem import LinearCommModel
 from spadeopt.optimize.strategies import plan_for
+from spadeopt.orchestrate.local import build_and_run
 from tests.apps.ckpt import ckpt
 
 REF = "tests/apps/ckpt.py"
@@ -113,7 +113,7 @@ def reference(tmp_path_factory) -> Path:
 
 def _reference(tmp_path: Path, params: dict) -> Path:
     g = ckpt.build(params)
-    return run_local(g, plan_for(g, "all"), workdir=tmp_path / "ref", app_ref=REF)["dir"] / "out"
+    return build_and_run(g, plan_for(g, "all"), workdir=tmp_path / "ref", app_ref=REF)["dir"] / "out"
 
 
 def _fatm_build(tmp_path: Path, params: dict) -> Path:

@@ -10,8 +10,8 @@ import pytest
 from spadeopt.api import load_graph
 from spadeopt.codegen import collapse
 from spadeopt.codegen.render import render_build
-from spadeopt.deploy.local import run_local
 from spadeopt.optimize.strategies import plan_for
+from spadeopt.orchestrate.local import build_and_run
 from tests.toolkit.harness import plan as fusion_plan
 
 APPS = [("tests/apps/collapse.py", {}), ("apps/chain.py", {"n": "4", "work": "3", "tuples": "3000", "sink": "file"}),
@@ -30,8 +30,8 @@ def _graph(app, params):
 def test_same_sinks_with_and_without_collapsing(app, params, fusion, tmp_path):
     graph = _graph(app, params)
     plan = fusion_plan(graph, fusion)
-    runs = {c: run_local(graph, dataclasses.replace(plan, collapse=c), app_ref=app,
-                         workdir=tmp_path / str(c), settings={"batch_size": 13})["sinks"]
+    runs = {c: build_and_run(graph, dataclasses.replace(plan, collapse=c), app_ref=app,
+                             workdir=tmp_path / str(c), settings={"batch_size": 13})["sinks"]
             for c in (True, False)}
     assert runs[True] == runs[False]
     assert any(runs[True].values()), "the app produced no output to compare"
@@ -70,7 +70,7 @@ def test_a_source_of_the_wrong_shape_fails_naming_it(tmp_path):
     graph = _graph("tests/apps/collapse.py", {"bad": "0"})
     for fusion in ("all", "none"):
         with pytest.raises(Exception) as info:
-            run_local(graph, plan_for(graph, fusion), app_ref="tests/apps/collapse.py", workdir=tmp_path / fusion)
+            build_and_run(graph, plan_for(graph, fusion), app_ref="tests/apps/collapse.py", workdir=tmp_path / fusion)
         msg = str(info.value)
         assert '"op": "src"' in msg and "source 'src' made a 6-tuple" in msg and "has 5 attributes" in msg, msg
 
@@ -80,8 +80,8 @@ def test_a_wrong_shape_inside_a_batch_fails_where_the_loop_unpacks_it(tmp_path):
     collapsed loop that unpacks it, named by its head -- never a silently cut tuple."""
     graph = _graph("tests/apps/collapse.py", {"bad": "5"})
     with pytest.raises(Exception) as info:
-        run_local(graph, plan_for(graph, "all"), app_ref="tests/apps/collapse.py", workdir=tmp_path,
-                  settings={"batch_size": 13})
+        build_and_run(graph, plan_for(graph, "all"), app_ref="tests/apps/collapse.py", workdir=tmp_path,
+                      settings={"batch_size": 13})
     msg = str(info.value)
     assert '"op": "clean"' in msg and "too many values to unpack" in msg, msg
 
@@ -99,7 +99,7 @@ def test_a_value_nobody_reads_keeps_its_call_but_not_its_conversion():
 def test_failure_inside_a_collapsed_loop_names_its_operator(tmp_path):
     graph = _graph("tests/apps/collapse.py", {"crash": "77"})
     with pytest.raises(Exception) as info:
-        run_local(graph, plan_for(graph, "all"), app_ref="tests/apps/collapse.py", workdir=tmp_path)
+        build_and_run(graph, plan_for(graph, "all"), app_ref="tests/apps/collapse.py", workdir=tmp_path)
     msg = str(info.value)
     assert '"op": "calc"' in msg and "ZeroDivisionError" in msg, msg
 

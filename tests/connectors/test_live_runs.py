@@ -179,6 +179,8 @@ def test_sigterm_mid_run_on_a_live_app_exits_0_with_sinks_flushed_and_no_pe_left
     result = json.loads((tmp_path / "r.json").read_text())
     assert result["tuples"] == 2700 and result["stopped_by"] == "request"
     assert result["connectors"]["orders"]["lag"] == 0
+    live_src = {s["source"]: s for s in result["live"]["sources"]}["orders"]  # the live view's source panel
+    assert live_src["live"] and live_src["lag"] == 0 and live_src["tuples"] == 2700
     assert set(result["connectors"]["orders"]["position"]) == {f"{prefix}:{k}" for k in range(4)}
 
 

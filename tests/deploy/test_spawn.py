@@ -12,8 +12,8 @@ import pytest
 from spadeopt import control
 from spadeopt.deploy import spawn
 from spadeopt.deploy.agent import pe_env
-from spadeopt.deploy.local import run_local
 from spadeopt.frontend.dsl import App
+from spadeopt.orchestrate.local import build_and_run
 from spadeopt.toolkit.sources import counter
 
 pytestmark = pytest.mark.skipif(not spawn.forking(), reason="setproctitle is not installed")
@@ -76,9 +76,9 @@ def _app() -> App:
 
 
 def test_forked_and_execd_pes_write_the_same_sinks(tmp_path, monkeypatch):
-    forked = run_local(_app(), "none", workdir=tmp_path / "fork")
+    forked = build_and_run(_app(), "none", workdir=tmp_path / "fork")
     monkeypatch.setenv(spawn.START_ENV, "exec")
-    execd = run_local(_app(), "none", workdir=tmp_path / "exec")
+    execd = build_and_run(_app(), "none", workdir=tmp_path / "exec")
     assert forked["sinks"] == execd["sinks"] and len(forked["sinks"]["out"]) == 3000
     assert (tmp_path / "fork" / "logs" / "forker-0.log").exists()
     assert not (tmp_path / "exec" / "logs" / "forker-0.log").exists()

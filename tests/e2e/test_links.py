@@ -19,9 +19,8 @@ import pytest
 import zmq
 
 from spadeopt import api
-from spadeopt.deploy.options import SettingsChange
 from spadeopt.deploy.launcher import run_build
-from spadeopt.deploy.options import RunOptions
+from spadeopt.deploy.options import RunOptions, SettingsChange
 from spadeopt.errors import RunError
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -7,8 +7,8 @@ import signal
 import pytest
 
 from spadeopt.api import load_graph
-from spadeopt.deploy.local import run_local
 from spadeopt.optimize.strategies import plan_for
+from spadeopt.orchestrate.local import build_and_run
 
 
 @pytest.fixture
@@ -27,6 +27,6 @@ def deadline():
 def test_fast_upstream_pe_does_not_lose_its_tail(fusion, deadline):
     graph, ref = load_graph("tests/apps/loss.py", {"tuples": "20000", "work": "5000"})
     for _ in range(3):
-        res = run_local(graph, plan_for(graph, fusion), app_ref=ref)
+        res = build_and_run(graph, plan_for(graph, fusion), app_ref=ref)
         sinks = {k: v for pe in res["report"]["pes"] for k, v in pe["sinks"].items()}
         assert sinks == {"sink": 625}

@@ -123,10 +123,10 @@ def test_markers_reach_the_sinks_through_real_pes(tmp_path, fusion):
     (split, two channels, merge): the PE holding the sink records samples, each between
     0 and the run's length, and no other PE records any."""
     from spadeopt import api
-    from spadeopt.deploy.local import run_local
+    from spadeopt.orchestrate.local import build_and_run
 
     graph, _ = api.load_graph(APP, {"tuples": "30000", "work": "50", "width": "2"})
-    res = run_local(graph, fusion, app_ref=APP, workdir=tmp_path)
+    res = build_and_run(graph, fusion, app_ref=APP, workdir=tmp_path)
     pes = res["report"]["pes"]
     with_sink = [p for p in pes if p["sinks"]]
     assert len(with_sink) == 1

@@ -14,8 +14,8 @@ import zmq
 from spadeopt import wire
 from spadeopt.api import load_graph
 from spadeopt.deploy.agent import ERROR_TAG, PEFailed
-from spadeopt.deploy.local import run_local
 from spadeopt.frontend.dsl import App
+from spadeopt.orchestrate.local import build_and_run
 from spadeopt.runtime import transport
 from spadeopt.runtime.security import (
     LOG_FIRST,
@@ -178,7 +178,7 @@ def test_a_pe_that_is_sent_an_oversized_frame_stops_naming_its_port_and_the_link
     whose max_frame is 1 MiB: ZeroMQ drops it unread, and pe2 stops saying so."""
     graph, ref = load_graph("tests/apps/malformed.py", {"mode": "oversize"})
     with pytest.raises(PEFailed) as exc:
-        run_local(graph, "none", app_ref=ref, workdir=tmp_path, settings={"max_frame": 1 << 20})
+        build_and_run(graph, "none", app_ref=ref, workdir=tmp_path, settings={"max_frame": 1 << 20})
     report = _pe_failure(exc.value)
     assert report["pe"] == "pe2" and report["op"] == "sink" and report["port"] == "in", report
     assert ("malformed frame on input port 'sink.in' of PE pe2, from link L1 of PE pe1 (bad.out): "
@@ -191,7 +191,7 @@ def test_a_batch_over_max_frame_stops_the_operator_that_made_it(tmp_path):
     a = App("big")
     a.sink("sink", a.source("src", "seq:int, payload:bytes", generator=counter, args={"n": 2000, "size": 4000}))
     with pytest.raises(PEFailed) as exc:
-        run_local(a, "none", workdir=tmp_path, settings={"max_frame": 1 << 20})
+        build_and_run(a, "none", workdir=tmp_path, settings={"max_frame": 1 << 20})
     report = _pe_failure(exc.value)
     assert report["pe"] == "pe0" and report["op"] == "src", report
     assert "FrameTooLarge: a batch of 512 tuple(s) for output port src.out encodes to" in report["message"], report

@@ -1,6 +1,6 @@
 """Run test apps under several fusions: for real (processes + ZeroMQ), or simulated.
 
-``run_fusions`` builds and runs an app with ``spadeopt.deploy.local.run_local`` under every
+``run_fusions`` builds and runs an app with ``spadeopt.orchestrate.local.build_and_run`` under every
 fusion in ``FUSIONS`` with a small source batch size (so batch boundaries fall inside
 windows) and returns the sink rows per fusion. ``same_under_fusions`` also checks
 that every fusion gives the same rows, in the same order.
@@ -27,10 +27,11 @@ from pathlib import Path
 from typing import Any
 
 from spadeopt.codegen.render import render_build
-from spadeopt.deploy.local import read_sinks, run_local
+from spadeopt.deploy.local import read_sinks
 from spadeopt.frontend.dsl import App
 from spadeopt.model.graph import AppGraph
 from spadeopt.optimize.strategies import plan_for
+from spadeopt.orchestrate.local import build_and_run
 from spadeopt.plan.fission import physical_graph
 from spadeopt.plan.plan import Plan, make_plan
 from spadeopt.plan.regions import resolve_regions
@@ -71,8 +72,8 @@ def as_graph(app: App | AppGraph) -> AppGraph:
 def run_fusions(app: App | AppGraph, tmp_path: Path, fusions: Sequence[str] = FUSIONS,
                 batch_size: int = BATCH) -> dict[str, Rows]:
     graph = as_graph(app)
-    return {f: run_local(graph, plan(graph, f), workdir=tmp_path / f,
-                         settings={"batch_size": batch_size})["sinks"]
+    return {f: build_and_run(graph, plan(graph, f), workdir=tmp_path / f,
+                             settings={"batch_size": batch_size})["sinks"]
             for f in fusions}
 
 

@@ -43,7 +43,7 @@ def test_custom_two_inputs_two_outputs_and_on_final(tmp_path):
 def test_custom_submitting_the_wrong_shape_fails_naming_it(tmp_path):
     import pytest
 
-    from spadeopt.deploy.local import run_local
+    from spadeopt.orchestrate.local import build_and_run
     from tests.toolkit.harness import plan
 
     a = App("widen")
@@ -53,6 +53,6 @@ def test_custom_submitting_the_wrong_shape_fails_naming_it(tmp_path):
     graph = a.build()
     for fusion in ("all", "none"):
         with pytest.raises(Exception) as info:
-            run_local(graph, plan(graph, fusion), workdir=tmp_path / fusion)
+            build_and_run(graph, plan(graph, fusion), workdir=tmp_path / fusion)
         msg = str(info.value)
         assert '"op": "widen"' in msg and "operator 'widen' (port 'out') made a 3-tuple" in msg, msg

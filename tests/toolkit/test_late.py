@@ -113,11 +113,11 @@ def test_real_pes_report_the_count_the_late_sink_holds_under_every_fusion(tmp_pa
     driver's merge sums them; the count equals the late sink's lines, under NONE and FALL."""
     app = late_app(shuffled(2000, 3, keys=5), 10, None, 2)
     graph = app.build()
-    from spadeopt.deploy.local import run_local
+    from spadeopt.orchestrate.local import build_and_run
 
     counts = {}
     for fusion in ("none", "all"):
-        res = run_local(graph, plan(graph, fusion), workdir=tmp_path / fusion, settings={"batch_size": 7})
+        res = build_and_run(graph, plan(graph, fusion), workdir=tmp_path / fusion, settings={"batch_size": 7})
         ops, warnings = metrics.merge(st.get("metrics") for st in res["report"]["pes"])
         counts[fusion] = (ops, res["sinks"])
         assert ops["w"]["late"] == len(res["sinks"]["late"]) > 50, fusion

@@ -18,6 +18,9 @@ the first differing line and the custom operators in the regions with their decl
 state kinds; the two runs' outputs are kept under ``BUILD/verify/`` to look at. A live
 source (a broker, a socket, a folder) is refused: its first N records are not the same
 twice.
+
+Build-then-run orchestration (the reference is planned and generated here), so it sits
+above ``deploy``, whose ``launcher.run_build`` runs both builds.
 """
 
 from __future__ import annotations
