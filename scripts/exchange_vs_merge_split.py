@@ -27,16 +27,16 @@ PROBE = r'''
 import sys, json, dataclasses, hashlib, pathlib, tempfile
 from spadeopt.api import load_graph
 from spadeopt.orchestrate.local import build_and_run
-from spadeopt.optimize.strategies import fuse_manual
+from spadeopt.optimize.strategies import FMAN
 from spadeopt.plan.regions import resolve_regions
 app, params, mode = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
 graph, ref = load_graph(app, params)
-regions = resolve_regions(graph, "manual", None)
+regions = resolve_regions(graph, None, declared_widths=True)
 if mode == "merge_split":
     regions = tuple(dataclasses.replace(r, fed="split", after="") if r.fed == "exchange" else r for r in regions)
 assert any(r.fed == "exchange" for r in regions) == (mode == "exchange")
 out = pathlib.Path(tempfile.mkdtemp())
-res = build_and_run(graph, fuse_manual(graph, regions=regions), app_ref=ref, workdir=out)
+res = build_and_run(graph, FMAN.partitioned(graph, regions), app_ref=ref, workdir=out)
 pes = res["report"]["pes"]
 n = sum(v[0] for pe in pes for v in pe["sources"].values())
 first = min(v[1] for pe in pes for v in pe["sources"].values())

@@ -15,7 +15,7 @@ from spadeopt.deploy.options import RunOptions
 from spadeopt.errors import SpadeoptError, UsageError
 from spadeopt.frontend.dsl import App, AppSpec
 from spadeopt.model.graph import AppGraph
-from spadeopt.optimize.strategies import plan_for
+from spadeopt.optimize.strategies import honours_of, plan_for
 from spadeopt.plan.deployment import Deployment, Sampling
 from spadeopt.plan.plan import Plan, check_plan
 from spadeopt.runtime.loader import canonical_ref, load_module, split_ref
@@ -84,7 +84,7 @@ def make_plan(graph: AppGraph, fusion: str | Plan, nodes: int = 1, cores: int = 
     fusion = plan_file(fusion, widths)
     if isinstance(fusion, Plan):
         plan = fusion
-        check_plan(plan, graph)
+        check_plan(plan, graph, honours_of(plan.strategy))
     else:
         plan = plan_for(graph, fusion, nodes, cores, widths=dict(widths or {}))
     return plan if collapse else dataclasses.replace(plan, collapse=False)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from spadeopt.console import end_status, guarded, progress, show_result
 from spadeopt.errors import UsageError
+from spadeopt.optimize.strategies import STRATEGY_BY_NAME, fusion_help, selectable
 
 if TYPE_CHECKING:
     from spadeopt.deploy.options import RunOptions
@@ -339,8 +340,7 @@ NO_COLLAPSE_HELP = ("keep operator boundaries inside static-rate functor runs in
 
 def _app_args(p: argparse.ArgumentParser, fusion: str = "none", why: str = "") -> None:
     p.add_argument("--fusion", default=fusion,
-                   help="none (one PE per operator), all (one PE), manual (the app's annotations) "
-                        f"or a plan.json (default: {fusion}{why})")
+                   help=f"{fusion_help()} or a plan.json (default: {fusion}{why})")
     p.add_argument("-p", action="append", metavar="KEY=VALUE", help="app parameter (repeatable)")
     p.add_argument("--nodes", type=int, default=1, help="nodes to place PEs on (default 1)")
     p.add_argument("--cores", type=int, default=2, help="cores per node (default 2)")
@@ -356,9 +356,10 @@ def _link_args(p: argparse.ArgumentParser) -> None:
 
 
 def _width_arg(p: argparse.ArgumentParser) -> None:
+    declared = " or ".join(n for n, s in STRATEGY_BY_NAME.items() if s.declared_widths)
     p.add_argument("--width", action="append", metavar="REGION=K",
                    help="run the app's parallel region REGION as K channels (repeatable; default: "
-                        "the app's width under --fusion manual, else 1)")
+                        f"the app's width under --fusion {declared}, else 1)")
 
 
 def _conf_arg(p: argparse.ArgumentParser) -> None:
@@ -454,10 +455,12 @@ def _optimize_parser(sub) -> None:
 
 
 def _compare_parser(sub) -> None:
+    from spadeopt.api import PROFILE_FUSION
     cp = sub.add_parser("compare", help="run NONE, FALL, FMAN and FATM side by side; table and plot")
     cp.add_argument("app")
-    cp.add_argument("--strategies", default="none,all,manual,auto", help="comma-separated from none, all, "
-                    "manual, auto, auto1 (FATM without fission) (default: none,all,manual,auto)")
+    made = [n for n, st in STRATEGY_BY_NAME.items() if st.makes_plans]
+    cp.add_argument("--strategies", default=",".join(made), help=f"comma-separated from {', '.join(made)}, "
+                    f"auto1 (FATM without fission) (default: {','.join(made)})")
     cp.add_argument("--no-fission", action="store_true", help="also run the ablation FATM-w1 (auto1): FATM "
                     "from the same profile with every parallel region at width 1")
     cp.add_argument("-p", action="append", metavar="KEY=VALUE", help="app parameter (repeatable)")
@@ -467,7 +470,7 @@ def _compare_parser(sub) -> None:
     cp.add_argument("--repeat", type=int, default=3, help="runs per strategy, interleaved (default 3)")
     cp.add_argument("--profile", type=Path, help="refined profile for FATM (default: profile and refine first)")
     cp.add_argument("--calibration", type=Path, help="comm-cost calibration (default: this host's)")
-    cp.add_argument("--profile-fusion", default="all", choices=("none", "all", "manual"),
+    cp.add_argument("--profile-fusion", default=PROFILE_FUSION, choices=selectable(),
                     help="fusion to profile under for FATM (default all: profiling is fusion-transparent, "
                          "and one PE measures operators without process contention)")
     cp.add_argument("--sample-rate", type=float, default=0.01, help="stride sampling s when profiling (default 0.01)")

@@ -292,3 +292,68 @@ def test_the_runtime_never_imports_the_frontend():
     app in a module is ``api.load_app``'s, above both."""
     bad = sorted(f"{a} -> {b}" for a, b in _edges() if _package(a) == "runtime" and _package(b) == "frontend")
     assert not bad, bad
+
+
+# ---- strategy names are the strategies module's only --------------------------------
+
+STRATEGIES_MODULE = "spadeopt.optimize.strategies"
+STRATEGY_NAMES = {"none", "all", "manual", "auto", "fixed"}  # the registered ones (checked below)
+HOLDS_A_STRATEGY = ("strategy", "fusion", "st")  # a variable named so, or ending in _strategy / _fusion
+
+
+def _holds_a_strategy(node: ast.AST) -> bool:
+    name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
+    return any(name == n or name.endswith(f"_{n}") for n in HOLDS_A_STRATEGY)
+
+
+def _names_a_strategy(node: ast.AST) -> bool:
+    """A strategy name as a string literal, or a tuple, list or set holding one."""
+    if isinstance(node, ast.Tuple | ast.List | ast.Set):
+        return any(_names_a_strategy(e) for e in node.elts)
+    return isinstance(node, ast.Constant) and node.value in STRATEGY_NAMES
+
+
+def special_cased_strategies(source: str) -> list[str]:
+    """Strategy names special-cased in ``source``: a variable that holds a strategy or a
+    fusion (``strategy``, ``plan.strategy``, ``args.fusion``, ``st``, ``profile_fusion``)
+    compared with a strategy name or a collection holding one (``plan.strategy ==
+    "manual"``, ``st in ("all", "manual")``), and a dict literal keyed by two or more
+    strategy names (``{"none": "NONE", "all": "FALL"}``). Choosing a strategy
+    (``plan_for(graph, "none")``) is not one: asking what it is or does is the
+    ``Strategy``'s (``STRATEGY_BY_NAME``)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            if any(_holds_a_strategy(s) for s in sides) and any(_names_a_strategy(s) for s in sides):
+                found.append(f"line {node.lineno}: {ast.unparse(node)}")
+        elif isinstance(node, ast.Dict):
+            keys = [k.value for k in node.keys if isinstance(k, ast.Constant) and k.value in STRATEGY_NAMES]
+            if len(keys) >= 2:
+                found.append(f"line {node.lineno}: a dict keyed by strategies {keys}")
+    return found
+
+
+def test_strategy_names_are_special_cased_only_by_the_strategies_module():
+    bad = {mod: hits for mod, path in MODULES.items() if mod != STRATEGIES_MODULE
+           if (hits := special_cased_strategies(path.read_text()))}
+    assert not bad, f"ask the Strategy (optimize.strategies.STRATEGY_BY_NAME) instead: {bad}"
+
+
+def test_the_strategy_check_knows_every_registered_name():
+    from spadeopt.optimize.strategies import STRATEGY_BY_NAME
+
+    assert set(STRATEGY_BY_NAME) == STRATEGY_NAMES
+
+
+def test_the_strategy_check_catches_planted_special_cases():
+    assert len(special_cased_strategies('w = widths.get(n, declared if strategy == "manual" else 1)')) == 1
+    assert len(special_cased_strategies('if plan.strategy not in {"none", "all", "fixed"}:\n    pass')) == 1
+    assert len(special_cased_strategies('key = "fatm_plan" if st == "auto" else st')) == 1
+    assert len(special_cased_strategies('ok = "auto" != args.fusion')) == 1
+    assert len(special_cased_strategies('if profile_fusion in ("none", "all"):\n    pass')) == 1
+    assert len(special_cased_strategies('LABELS = {"none": "NONE", "all": "FALL", "auto": "FATM"}')) == 1
+    assert special_cased_strategies('plan = plan_for(graph, "none")') == []  # choosing one, not asking
+    assert special_cased_strategies('if strategy == FATM.name:\n    pass') == []
+    assert special_cased_strategies('if mode == "all":\n    pass') == []  # not a strategy variable
+    assert special_cased_strategies('doc = {"all": 1, "some": 2}') == []

@@ -41,6 +41,7 @@ from typing import Any
 
 from spadeopt import App, app
 from spadeopt.connectors import redis_sink, redis_source
+from spadeopt.optimize.strategies import label_of
 
 SCHEMA = "id:int, price:float, symbol:str, volume:float, ts:int"
 PREFIX = "spadeopt-bench:broker-throughput"
@@ -48,7 +49,6 @@ FUNCTORS = 16
 TARGET = 0.8  # broker / file, issue 28
 TS0 = 1_700_000_000_000
 FUSIONS = ("all", "manual")
-_PLAN = {"all": "FALL", "manual": "FMAN"}
 
 
 def step(price: float, volume: float) -> float:
@@ -149,7 +149,7 @@ def _run_once(client: Any, build: Path, sinks: Path, prefix: str, source: str, f
     else:
         written = sum(1 for _ in open(sinks / "out.jsonl", "rb"))  # noqa: SIM115
     if res.tuples != tuples or written != tuples:
-        raise RuntimeError(f"broker-throughput: {source} run ({_PLAN[fusion]}) read {res.tuples:,} "
+        raise RuntimeError(f"broker-throughput: {source} run ({label_of(fusion)}) read {res.tuples:,} "
                            f"and wrote {written:,} of {tuples:,} records")
     return {"tuples_per_s": round(res.throughput, 1), "steady_tuples_per_s": round(res.steady_throughput, 1),
             "wall_s": round(res.wall_s, 3), "pes": res.pes, "cpu_s": round(sum(p["cpu_s"] for p in res.per_pe), 3)}
@@ -161,7 +161,7 @@ def _report(runs: dict, checks: dict[str, bool], fusions: tuple[str, ...], loads
     plans: dict[str, Any] = {}
     for fusion in fusions:
         med = {s: statistics.median(x["tuples_per_s"] for x in runs[fusion][s]) for s in ("broker", "file")}
-        plans[_PLAN[fusion]] = {
+        plans[label_of(fusion)] = {
             "pes": runs[fusion]["broker"][0]["pes"],
             "median_tuples_per_s": med, "ratio_broker_over_file": round(med["broker"] / med["file"], 3),
             "per_round_ratio": [round(b["tuples_per_s"] / f["tuples_per_s"], 3)
@@ -234,7 +234,7 @@ def run(out_dir: Path, quick: bool = False, repeat: int | None = None, tuples: i
                     checks[fusion] = _same(outs["broker"], outs["file"], keys)
                     del outs
                 b_, f_ = runs[fusion]["broker"][-1], runs[fusion]["file"][-1]
-                log(f"  round {r + 1}/{repeat} {_PLAN[fusion]} (load {loads[-1]}): broker {b_['tuples_per_s']:,.0f}/s, "
+                log(f"  round {r + 1}/{repeat} {label_of(fusion)} (load {loads[-1]}): broker {b_['tuples_per_s']:,.0f}/s, "
                     f"file {f_['tuples_per_s']:,.0f}/s: {b_['tuples_per_s'] / f_['tuples_per_s']:.2f}x")
     finally:
         stop_spark()

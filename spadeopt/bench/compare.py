@@ -31,29 +31,78 @@ import shutil
 import statistics
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from spadeopt.atomic import write_atomic
 from spadeopt.deploy.options import RunOptions
 from spadeopt.errors import SpadeoptError, UsageError
+from spadeopt.optimize.strategies import (
+    FALL,
+    FATM,
+    NONE,
+    STRATEGY_BY_NAME,
+    Strategy,
+    label_of,
+    selectable,
+)
 
-LABELS = {"none": "NONE", "all": "FALL", "manual": "FMAN", "auto": "FATM", "auto1": "FATM-w1"}
-ORDER = ("none", "all", "manual", "auto1", "auto")
-COLORS = {"none": "#999", "all": "#c66", "manual": "#69c", "auto1": "#9c9", "auto": "#4a4"}
-AUTO = {"auto": True, "auto1": False}  # FATM strategies -> fission on?
+NO_FISSION = "auto1"
+"""The ablation FATM-w1 (``--no-fission``): FATM from the same profile, every region at width 1."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One strategy a compare can run: a registered one (``optimize.strategies``), or
+    the ablation :data:`NO_FISSION`."""
+
+    strategy: Strategy
+    label: str
+    colour: str
+    fission: bool = True
+
+
+def entries() -> dict[str, Entry]:
+    """Every strategy a compare can run, by its ``--strategies`` name, in the report's
+    order: the registered ones that make plans, and the ablation just before FATM."""
+    out = {}
+    for name, st in STRATEGY_BY_NAME.items():
+        if st is FATM:
+            out[NO_FISSION] = Entry(FATM, "FATM-w1", "#9c9", fission=False)
+        if st.makes_plans:
+            out[name] = Entry(st, st.label, st.colour)
+    return out
+
+
+def _label(st: str) -> str:
+    return entries()[st].label if st in entries() else label_of(st)
+
+
+def _colour(st: str) -> str:
+    return entries()[st].colour if st in entries() else "#888"
+
+
+def _rivals() -> list[str]:
+    """What FATM is measured against ("FATM / best of ..."): every entry but FATM and NONE."""
+    return [k for k in entries() if k not in (FATM.name, NONE.name)]
+
+
+def _plan_key(st: str) -> str:
+    return "fatm_plan" if st == FATM.name else f"fatm_plan_{st}"
+
 
 # The paper's results relative to FATM (digest 003 §6.4-6.5): radio astronomy FATM +70 %
 # over NONE, +100 % over FMAN, +85 % over FALL; bargain 6x NONE, 2x FALL (the FMAN factor
 # did not survive in the text). Drawn beside our bars for the apps that reproduce them.
-PAPER = {"outlier": {"none": 1 / 1.70, "manual": 1 / 2.00, "all": 1 / 1.85, "auto": 1.0},
-         "bargain": {"none": 1 / 6.0, "all": 1 / 2.0, "auto": 1.0}}
+PAPER = {"outlier": {"NONE": 1 / 1.70, "FMAN": 1 / 2.00, "FALL": 1 / 1.85, "FATM": 1.0},
+         "bargain": {"NONE": 1 / 6.0, "FALL": 1 / 2.0, "FATM": 1.0}}
 
 
-def compare(app_ref: str, out_dir: Path, strategies: Sequence[str] = ("none", "all", "manual", "auto"),
+def compare(app_ref: str, out_dir: Path, strategies: Sequence[str] | None = None,
             params: Mapping[str, str] | None = None, *, nodes: int = 1, cores: int = 2, repeat: int = 3,
             profile: Path | None = None, calibration: Path | None = None, sample_rate: float = 0.01,
-            profile_fusion: str = "all", command: str | None = None, no_fission: bool = False,
+            profile_fusion: str | None = None, command: str | None = None, no_fission: bool = False,
             collapse: bool = True, options: RunOptions | None = None) -> dict[str, Any]:
     from spadeopt import api
     from spadeopt.deploy.preflight import preflight
@@ -62,9 +111,10 @@ def compare(app_ref: str, out_dir: Path, strategies: Sequence[str] = ("none", "a
 
     options = options or RunOptions()
     say, master = options.say, options.master
-    strategies = list(strategies)
-    if no_fission and "auto1" not in strategies:
-        strategies.append("auto1")
+    strategies = list(strategies) if strategies is not None else [n for n, e in entries().items() if e.fission]
+    profile_fusion = profile_fusion or api.PROFILE_FUSION
+    if no_fission and NO_FISSION not in strategies:
+        strategies.append(NO_FISSION)
     _check_args(strategies, repeat, profile_fusion, sample_rate)
     out_dir = claim_dir(out_dir, "compare", "--out", options.force)
     graph, _ = api.load_graph(app_ref, params)  # fail early on a bad app
@@ -98,13 +148,13 @@ def compare(app_ref: str, out_dir: Path, strategies: Sequence[str] = ("none", "a
 
 
 def _check_args(strategies: list[str], repeat: int, profile_fusion: str, sample_rate: float) -> None:
-    bad = [s for s in strategies if s not in LABELS]
+    bad = [s for s in strategies if s not in entries()]
     if bad or not strategies:
-        raise UsageError(f"unknown strategy {', '.join(bad) or '(none given)'}; choose from {', '.join(LABELS)}")
+        raise UsageError(f"unknown strategy {', '.join(bad) or '(none given)'}; choose from {', '.join(entries())}")
     if repeat < 1:
         raise UsageError(f"--repeat must be >= 1, got {repeat}")
-    if profile_fusion not in ("none", "all", "manual"):
-        raise UsageError(f"--profile-fusion must be none, all or manual, got {profile_fusion!r}")
+    if profile_fusion not in selectable():
+        raise UsageError(f"--profile-fusion must be one of {', '.join(selectable())}, got {profile_fusion!r}")
     if not 0 < sample_rate <= 1:
         raise UsageError(f"--sample-rate must be in (0, 1], got {sample_rate}")
 
@@ -120,19 +170,19 @@ def _build_all(app_ref: str, strategies: list[str], out_dir: Path, params: Mappi
     builds, errors, explains = {}, {}, {}
     for st in strategies:
         try:
-            say(f"building {LABELS[st]}")
-            if st in AUTO:
+            say(f"building {_label(st)}")
+            if entries()[st].strategy.needs_profile:
                 profile = profile or _profile_for_auto(app_ref, out_dir, params, nodes, cores, sample_rate,
                                                        profile_fusion, options)
                 builds[st], explains[st] = api.optimize(app_ref, profile, out_dir / f"build-{st}", calibration,
-                                                        params, nodes=nodes, cores=cores, fission=AUTO[st],
+                                                        params, nodes=nodes, cores=cores, fission=entries()[st].fission,
                                                         collapse=collapse)
             else:
                 builds[st] = api.build(app_ref, st, params, nodes, cores, out_dir / f"build-{st}",
                                        collapse=collapse)
         except SpadeoptError as exc:
             errors[st] = str(exc)
-            say(f"{LABELS[st]} failed to build: {str(exc).splitlines()[0]}")
+            say(f"{_label(st)} failed to build: {str(exc).splitlines()[0]}")
     return builds, errors, explains, profile
 
 
@@ -148,7 +198,7 @@ def draw_plans(builds: Mapping[str, Any], out_dir: Path, say=lambda _msg: None) 
         try:
             to_png(load_picture(build.directory), out_dir / name)
         except (SpadeoptError, OSError, ValueError) as exc:
-            say(f"{LABELS.get(st, st)}: no plan picture ({str(exc).splitlines()[0]})")
+            say(f"{_label(st)}: no plan picture ({str(exc).splitlines()[0]})")
             continue
         drawn[st] = name
     return drawn
@@ -169,14 +219,14 @@ def _run_rounds(builds: dict, errors: dict[str, str], repeat: int, out_dir: Path
             st = order[(i + r) % len(order)]
             if st in errors:
                 continue
-            say(f"round {r + 1}/{repeat}: {LABELS[st]}")
+            say(f"round {r + 1}/{repeat}: {_label(st)}")
             try:
                 sinks_dir = out_dir / "sinks" / st
                 shutil.rmtree(sinks_dir, ignore_errors=True)
                 res = run_build(builds[st].directory, options.replace(out=sinks_dir))
             except SpadeoptError as exc:
                 errors[st] = str(exc)
-                say(f"{LABELS[st]} failed: {str(exc).splitlines()[0]}")
+                say(f"{_label(st)} failed: {str(exc).splitlines()[0]}")
                 continue
             runs[st].append(res.to_json())
             answers[st].add(_digest(sinks_dir))
@@ -201,13 +251,13 @@ def _predict(doc: dict[str, Any], builds: dict, profile: Path, calibration: Path
 def _fatm_plans(doc: dict[str, Any], explains: dict, profile: Path | None, profiled_under: str | None) -> None:
     """What FATM planned (rates, model, widths) for each FATM strategy, in ``doc``."""
     for st, explain in explains.items():
-        key = "fatm_plan" if st == "auto" else f"fatm_plan_{st}"
+        key = _plan_key(st)
         doc[key] = {"planned_rate": explain["rate"].get("predicted"), "fused_at_rate": explain["rate"]["planned"],
                     "perf_model": explain["prediction"]["model"], "rate_mode": explain["rate"]["mode"],
                     "profiled_rate": explain["rate"]["profiled"], "max_frac": explain["max_frac"],
                     "min_util": explain["min_util"], "profile": str(profile),
                     "widths": explain.get("fission", {}).get("widths", {}),
-                    "profiled_under": LABELS.get(profiled_under, profiled_under) if profiled_under else None}
+                    "profiled_under": _label(profiled_under) if profiled_under else None}
         row = doc["strategies"].get(st)
         if row is not None:
             row["widths"] = doc[key]["widths"]
@@ -220,7 +270,7 @@ def _versus_fall(rows: Mapping[str, dict[str, Any]]) -> None:
     the production probe ran (a one-PE build's speed on the development VM swung 1.5x
     between the probe and a compare minutes later;
     docs/decisions/025-measuring-on-a-shared-2-core-vm.md)."""
-    fall = rows.get("all", {}).get("predicted_over_measured")
+    fall = rows.get(FALL.name, {}).get("predicted_over_measured")
     for row in rows.values():
         if fall and row.get("predicted_over_measured"):
             row["versus_fall"] = row["predicted_over_measured"] / fall
@@ -250,7 +300,7 @@ def _profile_for_auto(app_ref, out_dir, params, nodes, cores, sample_rate, fusio
 
     run_dir = out_dir / "profile-run"
     shutil.rmtree(run_dir, ignore_errors=True)
-    options.say(f"profiling ({LABELS.get(fusion, fusion)}, s = {sample_rate}) for FATM")
+    options.say(f"profiling ({_label(fusion)}, s = {sample_rate}) for FATM")
     api.profile(app_ref, run_dir, fusion, params, sample_rate=sample_rate, nodes=nodes, cores=cores,
                 options=options)
     options.say("refining the profile")
@@ -266,12 +316,12 @@ def _summarise(app, app_ref, params, nodes, cores, master, repeat, runs, errors)
         thr = [r["steady_throughput"] for r in rs]
         med = statistics.median(thr)
         mid = min(rs, key=lambda r: abs(r["steady_throughput"] - med))
-        rows[st] = {"label": LABELS[st], "throughput_median": med, "throughput": thr,
+        rows[st] = {"label": _label(st), "throughput_median": med, "throughput": thr,
                     "pes": mid["pes"], "nodes_used": mid["nodes_used"], "cpu_per_node": mid["cpu_per_node"],
                     "sinks": mid["sinks"], "wall_s": [r["wall_s"] for r in rs],
                     "per_pe": _per_pe(mid), **_latency(rs)}
-    base = rows.get("auto", {}).get("throughput_median")
-    best_other = max((r["throughput_median"] for st, r in rows.items() if st in ("all", "manual", "auto1")),
+    base = rows.get(FATM.name, {}).get("throughput_median")
+    best_other = max((r["throughput_median"] for st, r in rows.items() if st in _rivals()),
                      default=None)
     for row in rows.values():
         row["relative_to_fatm"] = row["throughput_median"] / base if base else None
@@ -304,11 +354,11 @@ def table(doc: dict[str, Any]) -> str:
              f"median of {doc['repeat']} run(s)", "",
              f"{'strategy':<9}{'tuples/s':>12}{'p50 ms':>9}{'p99 ms':>9}{'vs FATM':>9}{'PEs':>6}{'nodes':>7}"
              f"{'planned':>11}{'pl/meas':>8}{'/FALL':>7}  CPU s per node"]
-    for st in ORDER:
+    for st in entries():
         row = doc["strategies"].get(st)
         if row is None:
             if st in doc["failed"]:
-                lines.append(f"{LABELS[st]:<9}{'failed':>12}  {doc['failed'][st].splitlines()[0][:80]}")
+                lines.append(f"{_label(st):<9}{'failed':>12}  {doc['failed'][st].splitlines()[0][:80]}")
             continue
         rel = f"{row['relative_to_fatm']:.2f}x" if row["relative_to_fatm"] else "-"
         cpu = ", ".join(f"{v:.1f}" for _, v in sorted(row["cpu_per_node"].items()))
@@ -319,11 +369,11 @@ def table(doc: dict[str, Any]) -> str:
         lines.append(f"{row['label']:<9}{row['throughput_median']:>12,.0f}{p50:>9}{p99:>9}{rel:>9}{row['pes']:>6}"
                      f"{row['nodes_used']:>7}{planned:>11}{ratio:>8}{vs_fall:>7}  {cpu}")
     first = True
-    for st in ("auto1", "auto"):
-        plan = doc.get("fatm_plan" if st == "auto" else f"fatm_plan_{st}")
+    for st in (k for k, e in entries().items() if e.strategy.needs_profile):
+        plan = doc.get(_plan_key(st))
         if plan:
             widths = ", ".join(f"{k}={v}" for k, v in plan.get("widths", {}).items()) or "no parallel regions"
-            lines.append(f"{chr(10) if first else ''}{LABELS[st]} fused for {plan.get('fused_at_rate', 0):,.0f} and "
+            lines.append(f"{chr(10) if first else ''}{_label(st)} fused for {plan.get('fused_at_rate', 0):,.0f} and "
                          f"predicts {plan['planned_rate'] or 0:,.0f} source tuples/s "
                          f"(--rate {plan['rate_mode']}; profiled at {plan['profiled_rate']:,.0f}/s), MaxFrac "
                          f"{plan['max_frac']}, MinUtil {plan['min_util']}; region widths: {widths}")
@@ -338,7 +388,7 @@ def table(doc: dict[str, Any]) -> str:
         lines.append("/FALL = pl/meas over FALL's pl/meas: the predicted speed-up over FALL / the measured one, "
                      "both from this compare's runs (free of the machine's speed during the probe)")
     if doc.get("fatm_over_best_other"):
-        ran = [LABELS[st] for st in ("all", "manual", "auto1") if st in doc["strategies"]]  # only what ran
+        ran = [_label(st) for st in _rivals() if st in doc["strategies"]]  # only what ran
         lines.append(f"FATM / best of {', '.join(ran)} measured: {doc['fatm_over_best_other']:.2f}x")
     if any(r.get("latency_p50_ms") is not None for r in doc["strategies"].values()):
         lines.append("p50 / p99 ms = source -> sink latency markers, median of the runs" + (
@@ -351,7 +401,7 @@ def table(doc: dict[str, Any]) -> str:
     elif ans and ans["sha256"]:
         lines.append("answers: every run of every strategy wrote byte-identical sink files" if ans["identical"]
                      else "ANSWERS DIFFER between runs or strategies: " + "; ".join(
-                         f"{LABELS[st]} {', '.join(d[:12] for d in ds)}" for st, ds in ans["sha256"].items()))
+                         f"{_label(st)} {', '.join(d[:12] for d in ds)}" for st, ds in ans["sha256"].items()))
     return "\n".join(lines)
 
 
@@ -362,10 +412,10 @@ def plot(doc: dict[str, Any], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = [(st, doc["strategies"][st]) for st in ORDER if st in doc["strategies"]]
+    rows = [(st, doc["strategies"][st]) for st in entries() if st in doc["strategies"]]
     if not rows:
         return
-    base = doc["strategies"].get("auto", {}).get("throughput_median")
+    base = doc["strategies"].get(FATM.name, {}).get("throughput_median")
     lat = [(st, r) for st, r in rows if r.get("latency_p50_ms") is not None]
     fig, axes = plt.subplots(1, 2 if lat else 1, figsize=(11 if lat else 6, 4), squeeze=False)
     ax = axes[0][0]
@@ -381,15 +431,15 @@ def plot(doc: dict[str, Any], path: Path) -> None:
         lo = [r["throughput_median"] - min(r["throughput"]) for _, r in rows]
         hi = [max(r["throughput"]) - r["throughput_median"] for _, r in rows]
         ax.set_ylabel("throughput (source tuples/s, median)")
-    bars = ax.bar(names, vals, yerr=[lo, hi], capsize=4, color=[COLORS[st] for st, _ in rows])
+    bars = ax.bar(names, vals, yerr=[lo, hi], capsize=4, color=[_colour(st) for st, _ in rows])
     for bar, (_, r), h in zip(bars, rows, hi, strict=True):
         ax.annotate(f"{r['throughput_median']:,.0f}/s\n{r['pes']} PEs, {r['nodes_used']} node(s)",
                     (bar.get_x() + bar.get_width() / 2, bar.get_height() + h), ha="center", va="bottom", fontsize=8,
                     xytext=(0, 3), textcoords="offset points")
     paper = PAPER.get(doc["app"]) if base else None
     if paper:
-        xs = [i for i, (st, _) in enumerate(rows) if st in paper]
-        ax.scatter(xs, [paper[rows[i][0]] for i in xs], marker="D", color="black", zorder=3,
+        xs = [i for i, (_, r) in enumerate(rows) if r["label"] in paper]
+        ax.scatter(xs, [paper[rows[i][1]["label"]] for i in xs], marker="D", color="black", zorder=3,
                    label="paper (Gedik et al. 2009, 4 x 4 cores)")
         ax.legend(loc="upper left", fontsize=8)
     ax.set_title(f"{doc['app']}: fusion strategies ({doc['master']})")
@@ -405,9 +455,9 @@ def _plot_latency(ax, rows: list[tuple[str, dict[str, Any]]], live: bool) -> Non
     """p50 and p99 source -> sink latency per strategy (median of the runs), log scale."""
     xs = range(len(rows))
     ax.bar([x - 0.2 for x in xs], [r["latency_p50_ms"] for _, r in rows], 0.4, label="p50",
-           color=[COLORS[st] for st, _ in rows])
+           color=[_colour(st) for st, _ in rows])
     ax.bar([x + 0.2 for x in xs], [r["latency_p99_ms"] for _, r in rows], 0.4, label="p99",
-           color=[COLORS[st] for st, _ in rows], alpha=0.5, hatch="//")
+           color=[_colour(st) for st, _ in rows], alpha=0.5, hatch="//")
     ax.set_xticks(list(xs), [r["label"] for _, r in rows])
     ax.set_yscale("log")
     ax.set_ylabel("source -> sink latency, ms (median of the runs)")

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from spadeopt.api import load_graph
+from spadeopt.optimize.strategies import FIXED
 from spadeopt.orchestrate.local import build_and_run
 from spadeopt.plan.plan import make_plan
 
@@ -30,7 +31,7 @@ def chunked_plan(graph, n: int, k: int):
     groups = [ops[i:i + k] for i in range(0, n, k)]
     groups[0] = ["src", *groups[0]]
     groups[-1] = [*groups[-1], "sink"]
-    return make_plan(graph, "fixed", groups, [0] * len(groups), 1, 2)
+    return make_plan(graph, FIXED.name, groups, [0] * len(groups), 1, 2, honours=FIXED.honours)
 
 
 def measure(n: int, k: int, size: int, work: int, tuples: int) -> float:

@@ -66,7 +66,7 @@ def width_gap_study(*, n_graphs: int = 20, seed: int = 2009, nodes: int = 1, cor
     for k in range(n_graphs):
         rng = random.Random(f"{seed}-widths-{k}")
         graph, prof = random_region_app(rng, f"widths{k}")
-        regions = resolve_regions(graph, "auto", {})
+        regions = resolve_regions(graph, {})
         free = free_regions(graph, None, True)
         score = width_scorer(graph, prof, COMM, nodes, cores, 0.5, 0.95, 1.0, True, DEFAULT_MODEL)
         cache: dict[tuple[int, ...], float | None] = {}

@@ -25,6 +25,7 @@ from spadeopt.errors import CodegenError
 from spadeopt.kinds import kind_of
 from spadeopt.model.graph import AppGraph
 from spadeopt.model.schema import gid
+from spadeopt.optimize.strategies import honours_of
 from spadeopt.plan.deployment import DeployedLink, DeployedPE, Deployment, SparkSettings
 from spadeopt.plan.fission import physical_graph
 from spadeopt.plan.plan import Plan, check_plan
@@ -96,7 +97,7 @@ def render_build(graph: AppGraph, plan: Plan, app_ref: str, build_dir: Path | No
     ``build_dir`` (absolute) completes the spark-submit line; without it the line ends
     in the placeholder ``BUILD_DIR``. ``sample_groups``: see ``codegen.spec.pe_spec``.
     """
-    check_plan(plan, graph)
+    check_plan(plan, graph, honours_of(plan.strategy))
     physical = physical_graph(graph, plan.regions)  # split, channels and merge are operators too
     if plan.checkpoints:
         problems = [p for op in physical.operators if (p := kind_of(op).checkpoint_problem(op))]

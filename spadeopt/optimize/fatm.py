@@ -259,7 +259,7 @@ def candidate_regions(graph: AppGraph, widths: Mapping[str, int] | None, fission
     free unless ``fission`` is off (then all stay at width 1)."""
     widths = dict(widths or {})
     names = {n for n, _, _ in graph.annotations.parallel}
-    declared = resolve_regions(graph, "auto", {n: w for n, w in widths.items() if n in names})
+    declared = resolve_regions(graph, {n: w for n, w in widths.items() if n in names})
     discovery = None
     found: Regions = ()
     if discover:

@@ -25,9 +25,16 @@ from spadeopt.plan.fission import physical_graph
 from spadeopt.plan.regions import EXCHANGE, Region
 
 SCHEMA_VERSION = 1
-# NONE and FALL are reference points defined by their shape (one PE per operator, one
-# PE in all); they ignore the developer's colocate/exlocate annotations by definition.
-ANNOTATION_FREE = frozenset({"none", "all", "fixed"})  # fixed: benchmark plans
+ANNOTATIONS = frozenset({"fuse", "colocate", "exlocate", "place"})
+"""What an app can ask of its plans. Which of them a plan must keep is its strategy's
+fact (``spadeopt.optimize.strategies.Strategy.honours``), passed here as data
+(``honours``): NONE and FALL, defined by their shape, keep none; FMAN keeps all;
+``check_plan`` checks ``fuse``, ``colocate`` and ``exlocate`` (``place`` pins are
+the strategy's to follow; docs/decisions/064-one-strategy-interface.md)."""
+KEPT_BY_DEFAULT = frozenset({"colocate", "exlocate"})
+"""What a plan keeps when its caller does not say (FATM's plans; a hand-written
+plan.json under a strategy name of its own): colocate() and exlocate() are constraints,
+fuse() a suggestion only FMAN follows."""
 
 
 @dataclass(frozen=True)
@@ -119,10 +126,12 @@ class Plan:
 
 
 def make_plan(graph: AppGraph, strategy: str, groups: list[list[str]], nodes: list[int],
-              n_nodes: int, cores: int, instrumented: bool = False, regions: tuple[Region, ...] = ()) -> Plan:
+              n_nodes: int, cores: int, instrumented: bool = False, regions: tuple[Region, ...] = (), *,
+              honours: frozenset[str] = KEPT_BY_DEFAULT) -> Plan:
     """Name PEs deterministically (``pe0``, ``pe1``, ... in declaration order of their
     first operator) and keep operators inside a PE in declaration order. With
-    ``regions``, ``groups`` partition the physical graph."""
+    ``regions``, ``groups`` partition the physical graph. The plan is checked
+    (:func:`check_plan`), held to the annotations in ``honours``."""
     order = {op.name: i for i, op in enumerate(physical_graph(graph, regions).operators)}
     pairs = sorted(
         ((sorted(g, key=order.__getitem__), n) for g, n in zip(groups, nodes, strict=True)),
@@ -130,12 +139,14 @@ def make_plan(graph: AppGraph, strategy: str, groups: list[list[str]], nodes: li
     )
     pes = tuple(PE(f"pe{i}", tuple(g), n) for i, (g, n) in enumerate(pairs))
     plan = Plan(graph.name, graph.fingerprint, strategy, n_nodes, cores, pes, instrumented, tuple(regions))
-    check_plan(plan, graph)
+    check_plan(plan, graph, honours)
     return plan
 
 
-def check_plan(plan: Plan, graph: AppGraph) -> None:
-    """Raise ``PlanError`` listing everything that makes ``plan`` illegal for ``graph``."""
+def check_plan(plan: Plan, graph: AppGraph, honours: frozenset[str] = KEPT_BY_DEFAULT) -> None:
+    """Raise ``PlanError`` listing everything that makes ``plan`` illegal for ``graph``,
+    or breaks one of the annotations in ``honours`` (:data:`ANNOTATIONS`; the caller
+    asks the plan's strategy, ``optimize.strategies.honours_of``)."""
     problems = []
     if plan.app != graph.name or plan.fingerprint != graph.fingerprint:
         problems.append(f"plan is for app '{plan.app}' graph {plan.fingerprint}, but the app is "
@@ -165,14 +176,15 @@ def check_plan(plan: Plan, graph: AppGraph) -> None:
     for op in graph.by_name:
         if op not in seen:
             problems.append(f"operator '{op}' is in no PE")
-    if not problems and plan.strategy not in ANNOTATION_FREE:
+    if not problems:
         pe_of = plan.pe_of
-        fused = graph.annotations.fuse if plan.strategy == "manual" else ()
-        for group in (*graph.annotations.colocate, *fused):
+        colocated = graph.annotations.colocate if "colocate" in honours else ()
+        fused = graph.annotations.fuse if "fuse" in honours else ()
+        for group in (*colocated, *fused):
             if len({pe_of[o] for o in group}) > 1:
                 problems.append(f"colocate({', '.join(group)}) is split across PEs "
                                 f"{sorted({pe_of[o] for o in group})}")
-        for group in graph.annotations.exlocate:
+        for group in graph.annotations.exlocate if "exlocate" in honours else ():
             pes = [pe_of[o] for o in group]
             if len(set(pes)) < len(pes):
                 problems.append(f"exlocate({', '.join(group)}) has operators sharing a PE")

@@ -78,7 +78,7 @@ tuples in sequence order and strips the number.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -535,9 +535,11 @@ def exchanges_json(graph: AppGraph, regions: tuple[Region, ...]) -> list[dict[st
     return out
 
 
-def resolve_regions(graph: AppGraph, strategy: str, widths: dict[str, int] | None) -> tuple[Region, ...]:
-    """The plan's regions: each declared region at its width (``widths`` overrides; the
-    declared width counts under FMAN only, every other strategy defaults to 1). Regions
+def resolve_regions(graph: AppGraph, widths: Mapping[str, int] | None,
+                    declared_widths: bool = False) -> tuple[Region, ...]:
+    """The plan's regions: each declared region at its width (``widths`` overrides; else
+    the app's declared width with ``declared_widths``, the strategy's fact: FMAN's,
+    ``optimize.strategies.Strategy.declared_widths``; else 1). Regions
     of width 1 are recorded but not rewritten. Every declared region is checked, whatever
     its width: an illegal one raises ``UsageError`` naming the operator and the reason."""
     declared = {name: (ops, w) for name, ops, w in graph.annotations.parallel}
@@ -550,7 +552,7 @@ def resolve_regions(graph: AppGraph, strategy: str, widths: dict[str, int] | Non
     order = {op.name: i for i, op in enumerate(graph.operators)}
     out = []
     for name, (ops, declared_width) in sorted(declared.items()):
-        width = widths.get(name, declared_width if strategy == "manual" else 1)
+        width = widths.get(name, declared_width if declared_widths else 1)
         if isinstance(width, bool) or not isinstance(width, int) or not 1 <= width <= MAX_REGION_WIDTH:
             raise UsageError(f"region '{name}': width must be an integer from 1 to {MAX_REGION_WIDTH}, "
                              f"got {width!r}")

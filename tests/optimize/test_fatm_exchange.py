@@ -36,7 +36,7 @@ def keyed():
 
 def test_the_profile_maps_onto_senders_and_receivers(keyed):
     prof = _profile(keyed, {"per_acct": 0.4, "per_sym": 0.4})
-    regions = resolve_regions(keyed, "none", {"prep": 3, "desk": 2})
+    regions = resolve_regions(keyed, {"prep": 3, "desk": 2})
     assert next(r for r in regions if r.name == "desk").fed == EXCHANGE
     phys = physical_graph(keyed, regions)
     pprof = physical_profile(keyed, prof, regions)

@@ -116,7 +116,7 @@ def test_profile_maps_onto_every_physical_operator_and_stream():
     graph, _ = api.load_graph("apps/bargain_logical.py", {"tuples": "100"})
     prof = _profile(graph, 0.05, 0.01, 1000)
     regions = tuple(r.__class__(r.name, r.operators, 3, r.key, r.ordering)
-                    for r in resolve_regions(graph, "auto", {}))
+                    for r in resolve_regions(graph, {}))
     (region,) = regions
     assert region.ordering == "dynamic"
     phys = physical_graph(graph, regions)

@@ -44,7 +44,7 @@ def desk():
 @pytest.mark.parametrize("width", [2, 3])
 def test_each_entry_gets_its_own_split_in_the_mapped_profile(desk, width):
     prof = _profile(desk, 0.3, {"orders": 1000.0, "fills": 400.0})
-    regions = tuple(dataclasses.replace(r, width=width) for r in resolve_regions(desk, "auto", {}))
+    regions = tuple(dataclasses.replace(r, width=width) for r in resolve_regions(desk, {}))
     (region,) = regions
     phys = physical_graph(desk, regions)
     pprof = physical_profile(desk, prof, regions)
@@ -75,7 +75,7 @@ def test_a_producer_entering_twice_feeds_both_splits():
     a.sink("out", g, mode="file")
     a.parallel("j", "agg", width=2, name="reg")
     graph = a.build()
-    regions = tuple(dataclasses.replace(r, width=2) for r in resolve_regions(graph, "auto", {}))
+    regions = tuple(dataclasses.replace(r, width=2) for r in resolve_regions(graph, {}))
     pprof = physical_profile(graph, _profile(graph, 0.2, {"src": 500.0}), regions)
     phys = physical_graph(graph, regions)
     assert Counter((a, b) for a, b, _, _ in pprof.links) == Counter((s.src.op, s.dst.op) for s in phys.streams)

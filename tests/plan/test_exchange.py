@@ -65,13 +65,13 @@ def test_fman_declared_regions_get_an_exchange_and_plan_json_records_it(tmp_path
 
 def test_no_exchange_at_width_1_on_either_side_and_none_and_fall_default_to_width_1():
     for wprep, wdesk in ((1, 3), (2, 1), (1, 1)):
-        rs = resolve_regions(_graph(wprep=wprep, wdesk=wdesk), "manual", None)
+        rs = resolve_regions(_graph(wprep=wprep, wdesk=wdesk), None, declared_widths=True)
         assert all(r.fed != EXCHANGE and not r.after for r in rs)
-    assert all(r.width == 1 and r.fed != EXCHANGE for r in resolve_regions(_graph(), "none", None))
+    assert all(r.width == 1 and r.fed != EXCHANGE for r in resolve_regions(_graph(), None))
     # a static-rate upstream region is numbered for the exchange, and back to static without it
-    rs = {r.name: r for r in resolve_regions(_graph("static"), "manual", None)}
+    rs = {r.name: r for r in resolve_regions(_graph("static"), None, declared_widths=True)}
     assert (rs["prep"].ordering, rs["desk"].fed) == ("dynamic", EXCHANGE)
-    rs = {r.name: r for r in resolve_regions(_graph("static", wdesk=1), "manual", None)}
+    rs = {r.name: r for r in resolve_regions(_graph("static", wdesk=1), None, declared_widths=True)}
     assert (rs["prep"].ordering, rs["desk"].fed) == ("static", "split")
 
 
@@ -95,7 +95,7 @@ def _two_regions(window=None, also=False, src_region=False, connector=None) -> A
 def test_what_refuses_an_exchange_keeps_merge_and_split_and_says_why():
     # an upstream region led by a partitioned broker source: arrival order, no numbers
     arrival = _two_regions(connector=redis_source(["a", "b", "c"], partitioned_by="k"), src_region=True).build()
-    rs = resolve_regions(arrival, "manual", None)
+    rs = resolve_regions(arrival, None, declared_widths=True)
     up, down = sorted(rs, key=lambda r: r.name != "up")
     assert up.ordering == "arrival" and down.fed == "split"
     why = exchange_problem(arrival, up, down)
@@ -107,7 +107,7 @@ def test_what_refuses_an_exchange_keeps_merge_and_split_and_says_why():
     # an event-time window downstream (refused until 2026-11-28): every sender sends its
     # watermark frames, every receiver orders them (plan.eventtime)
     timed = _two_regions(window=time_window("ts", 10)).build()
-    rs = resolve_regions(timed, "manual", None)
+    rs = resolve_regions(timed, None, declared_widths=True)
     down = next(r for r in rs if r.name == "down")
     assert down.fed == EXCHANGE and exchange_problem(timed, feeding_region(timed, rs, down), down) is None
     phys = physical_graph(timed, rs)
@@ -115,12 +115,12 @@ def test_what_refuses_an_exchange_keeps_merge_and_split_and_says_why():
     assert "down__split" not in phys.by_name and "up__merge" not in phys.by_name
     # the upstream output also feeds another operator, which needs the merge
     tap = _two_regions(also=True).build()
-    rs = resolve_regions(tap, "manual", None)
+    rs = resolve_regions(tap, None, declared_widths=True)
     down = next(r for r in rs if r.name == "down")
     assert down.fed == "split"
     assert "also feeds tap.in" in exchange_problem(tap, feeding_region(tap, rs, down), down)
     # the plain case is an exchange
-    rs = resolve_regions(_two_regions().build(), "manual", None)
+    rs = resolve_regions(_two_regions().build(), None, declared_widths=True)
     assert next(r for r in rs if r.name == "down").fed == EXCHANGE
 
 

@@ -29,7 +29,7 @@ APP = "tests/connectors/partitioned_app.py"
 
 def test_the_rewrite_has_no_split_and_an_arrival_merge_and_channel_c_reads_keys_c_c_plus_w():
     g = porders.build({"width": 2})
-    (r,) = resolve_regions(g, "manual", None)
+    (r,) = resolve_regions(g, None, declared_widths=True)
     assert (r.key, r.ordering, r.fed, r.routing) == (("customer",), ARRIVAL, "source", "source_partitions")
     p = physical_graph(g, (r,))
     kinds = [op.kind for op in p.operators]
@@ -76,7 +76,7 @@ def test_a_width_above_the_stream_keys_is_refused_and_fatm_never_tries_it():
     shape = check_region(g, "live", ("orders", "paid", "totals", "report"))
     assert shape.partitions == 4
     with pytest.raises(WidthError, match="width 6 is more than the 4 stream keys source 'orders' reads"):
-        resolve_regions(g, "manual", {"live": 6})
+        resolve_regions(g, {"live": 6}, declared_widths=True)
     r = Region("live", ("orders", "paid", "totals", "report"), 5, ("customer",), ARRIVAL, "source")
     with pytest.raises(WidthError):  # the rewrite keeps the rule too
         physical_graph(g, (r,))
@@ -118,11 +118,11 @@ def test_what_a_region_led_by_a_partitioned_source_refuses():
     keys = ["a", "b", "c"]
     with pytest.raises(UsageError, match="event-time window 'agg' closes every key's group on any key's tuple"):
         resolve_regions(_app(redis_source(keys, partitioned_by="k"), window=time_window("ts", 10)).build(),
-                        "manual", None)
+                        None, declared_widths=True)
     with pytest.raises(UsageError, match="operator 'src' is a connector source that is not partitioned"):
-        resolve_regions(_app(tcp_source(9999)).build(), "manual", None)
+        resolve_regions(_app(tcp_source(9999)).build(), None, declared_widths=True)
     # a key finer than partitioned_by is fine; one coarser is not
-    (r,) = resolve_regions(_app(redis_source(keys, partitioned_by="k")).build(), "manual", None)
+    (r,) = resolve_regions(_app(redis_source(keys, partitioned_by="k")).build(), None, declared_widths=True)
     assert (r.ordering, r.key) == (ARRIVAL, ("k",))
     with pytest.raises(UsageError, match=r"operator 'agg' is partitioned on \['k'\], which does not include 'v'"):
-        resolve_regions(_app(redis_source(keys, partitioned_by=["k", "v"])).build(), "manual", None)
+        resolve_regions(_app(redis_source(keys, partitioned_by=["k", "v"])).build(), None, declared_widths=True)

@@ -108,7 +108,7 @@ def test_source_led_regions_are_refused_when_they_cannot_keep_answers(case, word
 
 def test_a_source_led_region_has_no_split_and_each_source_copy_reads_its_share():
     graph, _ = load_graph("tests/apps/splits.py", {"case": "dynamic", "split": "7"})
-    (r,) = resolve_regions(graph, "none", {"reg": 3})
+    (r,) = resolve_regions(graph, {"reg": 3})
     assert r.fed == "source" and not r.has_split and r.ordering == DYNAMIC and r.routing == "source_splits"
     phys = physical_graph(graph, (r,))
     names = {op.name for op in phys.operators}
@@ -119,7 +119,7 @@ def test_a_source_led_region_has_no_split_and_each_source_copy_reads_its_share()
     assert phys.op("src__1").out_port("out").schema.names[-1] == "_fission_seq"  # stamped by the source copy
     assert phys.op("reg__merge").out_port("out").schema == graph.op("g").out_port("out").schema
     static, _ = load_graph("apps/peer.py", {"tuples": "100", "n": "2", "split": "16", "sink": "file"})
-    (r,) = resolve_regions(static, "none", {"chain": 2})
+    (r,) = resolve_regions(static, {"chain": 2})
     assert r.ordering == STATIC and r.fed == "source"
     merge = physical_graph(static, (r,)).op("chain__merge")
     assert merge.params.block == 16  # a static merge takes back whole splits in turn
@@ -147,16 +147,16 @@ def test_cli_refusal_exits_2_and_writes_nothing(tmp_path):
 
 def test_widths_policy_and_the_rewrite():
     graph, _ = load_graph("apps/bargain_logical.py")
-    assert [r.width for r in resolve_regions(graph, "manual", None)] == [2]  # the developer's
-    assert [r.width for r in resolve_regions(graph, "none", None)] == [1]
-    (r,) = resolve_regions(graph, "none", {"symbols": 3})
+    assert [r.width for r in resolve_regions(graph, None, declared_widths=True)] == [2]  # the developer's
+    assert [r.width for r in resolve_regions(graph, None)] == [1]
+    (r,) = resolve_regions(graph, {"symbols": 3})
     assert r.width == 3 and r.key == ("sym",) and r.ordering == DYNAMIC
     phys = physical_graph(graph, (r,))
     names = {op.name for op in phys.operators}
     assert {"symbols__split", "symbols__merge", "match__0", "match__2"} <= names and "match" not in names
     assert phys.op("symbols__merge").out_port("out").schema == graph.op("bargain").out_port("out").schema
     assert phys.op("bargain__1").out_port("out").schema.names[-1] == "_fission_seq"
-    assert physical_graph(graph, resolve_regions(graph, "none", None)) is graph  # width 1: untouched
+    assert physical_graph(graph, resolve_regions(graph, None)) is graph  # width 1: untouched
 
 
 def test_plan_json_records_regions_channels_pes_and_nodes(tmp_path):

@@ -59,7 +59,7 @@ def plan(graph: AppGraph, fusion: str, widths: Mapping[str, int] | None = None) 
         return dataclasses.replace(plan_for(graph, "all", widths=dict(widths or {})), collapse=False)
     if fusion != "mixed":
         return plan_for(graph, fusion, widths=dict(widths or {}))
-    regions = resolve_regions(graph, "none", dict(widths or {}))
+    regions = resolve_regions(graph, dict(widths or {}))
     names = [op.name for op in physical_graph(graph, regions).operators]
     groups = [names[i:i + 2] for i in range(0, len(names), 2)]
     return make_plan(graph, "mixed", groups, [0] * len(groups), 1, 2, regions=regions)

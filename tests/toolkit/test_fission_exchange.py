@@ -72,7 +72,7 @@ def exchange_app(data: list[tuple], case: str, split: int = 5) -> App:
 @pytest.mark.parametrize("case", CASES)
 def test_the_regions_are_joined_by_an_exchange_at_widths_above_one(case):
     g = exchange_app(records(20, 1), case).build()
-    regions = {r.name: r for r in resolve_regions(g, "none", {"prep": 3, "desk": 2})}
+    regions = {r.name: r for r in resolve_regions(g, {"prep": 3, "desk": 2})}
     assert (regions["desk"].fed, regions["desk"].after, regions["desk"].routing) == ("exchange", "prep", "exchange_hash")
     assert regions["prep"].ordering == "dynamic"  # numbered for the exchange, even when static-rate
     phys = physical_graph(g, tuple(regions.values()))
@@ -89,7 +89,7 @@ def test_the_regions_are_joined_by_an_exchange_at_widths_above_one(case):
     assert next(c for c in chans if "desk__xmerge0" in c)[:2] == ("desk__xmerge0", f"{first}__0")
     # width 1 on either side: merge and split as before
     for widths in ({"prep": 1, "desk": 3}, {"prep": 3, "desk": 1}):
-        rs = resolve_regions(g, "none", widths)
+        rs = resolve_regions(g, widths)
         assert all(r.fed != "exchange" for r in rs)
         assert "exchange_merge" not in [op.kind for op in physical_graph(g, rs).operators]
 
@@ -202,7 +202,7 @@ def chain_app(data: list[tuple], split: int = 4) -> App:
 def test_a_chain_of_two_exchanges_matches_width_1(tmp_path_factory):
     app = chain_app(records(300, 11))
     g = app.build()
-    rs = {r.name: r for r in resolve_regions(g, "none", {"a": 2, "b": 3, "c": 2})}
+    rs = {r.name: r for r in resolve_regions(g, {"a": 2, "b": 3, "c": 2})}
     assert (rs["b"].fed, rs["b"].after, rs["c"].fed, rs["c"].after) == ("exchange", "a", "exchange", "b")
     phys = physical_graph(g, tuple(rs.values()))
     assert [op.kind for op in phys.operators].count("fission_merge") == 1
