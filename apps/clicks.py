@@ -117,14 +117,15 @@ app = clicks_app
 
 def _redis():
     """A redis-py client of the project's broker, as any program would make one: its port
-    (16379, or $SPADEOPT_BROKER_PORT) and the password in .spadeopt-broker/password."""
+    (16379, or $SPADEOPT_BROKER_PORT) and the password in its folder's ``password``
+    (.spadeopt-broker in the checkout, or $SPADEOPT_BROKER_DIR)."""
     import os
     from pathlib import Path
 
     import redis
 
-    root = Path(__file__).resolve().parents[1]
-    password = (root / ".spadeopt-broker" / "password").read_text().strip()
+    folder = os.environ.get("SPADEOPT_BROKER_DIR") or Path(__file__).resolve().parents[1] / ".spadeopt-broker"
+    password = (Path(folder) / "password").read_text().strip()
     return redis.Redis(host="127.0.0.1", port=int(os.environ.get("SPADEOPT_BROKER_PORT", "16379")),
                        password=password)
 
