@@ -37,6 +37,7 @@ from typing import Any
 import zmq
 
 from spadeopt import control
+from spadeopt.errors import UsageError
 from spadeopt.plan.deployment import Deployment
 
 LINGER_S = 1.5  # the server stays up this long after the run when a viewer watches it
@@ -217,6 +218,11 @@ def start(deploy: Deployment, local: bool, build_dir: Any, options: Any) -> Live
     try:
         server = serve(collector.state, plan_layout(build_dir), host=options.metrics_host,
                        port=options.metrics_port)
+    except OSError as exc:
+        collector.close()
+        raise UsageError(f"cannot serve the live metrics on {options.metrics_host}:{options.metrics_port} "
+                         f"({exc.strerror or exc}): choose another --metrics-port (0: a free one) or "
+                         f"--metrics-host, or run with --no-metrics") from None
     except BaseException:
         collector.close()
         raise

@@ -86,3 +86,25 @@ def test_records_come_over_the_channel_and_forged_ones_are_dropped(deploy):
     finally:
         sock.close()
         c.close()
+
+
+def test_a_taken_port_is_a_clear_error_and_leaves_no_collector(deploy, tmp_path):
+    import socket
+
+    from spadeopt.deploy import live_metrics
+    from spadeopt.deploy.options import RunOptions
+    from spadeopt.errors import UsageError
+
+    build_dir = tmp_path / "b"
+    api.build("apps/chain.py", "none", {"n": "2", "tuples": "100"}, out=build_dir)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(UsageError, match=f"127.0.0.1:{port} .*--metrics-port"):
+            live_metrics.start(load_deploy(build_dir), True, build_dir, RunOptions(metrics_port=port))
+    live = live_metrics.start(load_deploy(build_dir), True, build_dir, RunOptions(metrics_port=0))
+    try:
+        assert live.server.url.startswith("http://127.0.0.1:") and live.channel()["endpoint"].startswith("tcp://")
+    finally:
+        live.close()
