@@ -76,7 +76,7 @@ test: $(STAMP) check-java broker chromium ## run the whole test suite (real Spar
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=20
 
 test-fast: $(STAMP) ## the tests that start no Spark, need no broker or browser and are not slow (<= 3 min); an unmarked one that starts Spark fails
-	SPADEOPT_NO_SPARK=1 $(BIN)/python -m pytest -q -m "not spark and not slow and not broker and not browser"
+	SPADEOPT_NO_SPARK=1 $(BIN)/python -m pytest -q -n 2 --dist loadfile -m "not spark and not slow and not broker and not browser"
 
 profile: $(STAMP) check-java ## stage 1: profile APP (default bargain; fused, s = 0.01, as optimize and compare) into profiles/APP/run-*
 	$(BIN)/spadeopt profile apps/$(APP).py $(SIZE_$(APP)) -o $(RUN)

@@ -70,7 +70,8 @@ def _without_caches(monkeypatch) -> None:
     monkeypatch.setattr(fatm_search, "pe_graph", lambda parts, problem, ids, comp=(): placement.pe_graph(parts, problem, ids))
 
 
-@pytest.mark.parametrize("case, cores", [("bench", 2), ("bench", 4), ("peer", 2), ("peer", 4)])
+@pytest.mark.parametrize("case, cores", [("bench", 2), pytest.param("bench", 4, marks=pytest.mark.slow),  # ~45 s
+                                         ("peer", 2), ("peer", 4)])
 def test_fatm_plans_the_same_with_and_without_its_caches(case, cores, monkeypatch):
     graph, prof = _bench_case(40) if case == "bench" else _peer_case()
     cached = fuse_auto(graph, prof, COMM, nodes=1, cores=cores, rate="max")

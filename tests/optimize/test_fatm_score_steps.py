@@ -64,7 +64,8 @@ def _peer_case():
                                   tuple((s.src.op, s.dst.op, 10_000.0, 60.0) for s in graph.streams), 10_000.0)
 
 
-@pytest.mark.parametrize("case,cores", [("chain60", 8), ("chain60", 2), ("peer", 4)])
+@pytest.mark.parametrize("case,cores", [pytest.param("chain60", 8, marks=pytest.mark.slow),  # ~30 s
+                                       ("chain60", 2), ("peer", 4)])
 def test_the_chosen_plan_is_the_full_resolution_plan_of_its_widths_and_max_frac(case, cores):
     graph, prof = _bench_case(60) if case == "chain60" else _peer_case()
     auto = fuse_auto(graph, prof, COMM, nodes=1, cores=cores, rate="max")

@@ -99,6 +99,7 @@ def port(tmp_path):
     ctx.destroy(0)
 
 
+@pytest.mark.slow  # ~8 s of handshakes
 def test_ten_thousand_refused_handshakes_are_counted_exactly_and_log_under_1_mib(port):
     """Peers without CURVE, with a stranger's key, and with the wrong server key, over
     ipc and tcp, 64 at a time (each tries once: no reconnects)."""
