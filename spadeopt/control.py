@@ -55,6 +55,7 @@ from spadeopt.fieldcheck import (
 VERSION = 1
 """The control protocol's version: a message of another version is refused."""
 
+
 class ControlError(ValueError):
     """A control message refused: not a map, another version, an unknown type, or a
     field missing, unknown or of the wrong type (the message names it)."""
@@ -515,7 +516,45 @@ class Complete(Record):
 TO_PE = (Restore, Trigger, Ack, Complete)
 
 
-# ---- the rendezvous: the driver's answers to a node agent ------------------------------
+# ---- the rendezvous: a node agent's round, the driver's answers -----------------------
+
+MAX_ROUND = 16  # rounds of one generation's meetings (three are used)
+
+
+@_record
+@dataclass(frozen=True)
+class Meet(Record):
+    """Agent -> driver: node ``node``'s message of round ``round`` of generation ``gen``
+    (its endpoint table, an empty one for a barrier, a failure report), with the run's
+    token. The driver also checks ``node`` against the run's nodes and the token in
+    constant time (``deploy.rendezvous``)."""
+
+    KIND = "meet"
+    FIELDS = {"token": TOKEN, "gen": number_in(0, MAX_GEN - 1), "round": number_in(0, MAX_ROUND - 1),
+              "node": number_in(0, 1 << 16), "msg": STR}
+    token: str
+    gen: int
+    round: int
+    node: int
+    msg: str
+
+    def __post_init__(self) -> None:
+        for name in ("gen", "round", "node"):
+            if type(getattr(self, name)) is not int:
+                raise ControlError(f"'meet' message: field '{name}' is {describe(getattr(self, name))}, "
+                                   f"expected int")
+
+
+@_record
+@dataclass(frozen=True)
+class Gathered(Record):
+    """Driver -> every agent: a round's answer, every node's message in node order."""
+
+    KIND = "gathered"
+    FIELDS = {"msgs": list_of(STR)}
+    msgs: list[str]
+
+
 
 @_record
 @dataclass(frozen=True)
@@ -553,4 +592,5 @@ class StopRequest(Record):
     FIELDS = {}
 
 
-TO_AGENT = (RestartInPlace, Refusal, StopRequest)
+TO_AGENT = (Gathered, RestartInPlace, Refusal, StopRequest)
+

@@ -38,11 +38,12 @@ EXAMPLES = [
     control.PEMetrics("pe0", "ab" * 16, "host1", 4242, 3, 1.7e9, False, 0.9, 3.0, 1.2, {"f.out": [512, 9000, 1, 0.02]},
                       {"f.in": 512}, {"f": {"out": 512}}, {"src": 600}, {"out": 7}, {"src": None}, {"win": {"late": 2}},
                       [1, 2, 0, 3.5]),
+    control.Meet("ab" * 16, 0, 2, 1, '{"pe0": {}}'), control.Gathered(["a", "b"]),
 ]
 
 
 def test_a_live_metrics_record_with_a_wrong_count_is_refused_naming_the_field():
-    doc = {**EXAMPLES[-1].to_doc(), "ports_in": {"f.in": "512"}}
+    doc = {**next(m for m in EXAMPLES if isinstance(m, control.PEMetrics)).to_doc(), "ports_in": {"f.in": "512"}}
     with pytest.raises(control.ControlError, match="'ports_in'"):
         control.decode(msgpack.packb(doc, use_bin_type=True), control.PEMetrics)
 
@@ -112,3 +113,11 @@ def test_a_node_failure_may_leave_out_what_it_does_not_know():
     got = control.decode_line('{"v": 1, "t": "node-failure", "pe": null, "node": 1, "op": null, "port": null, '
                               '"message": "m"}', control.NodeFailure)
     assert got == control.NodeFailure(None, 1, None, None, message="m")
+
+
+@pytest.mark.parametrize("change, field", [({"round": 16}, "'round'"), ({"gen": -1}, "'gen'"), ({"node": True}, "'node'"),
+                                           ({"msg": 7}, "'msg'"), ({"token": "x"}, "'token'")])
+def test_a_rendezvous_message_out_of_range_is_refused_naming_the_field(change, field):
+    doc = {**control.Meet("ab" * 16, 0, 2, 1, "x").to_doc(), **change}
+    with pytest.raises(control.ControlError, match=field):
+        control.decode(msgpack.packb(doc), control.Meet)

@@ -32,11 +32,11 @@ refusal (the failed agent then fails its Spark task as before). On a restart eac
 stops its PEs and starts them again from the checkpoint, and the generation's meetings
 start again at round 0; messages of an older generation are dropped.
 
-Nothing received is trusted before it is checked: a message is msgpack of a map with
-exactly the keys token (compared in constant time), gen, round, node (ints in range) and
-msg (str); anything else is dropped and counted. An agent takes from the driver only a
-list of strings (a round's answer) or a ``spadeopt.control`` record: the stop request
-(``StopRequest``), a refusal (``Refusal``) or a restart (``RestartInPlace``) whose every
+Nothing received is trusted before it is checked: a message to the driver is a
+``control.Meet`` record (token, compared in constant time; generation, round and node,
+ints in range; msg, a string); anything else is dropped and counted. An agent takes from
+the driver only a ``spadeopt.control`` record: a round's answer (``Gathered``), the stop
+request (``StopRequest``), a refusal (``Refusal``) or a restart (``RestartInPlace``) whose every
 field ``control`` checked, to a later generation (``check_restart``), on a CURVE link
 whose server key came with the job. A failure report is a ``control.NodeFailure`` line.
 """
@@ -50,7 +50,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import msgpack
 import zmq
 
 from spadeopt import control
@@ -157,22 +156,18 @@ class Rendezvous:
             got = self.rounds.setdefault(r, {})
             got[node] = (ident, msg)
             if len(got) == self.nodes:
-                reply = msgpack.packb([got[n][1] for n in range(self.nodes)])
+                reply = control.Gathered([got[n][1] for n in range(self.nodes)]).to_bytes()
                 for ident_n, _ in got.values():
                     self.sock.send_multipart([ident_n, reply])
                 del self.rounds[r]
 
     def _check(self, data: bytes) -> tuple[int, int, int, str]:
-        doc = msgpack.unpackb(data, raw=False)
-        if type(doc) is not dict or set(doc) != {"token", "gen", "round", "node", "msg"}:
-            raise ValueError("not a rendezvous message")
-        token, gen, r, node, msg = doc["token"], doc["gen"], doc["round"], doc["node"], doc["msg"]
-        if type(token) is not str or not hmac.compare_digest(token.encode(), self.token.encode()):
+        m = control.decode(data, control.Meet)  # ControlError (a ValueError) names the field refused
+        if not hmac.compare_digest(m.token.encode(), self.token.encode()):
             raise ValueError("wrong token")
-        if type(r) is not int or not 0 <= r < 16 or type(node) is not int or not 0 <= node < self.nodes \
-                or type(msg) is not str or type(gen) is not int or not 0 <= gen < MAX_GEN:
-            raise ValueError("bad generation, round, node or message")
-        return gen, r, node, msg
+        if not m.node < self.nodes:
+            raise ValueError(f"node {m.node} of a run of {self.nodes}")
+        return m.gen, m.round, m.node, m.msg
 
     def _failed(self, node: int, report: str) -> None:
         """A failure report of the current generation: the first one is decided (on a
@@ -295,19 +290,14 @@ class Meeting:
         self.gen, self.round = restart.gen, 0
 
     def _send(self, r: int, msg: str) -> None:
-        self.sock.send(msgpack.packb({"token": self.token, "gen": self.gen, "round": r, "node": self.node,
-                                      "msg": msg}))
+        self.sock.send(control.Meet(self.token, self.gen, r, self.node, msg).to_bytes())
 
     def _take(self) -> list[str] | None:
         """The next message from the driver: a round's answer; None for a stop request or
         a refusal; a restart is raised."""
-        data = self.sock.recv()
-        got = msgpack.unpackb(data, raw=False)
-        if type(got) is list:  # a round's answer
-            if not all(type(m) is str for m in got):
-                raise ValueError(f"node {self.node}: a malformed reply from the driver's rendezvous")
-            return got
-        msg = control.check(got, *control.TO_AGENT)  # ControlError (a ValueError) names the field refused
+        msg = control.decode(self.sock.recv(), *control.TO_AGENT)  # ControlError (a ValueError) names the field
+        if isinstance(msg, control.Gathered):  # a round's answer
+            return msg.msgs
         if isinstance(msg, control.StopRequest):
             self.stop_asked = True
             return None

@@ -53,10 +53,12 @@ def test_a_wrong_token_or_a_malformed_message_is_dropped_and_answers_nobody():
                 {"token": r.token, "round": 0, "node": 0, "msg": 7}):
         raw.send(msgpack.packb(doc))
     raw.send(b"\xc1not msgpack")
+    raw.send(control.Meet(r.token, 0, 0, 5, "x").to_bytes())  # a well-formed record of a node the run has not
+    raw.send(control.Meet("1" * 32, 0, 0, 0, "x").to_bytes())  # of another run
     assert not raw.poll(500)
     raw.close(0)
     r.close()
-    assert r.rejected == 5 and not r.rounds
+    assert r.rejected == 7 and not r.rounds
 
 
 def test_a_client_without_the_servers_key_cannot_talk_to_it():
