@@ -37,6 +37,7 @@ from typing import Any
 import zmq
 
 from spadeopt import control
+from spadeopt.deploy.live_state import BLOCKED, job_state
 from spadeopt.errors import UsageError
 from spadeopt.plan.deployment import Deployment
 
@@ -48,7 +49,7 @@ def _flat(rec: control.PEMetrics) -> dict[tuple, float]:
     """A record's counts as one map ``path -> number`` (what a restart's base adds up)."""
     out: dict[tuple, float] = {("cpu_s",): rec.cpu_s, ("wall_s",): rec.wall_s, ("idle_s",): rec.idle_s}
     for ref, vals in rec.ports_out.items():
-        for i, v in enumerate(vals[:4]):
+        for i, v in enumerate(vals[:BLOCKED + 1]):
             out["out", ref, i] = v
     for ref, n in rec.ports_in.items():
         out["in", ref] = n
@@ -98,8 +99,13 @@ class _PE:
         # busy = wall - idle - blocked: a wait still going on is counted by its end only
         # (input waits end within WAIT_MS), so keep the total from ever going down
         busy = max(0.0, total.get(("wall_s",), 0.0) - total.get(("idle_s",), 0.0)
-                   - sum(v for k, v in total.items() if k[0] == "out" and k[2] == 3))
+                   - sum(total[k] for k in self.keys("out", BLOCKED)))
         self.busy_s = max(self.busy_s, busy)
+
+    def keys(self, kind: str, index: int | None = None) -> list[tuple]:
+        """The total's keys of one kind ("out", "in", "sources", "op", ...); for "out",
+        only position ``index`` of each sender's counts."""
+        return [k for k in self.total if k[0] == kind and (index is None or k[2] == index)]
 
     def rate(self, key: tuple) -> float:
         if self.dt <= 0 or key not in self.prev_total:
@@ -174,8 +180,6 @@ class Collector:
     def state(self) -> dict[str, Any]:
         """The job state (docs/metrics.md): every PE, operator, link, source and sink,
         latency, checkpoints, restarts, the bottleneck."""
-        from spadeopt.deploy.live_state import job_state
-
         with self._lock:
             return job_state(self)
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from spadeopt.runtime.latency import BUCKETS_MS
 
+TUPLES, BYTES, BATCHES, BLOCKED = range(4)  # the positions of a sender's counts (PEMetrics.ports_out)
 UP_WITHIN_S = 3.0  # a PE is "up" while its last record is this recent
 BOTTLENECK_BUSY = 0.5  # below this busy fraction no PE is called the bottleneck
 
@@ -23,22 +24,20 @@ def _fractions(pe: Any) -> tuple[float, float, float]:
     if pe.dt <= 0:
         return 0.0, 0.0, 0.0
     idle = min(1.0, pe.rate(("idle_s",)))
-    blocked = min(1.0 - idle, sum(pe.rate(k) for k in pe.total if k[0] == "out" and k[2] == 3))
+    blocked = min(1.0 - idle, sum(pe.rate(k) for k in pe.keys("out", BLOCKED)))
     return max(0.0, 1.0 - idle - blocked), idle, blocked
 
 
 def _pe_rows(c: Any, now: float) -> list[dict[str, Any]]:
     rows = []
-    sent = {ref: c.pes[p.pe].get(("out", ref, 0)) for p in c.deploy.pes for ref in p.outputs}
+    sent = {ref: c.pes[p.pe].get(("out", ref, TUPLES)) for p in c.deploy.pes for ref in p.outputs}
     for p in c.deploy.pes:
         pe = c.pes[p.pe]
         busy, idle, blocked = _fractions(pe)
-        outs = [k for k in pe.total if k[0] == "out" and k[2] == 0]
-        ins = [k for k in pe.total if k[0] == "in"]
-        srcs = [k for k in pe.total if k[0] == "sources"]
+        outs, ins, srcs = pe.keys("out", TUPLES), pe.keys("in"), pe.keys("sources")
         upstream = sum(sent.get(ln.src, 0.0) for ln in c.deploy.links if ln.dst_pe == p.pe)
         idle_s = pe.get(("idle_s",))
-        blocked_s = sum(pe.get(k) for k in pe.total if k[0] == "out" and k[2] == 3)
+        blocked_s = sum(pe.get(k) for k in pe.keys("out", BLOCKED))
         rows.append({
             "pe": p.pe, "node": p.node, "operators": list(p.operators),
             "up": pe.last is not None and not pe.final and now - pe.seen <= UP_WITHIN_S,
@@ -85,8 +84,8 @@ def _link_rows(c: Any) -> list[dict[str, Any]]:
     for ln in c.deploy.links:
         pe = c.pes[ln.src_pe]
         rows.append({"link": ln.id, "from_pe": ln.src_pe, "to_pe": ln.dst_pe, "port": ln.src,
-                     "tuples": int(pe.get(("out", ln.src, 0))), "bytes": int(pe.get(("out", ln.src, 1))),
-                     "rate": pe.rate(("out", ln.src, 0)), "bytes_rate": pe.rate(("out", ln.src, 1))})
+                     "tuples": int(pe.get(("out", ln.src, TUPLES))), "bytes": int(pe.get(("out", ln.src, BYTES))),
+                     "rate": pe.rate(("out", ln.src, TUPLES)), "bytes_rate": pe.rate(("out", ln.src, BYTES))})
     return rows
 
 
