@@ -31,8 +31,8 @@ pytestmark = pytest.mark.spark
 
 ROOT = Path(__file__).resolve().parents[2]
 URL = re.compile(r"live metrics: (http://\S+?/)(?:\?token=(\S+))? ")
-# a chain of 4 opaque operators, one PE each: about 10 s of work on a 2-core machine
-CHAIN = ["apps/chain.py", "--fusion", "none", "-p", "n=4", "-p", "work=300", "-p", "tuples=150000"]
+# a chain of 4 opaque operators, one PE each: long enough to be scraped several times while it runs
+CHAIN = ["apps/chain.py", "--fusion", "none", "-p", "n=4", "-p", "work=300", "-p", "tuples=400000"]
 CHECKPOINT_METRICS = {m.name for m in METRICS if m.source.startswith("checkpoints.")}
 # a bounded source has no lag, the chain's operators count no events, and a bottleneck is
 # named only while a PE is at least half busy
