@@ -4,6 +4,7 @@ the same, and what does not fit is refused naming the field."""
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import msgpack
 import pytest
@@ -39,6 +40,8 @@ EXAMPLES = [
                       {"f.in": 512}, {"f": {"out": 512}}, {"src": 600}, {"out": 7}, {"src": None}, {"win": {"late": 2}},
                       [1, 2, 0, 3.5]),
     control.Meet("ab" * 16, 0, 2, 1, '{"pe0": {}}'), control.Gathered(["a", "b"]),
+    control.Fork('{"pe": "pe0"}', "python -P -m spadeopt.runtime.pe_main {...}"), control.Forked(4242),
+    control.ForkFailed("OSError: no memory"), control.ChildExit(4242, -9),
 ]
 
 
@@ -101,7 +104,7 @@ def test_a_part_is_checked_inside_its_maps(change, field):
 def test_a_pe_takes_only_a_well_formed_checkpoint_channel(channel):
     doc = {**EXAMPLES[2].to_doc(), "checkpoint": channel}
     with pytest.raises(control.ControlError, match="'checkpoint'"):
-        control.decode_line(control.json.dumps(doc), *control.PE_COMMANDS)
+        control.decode_line(json.dumps(doc), *control.PE_COMMANDS)
 
 
 def test_settings_change_lists_only_what_it_changes():
@@ -121,3 +124,36 @@ def test_a_rendezvous_message_out_of_range_is_refused_naming_the_field(change, f
     doc = {**control.Meet("ab" * 16, 0, 2, 1, "x").to_doc(), **change}
     with pytest.raises(control.ControlError, match=field):
         control.decode(msgpack.packb(doc), control.Meet)
+
+
+def test_the_forker_refuses_a_request_that_is_not_a_fork_and_says_why(tmp_path):
+    """A PE forker (``runtime.zygote``) that is sent something other than a ``Fork``
+    record answers ``ForkFailed`` naming the field, forks nothing, and serves the next
+    request."""
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    proc = subprocess.Popen([sys.executable, "-P", "-m", "spadeopt.runtime.zygote", str(theirs.fileno())],
+                            pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL)
+    theirs.close()
+    fds = [os.open(os.devnull, os.O_RDONLY), os.open(os.devnull, os.O_WRONLY), os.open(os.devnull, os.O_WRONLY)]
+    try:
+        mine.settimeout(30)
+        for bad in (b'{"cfg": {"pe": "pe0"}, "title": "x"}',  # the old, untyped request
+                    control.Fork(42, "x").to_line().encode(),  # type: ignore[arg-type] - a config that is no string
+                    b"\xff not json"):
+            socket.send_fds(mine, [bad], fds)
+            reply = control.decode_line(mine.recv(1 << 16).decode(), *control.FROM_FORKER)
+            assert isinstance(reply, control.ForkFailed), reply
+        assert "field 't'" in control.decode_line(  # the last reply, again, for its message
+            (socket.send_fds(mine, [b'{"v": 1, "t": "forked", "pid": 1}'], fds), mine.recv(1 << 16))[1].decode(),
+            control.ForkFailed).error
+    finally:
+        for fd in fds:
+            os.close(fd)
+        mine.close()
+        proc.wait(timeout=30)
+    assert proc.returncode == 0

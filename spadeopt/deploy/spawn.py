@@ -13,7 +13,6 @@ each PE.
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import subprocess
@@ -22,6 +21,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from spadeopt import control
 from spadeopt.control import PEConfig
 
 START_ENV = "SPADEOPT_PE_START"  # "fork" (default) or "exec"
@@ -94,14 +94,19 @@ class Zygote:
                 msg = b""
             if not msg:
                 break
-            ev = json.loads(msg)
-            if "exit" in ev:
+            try:
+                ev = control.decode_line(msg.decode("utf-8", "replace"), *control.FROM_FORKER)
+            except control.ControlError as exc:  # a bug in the forker: nothing from it can be trusted now
+                self._sock.close()
+                print(f"spadeopt: the PE forker sent a message that is not one ({exc})", file=sys.stderr)
+                break
+            if isinstance(ev, control.ChildExit):
                 with self._reply:
-                    proc = self._procs.get(ev["exit"])
+                    proc = self._procs.get(ev.pid)
                     if proc is None:
-                        self._early[ev["exit"]] = ev["code"]
+                        self._early[ev.pid] = ev.code
                 if proc is not None:
-                    proc._exited(ev["code"])
+                    proc._exited(ev.code)
             else:
                 with self._reply:
                     self._replies.append(ev)
@@ -119,7 +124,7 @@ class Zygote:
         in_r, in_w = os.pipe()
         out_r, out_w = os.pipe()
         log_fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        req = json.dumps({"cfg": cfg.to_doc(), "title": " ".join(pe_argv(cfg))}).encode()
+        req = control.Fork(cfg.to_line(), " ".join(pe_argv(cfg))).to_line().encode()
         try:
             with self._lock:
                 try:
@@ -133,9 +138,9 @@ class Zygote:
                     if not self._replies:
                         raise OSError(f"the PE forker exited (code {self.proc.poll()}); see {self.log}")
                     ev = self._replies.pop(0)
-                    if "error" in ev:
-                        raise OSError(f"the PE forker could not fork PE {cfg.pe}: {ev['error']}")
-                    proc = Forked(ev["pid"], os.fdopen(in_w, "w", encoding="utf-8", buffering=1),
+                    if isinstance(ev, control.ForkFailed):
+                        raise OSError(f"the PE forker could not fork PE {cfg.pe}: {ev.error}")
+                    proc = Forked(ev.pid, os.fdopen(in_w, "w", encoding="utf-8", buffering=1),
                                   os.fdopen(out_r, "r", encoding="utf-8"))
                     self._procs[proc.pid] = proc
                     early = self._early.pop(proc.pid, None)

@@ -8,17 +8,19 @@ a process that has imported them costs a few milliseconds; Spark's PySpark daemo
 its Python workers for the same reason.
 
 Protocol, on the AF_UNIX ``SOCK_SEQPACKET`` socket whose file descriptor the agent
-passes as the one argument (one JSON object per message):
+passes as the one argument (one control record per message, ``control.fork_messages``,
+each field checked as it is read):
 
-* agent -> zygote: ``{"cfg": {...}, "title": "..."}`` with three descriptors attached (SCM_RIGHTS): the PE's stdin (read end), its
+* agent -> zygote: ``control.Fork`` (the PE's config line and its title) with three descriptors attached (SCM_RIGHTS): the PE's stdin (read end), its
   stdout (write end) and its log file. The zygote forks; the child starts a new session,
   makes the three its fds 0, 1 and 2, sets its command line to ``title`` (what the exec
   would have shown: ``python -P -m spadeopt.runtime.pe_main CONFIG``, so ``ps``, the
   launcher's leftover check and the tests find a PE as before) and runs
   ``pe_main.main()`` with ``CONFIG`` as its argument; it never returns into the loop.
-* zygote -> agent: ``{"pid": N}`` for each request, in order (``{"error": "..."}`` if
-  the fork failed), and ``{"exit": N, "code": C}`` when child N ended (``C`` as
-  ``Popen.returncode``: negative for a signal), as the zygote reaps it.
+* zygote -> agent: ``control.Forked`` (the pid) for each request, in order
+  (``control.ForkFailed`` if the fork failed, or the request was not a ``Fork``), and
+  ``control.ChildExit`` when a child ended (its code as ``Popen.returncode``: negative
+  for a signal), as the zygote reaps it.
 
 Lifetime: the zygote dies with the agent (PR_SET_PDEATHSIG) and each PE with the zygote
 (``pe_main`` sets it again in the child, whose parent is the zygote), so a PE never
@@ -30,12 +32,13 @@ reads its argv.
 
 from __future__ import annotations
 
-import json
 import os
 import select
 import signal
 import socket
 import sys
+
+from spadeopt import control
 
 MAX_REQUEST = 1 << 18  # bytes of one spawn request (a PE's config)
 
@@ -60,7 +63,7 @@ def _preload() -> None:
     import spadeopt.runtime.pe_main  # noqa: F401
 
 
-def _child(cfg: dict, title: str, fds: list[int], closing: list[int]) -> None:
+def _child(config: str, title: str, fds: list[int], closing: list[int]) -> None:
     """In the forked child: become the PE. Never returns (``pe_main.main`` exits itself;
     anything that escapes it is a set-up failure, exit 1)."""
     try:
@@ -82,7 +85,7 @@ def _child(cfg: dict, title: str, fds: list[int], closing: list[int]) -> None:
         setproctitle.setproctitle(title)
         from spadeopt.runtime import pe_main
 
-        sys.argv = [pe_main.__file__, json.dumps(cfg)]
+        sys.argv = [pe_main.__file__, config]  # read and checked by pe_main as its command line
         pe_main.main()  # ends the process itself (os._exit)
     except BaseException:  # noqa: BLE001 - the log says why; the agent sees the exit
         import traceback
@@ -100,9 +103,9 @@ def serve(sock: socket.socket) -> None:
     signal.signal(signal.SIGCHLD, lambda *_: None)  # only to wake the select below
     children: set[int] = set()
 
-    def send(msg: dict) -> None:
+    def send(msg: control.Record) -> None:
         try:
-            sock.send(json.dumps(msg).encode())
+            sock.send(msg.to_line().encode())
         except OSError:
             pass  # the agent is gone: its PEs die with this process
 
@@ -115,7 +118,7 @@ def serve(sock: socket.socket) -> None:
             if pid == 0:
                 return
             children.discard(pid)
-            send({"exit": pid, "code": os.waitstatus_to_exitcode(status)})
+            send(control.ChildExit(pid, os.waitstatus_to_exitcode(status)))
 
     try:
         while True:
@@ -129,23 +132,23 @@ def serve(sock: socket.socket) -> None:
             if not msg:
                 break  # the agent is done (or gone)
             try:
-                req = json.loads(msg)
+                req = control.decode_line(msg.decode("utf-8", "replace"), control.Fork)
                 if len(fds) != 3:
                     raise ValueError(f"a spawn request carries 3 descriptors, this one {len(fds)}")
                 sys.stdout.flush()
                 sys.stderr.flush()
                 pid = os.fork()
-            except (ValueError, OSError) as exc:
+            except (ValueError, OSError) as exc:  # control.ControlError is a ValueError
                 for fd in fds:
                     os.close(fd)
-                send({"error": f"{type(exc).__name__}: {exc}"})
+                send(control.ForkFailed(f"{type(exc).__name__}: {exc}"))
                 continue
             if pid == 0:
-                _child(req["cfg"], req["title"], fds, [sock.fileno(), wake_r, wake_w])
+                _child(req.config, req.title, fds, [sock.fileno(), wake_r, wake_w])
             for fd in fds:
                 os.close(fd)
             children.add(pid)
-            send({"pid": pid})
+            send(control.Forked(pid))
     finally:
         for pid in children:  # the agent kills its PEs first; this is the backstop
             try:
@@ -156,7 +159,7 @@ def serve(sock: socket.socket) -> None:
         for pid in list(children):
             try:
                 _, status = os.waitpid(pid, 0)
-                send({"exit": pid, "code": os.waitstatus_to_exitcode(status)})
+                send(control.ChildExit(pid, os.waitstatus_to_exitcode(status)))
             except OSError:
                 pass
 
