@@ -37,7 +37,7 @@ if mode == "merge_split":
 assert any(r.fed == "exchange" for r in regions) == (mode == "exchange")
 out = pathlib.Path(tempfile.mkdtemp())
 res = build_and_run(graph, FMAN.partitioned(graph, regions), app_ref=ref, workdir=out)
-pes = res["report"]["pes"]
+pes = res.report["pes"]
 n = sum(v[0] for pe in pes for v in pe["sources"].values())
 first = min(v[1] for pe in pes for v in pe["sources"].values())
 sink = sorted(out.rglob("sink.jsonl"))

@@ -35,7 +35,7 @@ from spadeopt.optimize.strategies import plan_for
 app, params = sys.argv[2], json.loads(sys.argv[3])
 graph, ref = load_graph(app, params)
 res = run_local(graph, plan_for(graph, "all"), app_ref=ref)
-pes = res["report"]["pes"]
+pes = (res.report if hasattr(res, "report") else res["report"])["pes"]  # a dict before LocalRun
 n = sum(v[0] for pe in pes for v in pe["sources"].values())
 first = min(v[1] for pe in pes for v in pe["sources"].values())
 print(n / (max(pe["t_end"] for pe in pes) - first))

@@ -40,7 +40,7 @@ def _rate(params: dict[str, str], collapse: bool) -> float:
     graph, ref = load_graph(APP, params)
     plan = dataclasses.replace(plan_for(graph, "all"), collapse=collapse)
     res = build_and_run(graph, plan, app_ref=ref)
-    pes = res["report"]["pes"]
+    pes = res.report["pes"]
     (n, first, *_), = [v for pe in pes for v in pe["sources"].values()]
     return n / (max(pe["t_end"] for pe in pes) - first)
 

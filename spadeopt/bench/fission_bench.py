@@ -40,7 +40,7 @@ WIDTHS = (1, 2, 3, 4)
 def rate(app_ref: str, params: dict[str, Any], fusion: str = "manual", widths: dict[str, int] | None = None) -> float:
     graph, ref = load_graph(app_ref, {k: str(v) for k, v in params.items()})
     res = build_and_run(graph, plan_for(graph, fusion, widths=widths), app_ref=ref)
-    pes = res["report"]["pes"]
+    pes = res.report["pes"]
     firsts = [v[1] for pe in pes for v in pe["sources"].values() if v[1] is not None]
     n = sum(v[0] for pe in pes for v in pe["sources"].values())
     return n / (max(pe["t_end"] for pe in pes) - min(firsts))

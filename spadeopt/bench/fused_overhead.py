@@ -39,7 +39,7 @@ from spadeopt.wire import DEFAULT_BATCH
 def _spadeopt_rate(fusion: str, params: dict[str, str], overrides: dict[str, Any] | None = None) -> float:
     graph, ref = load_graph("apps/chain.py", params)
     res = build_and_run(graph, plan_for(graph, fusion), app_ref=ref, settings=overrides)
-    pes = res["report"]["pes"]
+    pes = res.report["pes"]
     (n, first, *_), = [v for pe in pes for v in pe["sources"].values()]
     return n / (max(pe["t_end"] for pe in pes) - first)
 
@@ -54,7 +54,7 @@ def _link5_cpu(tuples: int, overrides: dict[str, Any] | None = None) -> dict[str
     a.sink("sink", a.source("src", ROWS5_SCHEMA, generator=rows5, args={"n": tuples}), mode="count")
     graph = a.build()
     res = build_and_run(graph, plan_for(graph, "none"), app_ref=__file__, settings=overrides)
-    pes = res["report"]["pes"]
+    pes = res.report["pes"]
     (send,) = [pe for pe in pes if pe["sources"]]
     (recv,) = [pe for pe in pes if pe["sinks"]]
     if recv["sinks"]["sink"] != tuples:

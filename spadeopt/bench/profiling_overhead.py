@@ -91,7 +91,7 @@ def measure(app: str, params: dict[str, str], s: float | None, workdir: Path) ->
         overrides["profile"] = Sampling(s, 5000, 0, str(run_dir))
     res = build_and_run(graph, plan, app_ref=ref, workdir=Path(tempfile.mkdtemp(dir=workdir)),
                         settings=overrides)
-    report = res["report"]
+    report = res.report
     n = sum(v[0] for pe in report["pes"] for v in pe["sources"].values())
     return _rate(report), n / sum(pe["cpu_s"] for pe in report["pes"])
 

@@ -38,7 +38,7 @@ def measure(n: int, k: int, size: int, work: int, tuples: int) -> float:
     graph, ref = load_graph("apps/chain.py", {"n": str(n), "size": str(size), "work": str(work),
                                               "tuples": str(tuples)})
     res = build_and_run(graph, chunked_plan(graph, n, k), app_ref=ref)
-    pes = res["report"]["pes"]
+    pes = res.report["pes"]
     first = min(v[1] for pe in pes for v in pe["sources"].values() if v[1] is not None)
     return tuples / (max(pe["t_end"] for pe in pes) - first)
 

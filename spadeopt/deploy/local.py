@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import tempfile
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +29,20 @@ def read_sinks(out_dir: Path) -> dict[str, list[dict[str, Any]]]:
             for p in sorted(Path(out_dir).glob("*.jsonl"))}
 
 
+@dataclass(frozen=True)
+class LocalRun:
+    """What a run on this machine without Spark gives back."""
+
+    sinks: dict[str, list[dict[str, Any]]]  # sink -> its rows, as committed (``out/<sink>.jsonl``)
+    report: dict[str, Any]  # the node agent's report (``deploy.agent.run_node``): ``pes``, one stats map per PE
+    dir: Path  # the work directory: sinks under ``out/``, logs under ``logs/``
+    plan: Any = None  # the plan it ran, when ``orchestrate.local.build_and_run`` made the build
+
+
 def run_local(build_dir: str | Path, workdir: Path | None = None, *, settings: Mapping[str, Any] | None = None,
-              deploy: Deployment | None = None) -> dict[str, Any]:
+              deploy: Deployment | None = None) -> LocalRun:
     """Run the build in ``build_dir`` on one node; returns its sinks, the node's report
-    and ``dir``, the work directory (sinks under ``out/``, logs under ``logs/``).
+    and the work directory (``LocalRun``).
 
     ``deploy``: the build's ``Deployment`` when the caller has it (else read and checked
     from ``deploy.json``); ``settings`` changes run settings (``plan.deployment.RunSettings``
@@ -42,4 +53,4 @@ def run_local(build_dir: str | Path, workdir: Path | None = None, *, settings: M
     out = work / "out"
     report = run_node(0, deploy, str(build_dir), str(out), str(work / "logs"))
     commit(out)  # as the driver does once every node succeeded
-    return {"sinks": read_sinks(out), "report": report, "dir": work}
+    return LocalRun(read_sinks(out), report, work)

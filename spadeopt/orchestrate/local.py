@@ -4,13 +4,14 @@ run would only add noise and seconds."""
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from spadeopt.codegen.render import generate
-from spadeopt.deploy.local import run_local
+from spadeopt.deploy.local import LocalRun, run_local
 from spadeopt.frontend.dsl import App
 from spadeopt.model.graph import AppGraph
 from spadeopt.optimize.strategies import plan_for
@@ -19,9 +20,9 @@ from spadeopt.plan.plan import Plan
 
 def build_and_run(graph: AppGraph | App, fusion: str | Plan = "none", *, app_ref: str | None = None,
                   workdir: Path | None = None, settings: Mapping[str, Any] | None = None,
-                  instrumented: bool = False) -> dict[str, Any]:
-    """Generate and run ``graph`` under ``fusion`` on one node; returns sinks and stats
-    (``deploy.local.run_local``'s result) and the ``plan``.
+                  instrumented: bool = False) -> LocalRun:
+    """Generate and run ``graph`` under ``fusion`` on one node; returns its sinks, the
+    node's report, the work directory and the ``plan`` (``deploy.local.LocalRun``).
 
     ``fusion`` is a strategy name (``instrumented``: its profiling plan) or a plan;
     ``settings`` changes run settings (``plan.deployment.RunSettings`` fields: batch
@@ -34,4 +35,4 @@ def build_and_run(graph: AppGraph | App, fusion: str | Plan = "none", *, app_ref
     plan = fusion if isinstance(fusion, Plan) else plan_for(graph, fusion, instrumented=instrumented)
     work = Path(workdir or tempfile.mkdtemp(prefix="spadeopt-test-"))
     build = generate(graph, plan, work / "build", app_ref or graph.module)
-    return {**run_local(build.directory, work, settings=settings, deploy=build.deploy), "plan": plan}
+    return dataclasses.replace(run_local(build.directory, work, settings=settings, deploy=build.deploy), plan=plan)

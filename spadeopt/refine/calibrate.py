@@ -259,7 +259,7 @@ def measure(rate: float, size: int, seconds: float, work: Path) -> Point:
     res = build_and_run(graph, "none", instrumented=True, app_ref=calib_app.__file__, workdir=work,
                         settings={"profile": profile_cfg, "hwm": hwm_for(size)})
     finished = time.time()
-    plan = res["plan"]
+    plan = res.plan
     host = host_info()
     manifest = Manifest(app=graph.name, graph_fingerprint=graph.fingerprint, plan=plan.to_json(),
                         params=dict(graph.params), host=host.host, cores=host.cores, cpu_model=host.cpu_model,
@@ -273,7 +273,7 @@ def measure(rate: float, size: int, seconds: float, work: Path) -> Point:
                    aggs=aggs, window=(min(ts), max(ts)))
     prof = estimate([data], app=graph.name, fingerprint=graph.fingerprint, params=graph.params,
                     host=host.host, cpu_model=host.cpu_model, cores=host.cores)
-    cpu = {pe["pe"]: pe["cpu_s"] for pe in res["report"]["pes"]}
+    cpu = {pe["pe"]: pe["cpu_s"] for pe in res.report["pes"]}
     pe_comm, op_cpu = {}, 0.0
     for pe in plan.pes:
         (name,) = pe.operators

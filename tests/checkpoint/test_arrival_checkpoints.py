@@ -189,7 +189,7 @@ def test_kill_three_times_each_customer_gets_exactly_the_failure_free_rows(redis
     # the failure-free answer: the same region over the same streams, no checkpoints, no kills
     g = arrivalck.build({"prefix": f"{keyspace}:in", "width": width, "bus": f"{keyspace}:ref"})
     widths = {"live": width}  # --fusion all alone makes the region width 1 (one PE)
-    want = build_and_run(g, plan_for(g, fusion, widths=widths), workdir=tmp_path / "ref", app_ref=REF)["sinks"]["out"]
+    want = build_and_run(g, plan_for(g, fusion, widths=widths), workdir=tmp_path / "ref", app_ref=REF).sinks["out"]
     want_bus = _stream(redis_client, f"{keyspace}:ref")
     assert len(want) > 1500 and _multiset(want_bus) == _multiset(want)
     customers = by_customer(want)
@@ -231,7 +231,7 @@ def test_spadeopt_run_on_spark_says_the_guarantee_and_a_killed_merge_pe_restarts
     records = orders(4000)
     feed(redis_client, f"{keyspace}:in", records, KEYS)
     g = arrivalck.build({"prefix": f"{keyspace}:in"})
-    want = by_customer(build_and_run(g, plan_for(g, "manual"), workdir=tmp_path / "ref", app_ref=REF)["sinks"]["out"])
+    want = by_customer(build_and_run(g, plan_for(g, "manual"), workdir=tmp_path / "ref", app_ref=REF).sinks["out"])
     build, chk, out = tmp_path / "build", tmp_path / "chk", tmp_path / "out"
     killed: list[int] = []
     done = threading.Event()

@@ -177,7 +177,7 @@ def run_with_kills(tmp_path: Path, b, kills: int, interval: float, settings: dic
 def test_kill_three_times_gives_the_failure_free_answer(tmp_path, fusion, width):
     n, spin = (60_000, 2000) if fusion == "all" else (60_000, 3000)  # long enough for three kills on an idle machine
     g = ckpt.build({"n": n, "width": width})
-    ref = build_and_run(g, plan_for(g, "all"), workdir=tmp_path / "ref", app_ref=REF)["dir"] / "out"
+    ref = build_and_run(g, plan_for(g, "all"), workdir=tmp_path / "ref", app_ref=REF).dir / "out"
     out, restarts = _attempts(tmp_path / "ck", fusion, 3, n, spin, width)
     assert len(restarts) == 3 and all(r is not None for r in restarts), restarts
     assert restarts == sorted(restarts)
@@ -192,14 +192,14 @@ def test_kill_three_times_counts_each_late_tuple_once(tmp_path):
     sink included, and its late counts are a failure-free run's: nothing counted twice."""
     g = cklate.build({"n": 60_000, "spin_us": 3000, "width": 2})
     ref = build_and_run(g, plan_for(g, "all"), workdir=tmp_path / "ref", app_ref=REF)
-    want = metrics.merge(st["metrics"] for st in ref["report"]["pes"])[0]
-    assert want["win"]["late"] > 0 and want["cnt"]["late"] == len(ref["sinks"]["late"]) > 0, want
+    want = metrics.merge(st["metrics"] for st in ref.report["pes"])[0]
+    assert want["win"]["late"] > 0 and want["cnt"]["late"] == len(ref.sinks["late"]) > 0, want
     b = generate(g, dataclasses.replace(plan_for(g, "none"), checkpoints=True), tmp_path / "build", REF)
     reports: list = []
     out, restarts, _ = run_with_kills(tmp_path / "ck", b, 3, 0.5, reports=reports)
     assert len(restarts) == 3 and all(r is not None for r in restarts), restarts
     for name in ("means", "counts", "late"):
-        assert (out / f"{name}.jsonl").read_bytes() == (ref["dir"] / "out" / f"{name}.jsonl").read_bytes(), name
+        assert (out / f"{name}.jsonl").read_bytes() == (ref.dir / "out" / f"{name}.jsonl").read_bytes(), name
     assert metrics.merge(st["metrics"] for st in reports[-1]["pes"])[0] == want
 
 

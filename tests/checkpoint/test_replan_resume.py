@@ -65,7 +65,7 @@ def _stopped_after_checkpoints(tmp_path, b, store: CheckpointStore, n: int) -> i
 @pytest.mark.parametrize("first,then,width", [("all", "none", 1), ("none", "manual", 2)])
 def test_a_stopped_run_resumes_under_another_fusion_with_the_failure_free_answer(tmp_path, first, then, width):
     g = ckpt.build({"n": 60_000, "spin_us": 2000, "width": width})  # long enough to stop mid-way
-    ref = build_and_run(g, plan_for(g, "all"), workdir=tmp_path / "ref", app_ref=REF)["dir"] / "out"
+    ref = build_and_run(g, plan_for(g, "all"), workdir=tmp_path / "ref", app_ref=REF).dir / "out"
     widths = {"wins": width} if width > 1 else {}  # both plans at the same width: the same operators
     a = generate(g, dataclasses.replace(plan_for(g, first, widths=widths), checkpoints=True), tmp_path / "a", REF)
     b = generate(g, dataclasses.replace(plan_for(g, then, widths=widths), checkpoints=True), tmp_path / "b", REF)

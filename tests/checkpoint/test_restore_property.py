@@ -249,12 +249,12 @@ def builds(tmp_path_factory):
     for name, (spec, params, region) in APPS.items():
         g = spec.build(params)
         ref = build_and_run(g, plan_for(g, "all"), workdir=tmp_path_factory.mktemp("ref"), app_ref=f"{REF}:{name}")
-        counters = metrics.merge(st["metrics"] for st in ref["report"]["pes"])[0]
+        counters = metrics.merge(st["metrics"] for st in ref.report["pes"])[0]
         assert name != "cklate" or (counters["win"]["late"] > 0 and counters["cnt"]["late"] > 0), counters
         for fusion in ("none", "mixed"):
             p = dataclasses.replace(harness_plan(g, fusion, {region: 2}), checkpoints=True)
             files = render_build(g, p, REF)
-            out[name, fusion] = (ref["dir"] / "out", sorted(ref["sinks"]), files, json.loads(files["deploy.json"]),
+            out[name, fusion] = (ref.dir / "out", sorted(ref.sinks), files, json.loads(files["deploy.json"]),
                                  counters)
     yield out
     mp.undo()

@@ -113,7 +113,7 @@ def reference(tmp_path_factory) -> Path:
 
 def _reference(tmp_path: Path, params: dict) -> Path:
     g = ckpt.build(params)
-    return build_and_run(g, plan_for(g, "all"), workdir=tmp_path / "ref", app_ref=REF)["dir"] / "out"
+    return build_and_run(g, plan_for(g, "all"), workdir=tmp_path / "ref", app_ref=REF).dir / "out"
 
 
 def _fatm_build(tmp_path: Path, params: dict) -> Path:

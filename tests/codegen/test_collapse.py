@@ -31,7 +31,7 @@ def test_same_sinks_with_and_without_collapsing(app, params, fusion, tmp_path):
     graph = _graph(app, params)
     plan = fusion_plan(graph, fusion)
     runs = {c: build_and_run(graph, dataclasses.replace(plan, collapse=c), app_ref=app,
-                             workdir=tmp_path / str(c), settings={"batch_size": 13})["sinks"]
+                             workdir=tmp_path / str(c), settings={"batch_size": 13}).sinks
             for c in (True, False)}
     assert runs[True] == runs[False]
     assert any(runs[True].values()), "the app produced no output to compare"

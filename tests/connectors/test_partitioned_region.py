@@ -52,14 +52,14 @@ def test_each_customer_gets_the_width_1_rows_in_order_at_widths_2_and_4(redis_cl
     replay.write_text("".join(json.dumps(r) + "\n" for r in records))
 
     ref = porders.build({"input": str(replay)})
-    want = build_and_run(ref, "all", app_ref=APP, workdir=tmp_path / "ref")["sinks"]["out"]
+    want = build_and_run(ref, "all", app_ref=APP, workdir=tmp_path / "ref").sinks["out"]
     assert len(want) > 200
     want = _by_customer(want)
     for width in (1, 2, 4):
         g = porders.build({"prefix": keyspace, "width": width})
         plan = plan_for(g, "manual")
         assert [(r.width, r.ordering) for r in plan.regions] == [(width, "arrival")]
-        got = build_and_run(g, plan, app_ref=APP, workdir=tmp_path / f"w{width}")["sinks"]["out"]
+        got = build_and_run(g, plan, app_ref=APP, workdir=tmp_path / f"w{width}").sinks["out"]
         assert _by_customer(got) == want, width
 
 

@@ -158,7 +158,7 @@ def _build(tmp_path: Path, fusion: str, nodes: int, params: dict):
 def test_a_pe_killed_three_times_on_two_nodes_restarts_in_place_and_gives_the_failure_free_sinks(tmp_path):
     params = {"n": 60_000, "spin_us": 3000}
     g = ckpt.build(params)
-    ref = build_and_run(g, plan_for(g, "all"), workdir=tmp_path / "ref", app_ref=REF)["dir"] / "out"
+    ref = build_and_run(g, plan_for(g, "all"), workdir=tmp_path / "ref", app_ref=REF).dir / "out"
     b = _build(tmp_path, "none", 2, params)
     node_of = b.deploy.node_of()
     # one PE of each node, then a PE holding a source (each kill a different kind of PE)

@@ -79,6 +79,6 @@ def test_forked_and_execd_pes_write_the_same_sinks(tmp_path, monkeypatch):
     forked = build_and_run(_app(), "none", workdir=tmp_path / "fork")
     monkeypatch.setenv(spawn.START_ENV, "exec")
     execd = build_and_run(_app(), "none", workdir=tmp_path / "exec")
-    assert forked["sinks"] == execd["sinks"] and len(forked["sinks"]["out"]) == 3000
+    assert forked.sinks == execd.sinks and len(forked.sinks["out"]) == 3000
     assert (tmp_path / "fork" / "logs" / "forker-0.log").exists()
     assert not (tmp_path / "exec" / "logs" / "forker-0.log").exists()

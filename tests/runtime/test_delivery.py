@@ -28,5 +28,5 @@ def test_fast_upstream_pe_does_not_lose_its_tail(fusion, deadline):
     graph, ref = load_graph("tests/apps/loss.py", {"tuples": "20000", "work": "5000"})
     for _ in range(3):
         res = build_and_run(graph, plan_for(graph, fusion), app_ref=ref)
-        sinks = {k: v for pe in res["report"]["pes"] for k, v in pe["sinks"].items()}
+        sinks = {k: v for pe in res.report["pes"] for k, v in pe["sinks"].items()}
         assert sinks == {"sink": 625}

@@ -127,7 +127,7 @@ def test_markers_reach_the_sinks_through_real_pes(tmp_path, fusion):
 
     graph, _ = api.load_graph(APP, {"tuples": "30000", "work": "50", "width": "2"})
     res = build_and_run(graph, fusion, app_ref=APP, workdir=tmp_path)
-    pes = res["report"]["pes"]
+    pes = res.report["pes"]
     with_sink = [p for p in pes if p["sinks"]]
     assert len(with_sink) == 1
     samples = with_sink[0]["latency_ms"]

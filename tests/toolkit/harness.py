@@ -73,7 +73,7 @@ def run_fusions(app: App | AppGraph, tmp_path: Path, fusions: Sequence[str] = FU
                 batch_size: int = BATCH) -> dict[str, Rows]:
     graph = as_graph(app)
     return {f: build_and_run(graph, plan(graph, f), workdir=tmp_path / f,
-                             settings={"batch_size": batch_size})["sinks"]
+                             settings={"batch_size": batch_size}).sinks
             for f in fusions}
 
 

@@ -25,7 +25,7 @@ REF = "tests/apps/exchange.py"
 def test_kill_three_times_through_an_exchange_gives_the_failure_free_answer(tmp_path, case):
     params = {"case": case, "tuples": 60_000, "split": 50, "wprep": 2, "wdesk": 2}
     g = exchange.build(params)
-    ref = build_and_run(g, plan_for(g, "all"), workdir=tmp_path / "ref", app_ref=REF)["dir"] / "out"
+    ref = build_and_run(g, plan_for(g, "all"), workdir=tmp_path / "ref", app_ref=REF).dir / "out"
     slow = exchange.build({**params, "spin_us": 4000})
     plan = dataclasses.replace(plan_for(slow, "manual"), checkpoints=True)
     assert {r.name: r.fed for r in plan.regions}["desk"] == "exchange"
@@ -46,7 +46,7 @@ def test_kill_three_times_through_an_exchange_into_an_event_time_window_gives_th
     senders or receivers; the sink is byte-identical to a width-1 run without failures."""
     params = {"case": "timed", "tuples": 60_000, "split": 50, "wprep": 2, "wdesk": 2}
     g = exchange.build({**params, "wprep": 1, "wdesk": 1})
-    ref = build_and_run(g, plan_for(g, "manual"), workdir=tmp_path / "ref", app_ref=REF)["dir"] / "out"
+    ref = build_and_run(g, plan_for(g, "manual"), workdir=tmp_path / "ref", app_ref=REF).dir / "out"
     slow = exchange.build({**params, "spin_us": 4000})
     plan = dataclasses.replace(plan_for(slow, "manual"), checkpoints=True)
     assert {r.name: r.fed for r in plan.regions}["desk"] == "exchange"

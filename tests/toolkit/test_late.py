@@ -118,9 +118,9 @@ def test_real_pes_report_the_count_the_late_sink_holds_under_every_fusion(tmp_pa
     counts = {}
     for fusion in ("none", "all"):
         res = build_and_run(graph, plan(graph, fusion), workdir=tmp_path / fusion, settings={"batch_size": 7})
-        ops, warnings = metrics.merge(st.get("metrics") for st in res["report"]["pes"])
-        counts[fusion] = (ops, res["sinks"])
-        assert ops["w"]["late"] == len(res["sinks"]["late"]) > 50, fusion
+        ops, warnings = metrics.merge(st.get("metrics") for st in res.report["pes"])
+        counts[fusion] = (ops, res.sinks)
+        assert ops["w"]["late"] == len(res.sinks["late"]) > 50, fusion
         assert len(warnings) == 1 and "source 'src'" in warnings[0] and "'ts'" in warnings[0], warnings
     assert counts["none"] == counts["all"]
     assert run_fusions(app, tmp_path / "rf", fusions=("none", "all"))["none"] == counts["none"][1]
