@@ -7,7 +7,7 @@ attribute) under FMAN (each channel one PE) at widths ``prep x desk``, planned t
 the key exchange (``plan.regions.choose_exchanges``, what every strategy now plans) and
 with the first region's merge and the second's split kept (the same regions with
 ``fed="split"``). Every run is a fresh process on real PEs without Spark
-(``orchestrate.local.build_and_run``), the two plans alternating which goes first; throughput is
+(``orchestrate.build_local.build_and_run``), the two plans alternating which goes first; throughput is
 the source rate from the first source record to the last PE's end, and the CPU of all
 PEs per source tuple (less sensitive to a loaded machine). Both runs' sinks are
 compared byte for byte. The machine may be shared: the load average is recorded with the
@@ -26,7 +26,7 @@ import sys
 PROBE = r'''
 import sys, json, dataclasses, hashlib, pathlib, tempfile
 from spadeopt.api import load_graph
-from spadeopt.orchestrate.local import build_and_run
+from spadeopt.orchestrate.build_local import build_and_run
 from spadeopt.optimize.strategies import FMAN
 from spadeopt.plan.regions import resolve_regions
 app, params, mode = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]

@@ -4,7 +4,7 @@
 
 Each tree is a checkout (``git worktree add /tmp/before REV``). Every round runs each case
 under FALL in both trees, alternating which goes first, each run a fresh process with the
-tree first on ``sys.path``, on real PEs without Spark (``orchestrate.local.build_and_run``). The throughput is the
+tree first on ``sys.path``, on real PEs without Spark (``orchestrate.build_local.build_and_run``). The throughput is the
 aggregate source rate from the first source record to the last PE's end. Cases: notional
 (16 functors, expressions and opaque calls, a counting sink) and bargain (file sinks).
 Ratios of medians; the machine may be shared, so say the load average with the figures.
@@ -25,7 +25,7 @@ import sys, json
 sys.path.insert(0, sys.argv[1])
 from spadeopt.api import load_graph
 try:
-    from spadeopt.orchestrate.local import build_and_run as run_local
+    from spadeopt.orchestrate.build_local import build_and_run as run_local
 except ImportError:  # trees before 2026-11-28 (record 065)
     try:
         from spadeopt.deploy.local import run_local

@@ -173,10 +173,10 @@ def test_the_floor_check_catches_an_optimizer_reading_codegen():
 
 
 def test_the_floor_check_catches_deploy_reading_api_and_refine_reading_orchestrate_backwards():
-    planted = {("spadeopt.deploy.launcher", "spadeopt.api"), ("spadeopt.orchestrate.local", "spadeopt.refine.job"),
+    planted = {("spadeopt.deploy.launcher", "spadeopt.api"), ("spadeopt.orchestrate.build_local", "spadeopt.refine.job"),
                ("spadeopt.runtime.pe", "spadeopt.deploy.agent"), ("spadeopt.api", "spadeopt.deploy.launcher")}
     assert _upward(planted) == ["spadeopt.deploy.launcher -> spadeopt.api",
-                                "spadeopt.orchestrate.local -> spadeopt.refine.job",
+                                "spadeopt.orchestrate.build_local -> spadeopt.refine.job",
                                 "spadeopt.runtime.pe -> spadeopt.deploy.agent"]
 
 

@@ -31,7 +31,7 @@ from typing import Any
 from spadeopt.api import load_graph
 from spadeopt.codegen.render import render_build
 from spadeopt.optimize.strategies import plan_for
-from spadeopt.orchestrate.local import build_and_run
+from spadeopt.orchestrate.build_local import build_and_run
 
 APP = "apps/notional.py"
 

@@ -31,7 +31,7 @@ from typing import Any
 
 from spadeopt.api import load_graph
 from spadeopt.optimize.strategies import plan_for
-from spadeopt.orchestrate.local import build_and_run
+from spadeopt.orchestrate.build_local import build_and_run
 
 APP = "spadeopt.bench.fission_apps:app"
 WIDTHS = (1, 2, 3, 4)

@@ -32,7 +32,7 @@ from spadeopt.api import load_graph
 from spadeopt.bench.baselines import ROWS5_SCHEMA, bare_link_cpu, bare_zmq, hand_loop, rows5
 from spadeopt.frontend.dsl import App
 from spadeopt.optimize.strategies import plan_for
-from spadeopt.orchestrate.local import build_and_run
+from spadeopt.orchestrate.build_local import build_and_run
 from spadeopt.wire import DEFAULT_BATCH
 
 

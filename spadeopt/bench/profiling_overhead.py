@@ -37,7 +37,7 @@ from typing import Any
 
 from spadeopt.api import load_graph
 from spadeopt.optimize.strategies import plan_for
-from spadeopt.orchestrate.local import build_and_run
+from spadeopt.orchestrate.build_local import build_and_run
 from spadeopt.plan.deployment import Sampling
 from spadeopt.wire import DEFAULT_BATCH
 

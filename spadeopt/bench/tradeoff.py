@@ -20,7 +20,7 @@ from typing import Any
 
 from spadeopt.api import load_graph
 from spadeopt.optimize.strategies import FIXED
-from spadeopt.orchestrate.local import build_and_run
+from spadeopt.orchestrate.build_local import build_and_run
 from spadeopt.plan.plan import make_plan
 
 KS = (1, 2, 4, 8, 16, 32)

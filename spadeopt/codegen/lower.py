@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from spadeopt.kinds import kind_of
-from spadeopt.kinds.base import Imports
+from spadeopt.kinds.kind import Imports
 from spadeopt.model.graph import AppGraph, Operator
 
 

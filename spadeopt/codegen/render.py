@@ -20,7 +20,7 @@ from typing import Any
 from jinja2 import ChoiceLoader, Environment, FileSystemLoader, FunctionLoader, StrictUndefined
 
 from spadeopt.codegen.lower import lower_op
-from spadeopt.codegen.spec import PESpec, links_of, pe_spec
+from spadeopt.codegen.pe_spec import PESpec, links_of, pe_spec
 from spadeopt.errors import CodegenError
 from spadeopt.kinds import kind_of
 from spadeopt.model.graph import AppGraph
@@ -95,7 +95,7 @@ def render_build(graph: AppGraph, plan: Plan, app_ref: str, build_dir: Path | No
     """All files of a build, as name -> text (nothing written).
 
     ``build_dir`` (absolute) completes the spark-submit line; without it the line ends
-    in the placeholder ``BUILD_DIR``. ``sample_groups``: see ``codegen.spec.pe_spec``.
+    in the placeholder ``BUILD_DIR``. ``sample_groups``: see ``codegen.pe_spec.pe_spec``.
     """
     check_plan(plan, graph, honours_of(plan.strategy))
     physical = physical_graph(graph, plan.regions)  # split, channels and merge are operators too

@@ -1,8 +1,8 @@
 """Connectors: how sources read and sinks write the outside world, on one contract
-(``connectors.base``; docs/connectors.md). An app declares one with the functions
+(``connectors.contract``; docs/connectors.md). An app declares one with the functions
 below and hands it to ``App.source(..., connector=)`` / ``App.sink(..., connector=)``."""
 
-from spadeopt.connectors.spec import (
+from spadeopt.connectors.declared import (
     ConnectorSpec,
     folder_source,
     redis_sink,

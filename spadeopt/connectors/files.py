@@ -1,6 +1,6 @@
 """File replays on the connector contract: CSV with a header, JSON lines, Parquet.
 
-Each ``read_*`` gives a ``FileSource`` (``connectors.base.RecordSource``): bounded, opened
+Each ``read_*`` gives a ``FileSource`` (``connectors.contract.RecordSource``): bounded, opened
 at its first record, position = records read. Columns are picked by attribute name and
 cast to the schema's types; errors name the file, line, attribute and value. Apps reach
 them as ``spadeopt.toolkit.sources.read_csv`` etc. (``source(file=...)``); the watched
@@ -13,7 +13,7 @@ import csv
 import json
 from collections.abc import Callable, Iterator
 
-from spadeopt.connectors.base import RecordSource
+from spadeopt.connectors.contract import RecordSource
 from spadeopt.connectors.formats import CASTS, row_caster, typed_picker
 
 
@@ -103,7 +103,7 @@ def _parquet_records(path: str, schema: list[list[str]]) -> Iterator[tuple]:
 
 
 class FileSource(RecordSource):
-    """A file replay on the connector contract (``spadeopt.connectors.base``): bounded,
+    """A file replay on the connector contract (``spadeopt.connectors.contract``): bounded,
     opened at its first record, position = records read, lag unknown."""
 
     def __init__(self, path: str, schema: list[list[str]], records: Callable) -> None:

@@ -18,9 +18,9 @@ import os
 import time
 from typing import Any
 
-from spadeopt.connectors.base import ConnectorError, RecordSource, Source
+from spadeopt.connectors.contract import ConnectorError, RecordSource, Source
+from spadeopt.connectors.declared import IGNORED, UNFINISHED
 from spadeopt.connectors.files import read_csv, read_jsonl
-from spadeopt.connectors.spec import IGNORED, UNFINISHED
 
 
 def ready(name: str) -> bool:

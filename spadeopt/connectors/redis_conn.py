@@ -21,7 +21,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from spadeopt.connectors.base import ConnectorError
+from spadeopt.connectors.contract import ConnectorError
 
 DEFAULT_PORT = 16379
 HOST = "127.0.0.1"

@@ -1,4 +1,4 @@
-"""The Redis Streams sink (the connector contract of ``spadeopt.connectors.base``).
+"""The Redis Streams sink (the connector contract of ``spadeopt.connectors.contract``).
 
 It appends a batch with one pipelined send of XADDs and reads its replies after sending
 the next batch (``flush``/``close``: the last). With checkpoints
@@ -15,7 +15,7 @@ import json
 import threading
 from typing import Any
 
-from spadeopt.connectors.base import ConnectorError, Sink
+from spadeopt.connectors.contract import ConnectorError, Sink
 from spadeopt.connectors.formats import encoder
 from spadeopt.connectors.redis_conn import BrokerAddress, connect
 from spadeopt.connectors.redis_conn import reply_text as _text

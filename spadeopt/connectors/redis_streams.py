@@ -1,4 +1,4 @@
-"""Redis Streams source and sink (the connector contract of ``spadeopt.connectors.base``).
+"""Redis Streams source and sink (the connector contract of ``spadeopt.connectors.contract``).
 
 The source reads with XREAD (or XREADGROUP) *without* BLOCK, so a read returns at once:
 ``[]`` when no stream has a new entry. Its position is the last entry ID read per
@@ -21,7 +21,7 @@ import json
 import json.scanner
 from typing import Any
 
-from spadeopt.connectors.base import ConnectorError, Source
+from spadeopt.connectors.contract import ConnectorError, Source
 from spadeopt.connectors.formats import LIVE_CASTS, decoder, row_caster, typed_picker
 from spadeopt.connectors.redis_conn import BrokerAddress, connect
 from spadeopt.connectors.redis_conn import reply_text as _text

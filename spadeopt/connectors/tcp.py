@@ -18,7 +18,7 @@ import sys
 from collections import deque
 from typing import Any
 
-from spadeopt.connectors.base import ConnectorError, Source
+from spadeopt.connectors.contract import ConnectorError, Source
 from spadeopt.connectors.formats import decoder
 
 RECV = 1 << 16

@@ -53,6 +53,23 @@ from spadeopt.control.fork_messages import (  # noqa: F401 - the protocol's one 
     Forked,
     ForkFailed,
 )
+from spadeopt.control.message import (  # noqa: F401 - the protocol's one name
+    CHANNEL,
+    CHANNEL_ENDPOINT,
+    KINDS,
+    LIVE,
+    MAX_DELAY_S,
+    MAX_GEN,
+    TOKEN,
+    VERSION,
+    Z85_KEY,
+    ControlError,
+    Record,
+    check,
+    decode,
+    decode_line,
+    register,
+)
 from spadeopt.control.node_messages import (  # noqa: F401 - the protocol's one name
     MAX_ROUND,
     TO_AGENT,
@@ -81,21 +98,4 @@ from spadeopt.control.pe_messages import (  # noqa: F401 - the protocol's one na
     PEMetrics,
     Ready,
     Start,
-)
-from spadeopt.control.records import (  # noqa: F401 - the protocol's one name
-    CHANNEL,
-    CHANNEL_ENDPOINT,
-    KINDS,
-    LIVE,
-    MAX_DELAY_S,
-    MAX_GEN,
-    TOKEN,
-    VERSION,
-    Z85_KEY,
-    ControlError,
-    Record,
-    check,
-    decode,
-    decode_line,
-    register,
 )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from spadeopt.control.records import Record, register
+from spadeopt.control.message import Record, register
 from spadeopt.fieldcheck import BOOL, BYTES, INT, STR, map_of, optional
 
 # ---- checkpoints: a PE and the driver's coordinator -----------------------------------

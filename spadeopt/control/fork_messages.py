@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from spadeopt.control.records import Record, register
+from spadeopt.control.message import Record, register
 from spadeopt.fieldcheck import INT, STR
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from spadeopt.control.records import (
+from spadeopt.control.message import (
     CHANNEL,
     LIVE,
     MAX_DELAY_S,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from spadeopt.control.records import CHANNEL, LIVE, TOKEN, Z85_KEY, Record, register
+from spadeopt.control.message import CHANNEL, LIVE, TOKEN, Z85_KEY, Record, register
 from spadeopt.fieldcheck import BOOL, INT, NUM, STR, describe, list_of, map_of, optional, shape
 
 # ---- a PE: its config, the agent's commands, its events -------------------------------

@@ -3,7 +3,7 @@ processes and real ZeroMQ links.
 
 A runner like the rest of ``deploy``: a build directory (its ``deploy.json``, a
 ``plan.deployment.Deployment``) goes in, the sinks and the node's report come out. What
-makes the build first (plan, generate, then run) is ``orchestrate.local.build_and_run``,
+makes the build first (plan, generate, then run) is ``orchestrate.build_local.build_and_run``,
 above; calibration (``refine.calibrate``), the micro-benchmarks and the tests use that
 where a JVM per run would only add noise and seconds. Every deployment a user makes
 goes through Spark (``spadeopt.api.run``, ``deploy.launcher``).
@@ -36,7 +36,7 @@ class LocalRun:
     sinks: dict[str, list[dict[str, Any]]]  # sink -> its rows, as committed (``out/<sink>.jsonl``)
     report: dict[str, Any]  # the node agent's report (``deploy.agent.run_node``): ``pes``, one stats map per PE
     dir: Path  # the work directory: sinks under ``out/``, logs under ``logs/``
-    plan: Any = None  # the plan it ran, when ``orchestrate.local.build_and_run`` made the build
+    plan: Any = None  # the plan it ran, when ``orchestrate.build_local.build_and_run`` made the build
 
 
 def run_local(build_dir: str | Path, workdir: Path | None = None, *, settings: Mapping[str, Any] | None = None,

@@ -87,7 +87,7 @@ def check_connectors(graph, master: Master, say: Callable[[str], None] | None = 
     """Every Redis broker a connector names answers and takes its password, and every
     watched folder exists, before any PE starts (local masters: a broker on 127.0.0.1
     is the driver's own; on a cluster, only brokers not on loopback are checked)."""
-    from spadeopt.connectors.base import ConnectorError
+    from spadeopt.connectors.contract import ConnectorError
     from spadeopt.connectors.redis_streams import check
 
     problems = []

@@ -41,7 +41,7 @@ from spadeopt.kinds import (
     split,
     union,
 )
-from spadeopt.kinds.base import Decl, symbol_of
+from spadeopt.kinds.kind import Decl, symbol_of
 from spadeopt.kinds.windows import Window
 from spadeopt.model.graph import (
     STATEFUL,

@@ -16,7 +16,7 @@ from typing import Any
 
 from spadeopt.errors import GraphError
 from spadeopt.kinds import KINDS
-from spadeopt.kinds.base import Decl
+from spadeopt.kinds.kind import Decl
 from spadeopt.model.analysis import colocation_groups, recursion_cycles
 from spadeopt.model.graph import (
     Annotations,

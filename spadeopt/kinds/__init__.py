@@ -24,7 +24,7 @@ from spadeopt.kinds import (
     split,
     union,
 )
-from spadeopt.kinds.base import Kind
+from spadeopt.kinds.kind import Kind
 from spadeopt.model.graph import Operator
 
 BUILTIN: tuple[Kind, ...] = tuple(m.KIND for m in (

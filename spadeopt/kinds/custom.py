@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from spadeopt.errors import UsageError
-from spadeopt.kinds.base import (
+from spadeopt.kinds.kind import (
     Decl,
     Imports,
     Kind,

@@ -22,8 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from spadeopt.kinds.base import Imports, Kind
 from spadeopt.kinds.fission_split import clock_context
+from spadeopt.kinds.kind import Imports, Kind
 from spadeopt.kinds.lowering import stable_hash
 from spadeopt.kinds.numbering import EXCHANGE_BITS
 from spadeopt.kinds.windows import Window

@@ -19,10 +19,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from spadeopt.kinds.base import Imports, Kind
 from spadeopt.kinds.exchange_merge import ExchangeMergeParams
 from spadeopt.kinds.exchange_split import ExchangeSplitParams
 from spadeopt.kinds.fission_split import FissionSplitParams
+from spadeopt.kinds.kind import Imports, Kind
 from spadeopt.kinds.source import SourceParams, partitioning
 from spadeopt.model.graph import ARRIVAL, STATELESS, AppGraph, Operator, PortRef
 

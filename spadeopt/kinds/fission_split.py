@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from spadeopt.kinds.base import Imports, Kind
+from spadeopt.kinds.kind import Imports, Kind
 from spadeopt.kinds.lowering import number, stable_hash
 from spadeopt.kinds.windows import Window
 from spadeopt.model.graph import AppGraph, Operator

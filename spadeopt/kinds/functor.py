@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from spadeopt.kinds.base import Decl, Derived, Imports, Kind, Problems, declare_functions
+from spadeopt.kinds.kind import Decl, Derived, Imports, Kind, Problems, declare_functions
 from spadeopt.kinds.lowering import rename, row, typed
 from spadeopt.kinds.output_checks import (
     check_expr,

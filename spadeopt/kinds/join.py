@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from spadeopt.kinds.base import (
+from spadeopt.kinds.kind import (
     Decl,
     Derived,
     Imports,

@@ -19,7 +19,7 @@ import math
 from typing import Any
 
 from spadeopt.errors import CodegenError
-from spadeopt.kinds.base import Imports
+from spadeopt.kinds.kind import Imports
 from spadeopt.model.graph import Operator, SymbolRef
 from spadeopt.model.schema import Schema
 

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from spadeopt.kinds.base import Decl, Derived, Imports, Kind, Problems, stateful_problem
+from spadeopt.kinds.kind import Decl, Derived, Imports, Kind, Problems, stateful_problem
 from spadeopt.model.graph import STATEFUL, AppGraph, Operator
 from spadeopt.model.schema import Schema
 

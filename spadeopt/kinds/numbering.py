@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from spadeopt.kinds.base import Kind
+from spadeopt.kinds.kind import Kind
 from spadeopt.model.graph import AppGraph, Operator, PortRef
 from spadeopt.protocol import FINAL_BASE, SEQ
 

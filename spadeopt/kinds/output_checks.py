@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from spadeopt.errors import UsageError
-from spadeopt.kinds.base import Problems
+from spadeopt.kinds.kind import Problems
 from spadeopt.model.expr import compile_expr
 from spadeopt.model.schema import TYPES, Schema
 from spadeopt.model.types import ExprProblem, infer_type

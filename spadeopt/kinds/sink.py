@@ -13,8 +13,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from spadeopt.connectors.spec import ConnectorSpec
-from spadeopt.kinds.base import Decl, Derived, Imports, Kind, Problems
+from spadeopt.connectors.declared import ConnectorSpec
+from spadeopt.kinds.kind import Decl, Derived, Imports, Kind, Problems
 from spadeopt.kinds.lowering import alias, call_args
 from spadeopt.model.graph import STATEFUL, AppGraph, Operator, SymbolRef
 from spadeopt.model.schema import Schema

@@ -14,10 +14,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from spadeopt.connectors.spec import ConnectorSpec, is_live, is_unbounded
-from spadeopt.connectors.spec import partitioning as connector_partitioning
+from spadeopt.connectors.declared import ConnectorSpec, is_live, is_unbounded
+from spadeopt.connectors.declared import partitioning as connector_partitioning
 from spadeopt.errors import UsageError
-from spadeopt.kinds.base import Decl, Imports, Kind, derive_declared, parse_schema, symbol_of
+from spadeopt.kinds.kind import Decl, Imports, Kind, derive_declared, parse_schema, symbol_of
 from spadeopt.kinds.lowering import alias, call_args
 from spadeopt.model.graph import STATEFUL, AppGraph, Operator, SymbolRef
 from spadeopt.protocol import SEQ
@@ -74,7 +74,7 @@ def declare(name: str, schema: Any, *, generator: Callable | None = None,
 
 def _declare_connector(decl: Decl, name: str, sch: Any, spec: Any, args: Any, format: Any) -> None:
     """A live source: the connector's factory is called with its arguments, the
-    source's name and its schema (``spadeopt.connectors.spec``)."""
+    source's name and its schema (``spadeopt.connectors.declared``)."""
     if not isinstance(spec, ConnectorSpec) or spec.role != "source":
         what = f"a {spec.role} connector" if isinstance(spec, ConnectorSpec) else repr(spec)
         decl.problems.append(f"source '{name}': connector= takes a source connector (spadeopt.connectors: "
@@ -121,7 +121,7 @@ def lower(graph: AppGraph, op: Operator, imports: Imports) -> dict[str, Any]:
 
 def unbounded(op: Operator) -> bool:
     """A live connector source with no end of its own: a run of it ends only on a stop
-    request or ``--duration`` (``connectors.spec.is_unbounded``)."""
+    request or ``--duration`` (``connectors.declared.is_unbounded``)."""
     p = op.params
     return is_unbounded(p.generator.module, p.generator.qualname, dict(p.args))
 

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from spadeopt.kinds.base import Decl, Derived, Imports, Kind, Problems, declare_functions
+from spadeopt.kinds.kind import Decl, Derived, Imports, Kind, Problems, declare_functions
 from spadeopt.kinds.lowering import rename, stable_hash
 from spadeopt.kinds.output_checks import check_expr, function_names
 from spadeopt.model.expr import compile_expr

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from spadeopt.kinds.base import Decl, Derived, Imports, Kind, Problems
+from spadeopt.kinds.kind import Decl, Derived, Imports, Kind, Problems
 from spadeopt.model.graph import AppGraph, Operator
 from spadeopt.model.schema import Schema
 

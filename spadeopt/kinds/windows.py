@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from spadeopt.kinds.base import Problems
+from spadeopt.kinds.kind import Problems
 from spadeopt.model.graph import AppGraph, Operator, PortRef
 from spadeopt.model.schema import Schema
 

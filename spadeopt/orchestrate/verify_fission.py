@@ -28,7 +28,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from spadeopt.connectors.spec import is_live
+from spadeopt.connectors.declared import is_live
 from spadeopt.deploy.options import RunOptions, SettingsChange
 from spadeopt.errors import RunError, UsageError
 from spadeopt.model.graph import AppGraph

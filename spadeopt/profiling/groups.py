@@ -2,7 +2,7 @@
 
 A functor without a filter emits exactly one tuple per input tuple, in the same call, so
 its output port counts exactly what the port feeding it counts. Codegen
-(``codegen.spec.assign_followers``) gives such a *follower* no countdown at all; the
+(``codegen.pe_spec.assign_followers``) gives such a *follower* no countdown at all; the
 group's *leader* (the first port up the chain that is not one) counts for the whole
 group. When the leader samples a batch it calls the followers' sampled variants, which
 time their submit by wall clock into fixed slots of the leader's times list and, if

@@ -9,7 +9,7 @@ append their sample to the window's log, and the window records them all when it
 closes, with their times scaled by its own ``r = min(1, CPU / wall)``.
 
 Invariants: a window is used by one thread only; codegen opens windows only where
-nothing below the submit blocks (``codegen.spec``), which is what makes the scaling
+nothing below the submit blocks (``codegen.pe_spec``), which is what makes the scaling
 unbiased (``CpuWindow``); a window needs a whole stride (``window_stride``), and with
 any other ``s`` it stays closed and every sampled submit records itself.
 
@@ -74,7 +74,7 @@ class CpuWindow:
     This holds only if nothing inside the window blocks: a blocking call would
     concentrate ``D`` in the interval around it. So codegen opens windows only at
     submits under which every call stays in the PE's own thread and cannot block
-    (``codegen.spec``: no send to another PE, no lock, no custom or fission operator);
+    (``codegen.pe_spec``: no send to another PE, no lock, no custom or fission operator);
     every other submit keeps thread CPU timers of its own. ``r`` is capped at 1: without
     preemption the CPU clock, read outside the wall clock, sees slightly more.
 

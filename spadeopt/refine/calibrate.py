@@ -4,7 +4,7 @@ For every grid point (tuple rate, tuple size) the calibration app (:mod:`.calib_
 paced source -> ``FORWARDERS`` forwarders -> a counting sink, NONE fusion: one PE per
 operator, every ZeroMQ link over ``ipc://`` at the same link rate ``L``) runs as an
 instrumented build with the real node agent and PE processes
-(:func:`spadeopt.orchestrate.local.build_and_run`; no Spark: the same processes, without a
+(:func:`spadeopt.orchestrate.build_local.build_and_run`; no Spark: the same processes, without a
 JVM per point). Then:
 
 * the PEs' CPU seconds come from the run report (``time.process_time`` of each PE
@@ -246,7 +246,7 @@ def hwm_for(size: int, batch: int = 512) -> int:
 
 def measure(rate: float, size: int, seconds: float, work: Path) -> Point:
     """Run the calibration app once at (``rate``, ``size``) and measure it."""
-    from spadeopt.orchestrate.local import build_and_run
+    from spadeopt.orchestrate.build_local import build_and_run
     from spadeopt.plan.deployment import Sampling
     from spadeopt.refine import calib_app
 

@@ -37,7 +37,7 @@ class Metrics:
     def tally(self, op: str, port: str) -> list[int]:
         """The live-metrics count of tuples operator ``op`` (a channel copy by its own
         name) sends on output ``port``: ``[0]``, added to once per batch by generated
-        code (``codegen.spec.OpSpec.tallied``). Not checkpoint state: it counts work done."""
+        code (``codegen.pe_spec.OpSpec.tallied``). Not checkpoint state: it counts work done."""
         box = [0]
         self._tallies.append((op, port, box))
         return box

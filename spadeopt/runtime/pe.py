@@ -41,7 +41,7 @@ from typing import Any
 import zmq
 
 from spadeopt import wire
-from spadeopt.connectors.base import Source
+from spadeopt.connectors.contract import Source
 from spadeopt.model.schema import ungid
 from spadeopt.runtime import transport
 from spadeopt.runtime.latency import Latency
@@ -166,7 +166,7 @@ class PERuntime(SourceDriving, LatencyMarkers, PESockets, InputLoop):
     def sink(self, name: str, mode: str, names: list[str], types: list[str], report_as: str | None = None,
              connector: Any = None) -> Sink:
         """``report_as``: a counting sink's channel copy counts under its logical name;
-        ``connector``: a sink connector (``spadeopt.connectors.base.Sink``) it writes to."""
+        ``connector``: a sink connector (``spadeopt.connectors.contract.Sink``) it writes to."""
         s = Sink(report_as or name, mode, names, types, self.out_dir, connector, part=name)
         self.sinks[name] = s
         if connector is not None:
@@ -286,7 +286,7 @@ class PERuntime(SourceDriving, LatencyMarkers, PESockets, InputLoop):
                 return
 
     def unbounded(self) -> list[str]:
-        """This PE's sources that have no end of their own (``connectors.base.Source.unbounded``)."""
+        """This PE's sources that have no end of their own (``connectors.contract.Source.unbounded``)."""
         return sorted(n for n, src in list(self.connectors.items()) if src.unbounded)
 
     def connector_report(self) -> dict[str, dict[str, Any]]:

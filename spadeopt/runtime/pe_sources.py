@@ -14,7 +14,7 @@ import time
 from collections import deque
 from collections.abc import Iterable, Iterator
 
-from spadeopt.connectors.base import LimitedSource, Source, as_source
+from spadeopt.connectors.contract import LimitedSource, Source, as_source
 from spadeopt.runtime.latency import MARK_EVERY
 from spadeopt.runtime.merges import read_splits as fission_read_splits
 
@@ -111,7 +111,7 @@ class SourceDriving:
 
     def source_batches(self, name: str, iterable: Iterable, arity: int | None = None) -> Iterable[list]:
         """Read a source in batches through the connector contract
-        (``spadeopt.connectors.base``), counting them for throughput: a source connector
+        (``spadeopt.connectors.contract``), counting them for throughput: a source connector
         as it is, any other iterable as an ``IterableSource`` (a list or tuple cut by
         slicing, anything else through ``islice``, ~11 ns a tuple on the development VM).
         A live source's records are passed on when ``batch_size`` have come or the

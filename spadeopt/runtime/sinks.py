@@ -74,7 +74,7 @@ class _Staged:
 
 class Sink:
     """A file sink (JSON lines), a counting sink, or, with ``connector``, a sink
-    connector (``spadeopt.connectors.base.Sink``: a broker stream), opened here and
+    connector (``spadeopt.connectors.contract.Sink``: a broker stream), opened here and
     closed (flushed) with the sink."""
 
     def __init__(self, name: str, mode: str, names: list[str], types: list[str], out_dir: str | None,

@@ -1,7 +1,7 @@
 """Built-in sources: file replay and a seeded tuple counter; splittable sources.
 
 Every source is called in the PE's source thread and gives a source connector
-(``spadeopt.connectors.base``) or an iterable of tuples, which the runtime reads as an
+(``spadeopt.connectors.contract``) or an iterable of tuples, which the runtime reads as an
 ``IterableSource``; either way the runtime reads it in batches. The file replays
 (``read_csv``, ``read_jsonl``, ``read_parquet``) are ``FileSource`` connectors; the casts
 of their values are ``spadeopt.connectors.formats``'s, shared with the live connectors.

@@ -43,7 +43,7 @@ from spadeopt.codegen.render import checkpoint_notes, generate, render_build
 from spadeopt.connectors import redis_source
 from spadeopt.connectors.redis_streams import RedisStreamSource
 from spadeopt.optimize.strategies import plan_for
-from spadeopt.orchestrate.local import build_and_run
+from spadeopt.orchestrate.build_local import build_and_run
 from spadeopt.runtime.barrier_alignment import Checkpointer
 from spadeopt.runtime.checkpoint_codec import CheckpointError, decode_state
 from tests.checkpoint.arrival_app import SCHEMA, arrivalck, feed, orders, partition

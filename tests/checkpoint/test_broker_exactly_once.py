@@ -29,7 +29,7 @@ from spadeopt.connectors import redis_sink, redis_source
 from spadeopt.connectors.redis_stream_sink import MARKER_SUFFIX, RedisStreamSink
 from spadeopt.connectors.redis_streams import RedisStreamSource
 from spadeopt.optimize.strategies import plan_for
-from spadeopt.orchestrate.local import build_and_run
+from spadeopt.orchestrate.build_local import build_and_run
 from spadeopt.runtime.barrier_alignment import Checkpointer
 from spadeopt.runtime.checkpoint_codec import decode_state
 from tests.checkpoint.broker_app import brokerck, feed, readings

@@ -28,7 +28,7 @@ from spadeopt.deploy.checkpoint_coordinator import Coordinator
 from spadeopt.deploy.checkpoint_store import CheckpointMismatch, CheckpointStore, finish_sinks
 from spadeopt.errors import CodegenError
 from spadeopt.optimize.strategies import plan_for
-from spadeopt.orchestrate.local import build_and_run
+from spadeopt.orchestrate.build_local import build_and_run
 from spadeopt.runtime import metrics
 from spadeopt.runtime.checkpoint_codec import CheckpointError, decode_state, encode_state
 from spadeopt.runtime.sinks import commit, discard

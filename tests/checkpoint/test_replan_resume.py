@@ -23,7 +23,7 @@ from spadeopt.deploy.agent import PEFailed, run_node
 from spadeopt.deploy.checkpoint_coordinator import Coordinator
 from spadeopt.deploy.checkpoint_store import CheckpointMismatch, CheckpointStore, finish_sinks
 from spadeopt.optimize.strategies import plan_for
-from spadeopt.orchestrate.local import build_and_run
+from spadeopt.orchestrate.build_local import build_and_run
 from spadeopt.runtime.checkpoint_codec import decode_state
 from spadeopt.runtime.sinks import commit, discard
 from tests.apps.ckpt import ckpt

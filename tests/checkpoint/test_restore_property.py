@@ -42,7 +42,7 @@ from hypothesis import strategies as st
 
 from spadeopt.codegen.render import render_build
 from spadeopt.optimize.strategies import plan_for
-from spadeopt.orchestrate.local import build_and_run
+from spadeopt.orchestrate.build_local import build_and_run
 from spadeopt.runtime import metrics
 from spadeopt.runtime.checkpoint_codec import decode_state, encode_state, restore_ops, snapshot_ops
 from spadeopt.runtime.merges import _ChannelQueues

@@ -36,7 +36,7 @@ from spadeopt.deploy.options import RunOptions
 from spadeopt.optimize.fatm import OperatorProfile, fuse_auto
 from spadeopt.optimize.problem import LinearCommModel
 from spadeopt.optimize.strategies import plan_for
-from spadeopt.orchestrate.local import build_and_run
+from spadeopt.orchestrate.build_local import build_and_run
 from tests.apps.ckpt import ckpt
 
 REF = "tests/apps/ckpt.py"

@@ -11,7 +11,7 @@ from spadeopt.api import load_graph
 from spadeopt.codegen import collapse
 from spadeopt.codegen.render import render_build
 from spadeopt.optimize.strategies import plan_for
-from spadeopt.orchestrate.local import build_and_run
+from spadeopt.orchestrate.build_local import build_and_run
 from tests.toolkit.harness import plan as fusion_plan
 
 APPS = [("tests/apps/collapse.py", {}), ("apps/chain.py", {"n": "4", "work": "3", "tuples": "3000", "sink": "file"}),

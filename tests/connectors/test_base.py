@@ -1,10 +1,10 @@
-"""The connector contract's own classes (``spadeopt.connectors.base``)."""
+"""The connector contract's own classes (``spadeopt.connectors.contract``)."""
 
 from __future__ import annotations
 
 import pytest
 
-from spadeopt.connectors.base import LimitedSource, RecordSource, Source
+from spadeopt.connectors.contract import LimitedSource, RecordSource, Source
 
 
 class Lines(RecordSource):

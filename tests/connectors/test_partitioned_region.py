@@ -15,7 +15,7 @@ from collections import defaultdict
 import pytest
 
 from spadeopt.optimize.strategies import plan_for
-from spadeopt.orchestrate.local import build_and_run
+from spadeopt.orchestrate.build_local import build_and_run
 from tests.cli.clitools import cli, refused
 from tests.connectors.partitioned_app import porders
 

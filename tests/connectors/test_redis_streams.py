@@ -8,7 +8,7 @@ import msgpack
 import pytest
 
 from spadeopt.connectors import redis_sink, redis_source
-from spadeopt.connectors.base import ConnectorError
+from spadeopt.connectors.contract import ConnectorError
 from spadeopt.connectors.redis_stream_sink import RedisStreamSink
 from spadeopt.connectors.redis_streams import RedisStreamSource
 

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from spadeopt.connectors import folder_source, tcp_source
-from spadeopt.connectors.base import ConnectorError
+from spadeopt.connectors.contract import ConnectorError
 from spadeopt.connectors.folder import FolderSource
 from spadeopt.connectors.tcp import TcpLineSource
 

@@ -32,7 +32,7 @@ from spadeopt.deploy.launcher import _as_run_error
 from spadeopt.deploy.procs import running
 from spadeopt.deploy.rendezvous import Meeting, Rendezvous
 from spadeopt.optimize.strategies import plan_for
-from spadeopt.orchestrate.local import build_and_run
+from spadeopt.orchestrate.build_local import build_and_run
 from spadeopt.runtime.sinks import commit
 from tests.apps.ckpt import ckpt
 

@@ -13,7 +13,7 @@ from spadeopt import control
 from spadeopt.deploy import spawn
 from spadeopt.deploy.agent import pe_env
 from spadeopt.frontend.dsl import App
-from spadeopt.orchestrate.local import build_and_run
+from spadeopt.orchestrate.build_local import build_and_run
 from spadeopt.toolkit.sources import counter
 
 pytestmark = pytest.mark.skipif(not spawn.forking(), reason="setproctitle is not installed")

@@ -18,8 +18,8 @@ import pytest
 
 from spadeopt.api import load_graph
 from spadeopt.codegen.lower import lower_op
+from spadeopt.codegen.pe_spec import links_of, pe_spec
 from spadeopt.codegen.render import generate
-from spadeopt.codegen.spec import links_of, pe_spec
 from spadeopt.optimize.strategies import plan_for
 from spadeopt.plan.fission import physical_graph
 from spadeopt.profiling import Profiler

@@ -3,7 +3,7 @@
 A thread's outermost sampled submit reads the thread CPU clock around itself; sampled
 submits nested inside it read only the wall clock, and the window scales their times by
 its own CPU/wall ratio when it closes (``CpuWindow``). Codegen gives windows only to
-operators under which nothing can block (``codegen.spec.assign_windows``).
+operators under which nothing can block (``codegen.pe_spec.assign_windows``).
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import pytest
 
 from spadeopt.api import load_graph
 from spadeopt.codegen.lower import lower_op
+from spadeopt.codegen.pe_spec import links_of, pe_spec
 from spadeopt.codegen.render import generate
-from spadeopt.codegen.spec import links_of, pe_spec
 from spadeopt.optimize.strategies import plan_for
 from spadeopt.plan.fission import physical_graph
 from spadeopt.profiling import CpuWindow, PointKey, Profiler

@@ -1,5 +1,5 @@
 """One calibration point measured for real (``refine.calibrate.measure``): the calibration
-app built by ``orchestrate.local.build_and_run`` (NONE, instrumented) and run on local
+app built by ``orchestrate.build_local.build_and_run`` (NONE, instrumented) and run on local
 node agents, its PE and operator CPU read back, without Spark."""
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ import pytest
 
 from spadeopt.api import load_graph
 from spadeopt.optimize.strategies import plan_for
-from spadeopt.orchestrate.local import build_and_run
+from spadeopt.orchestrate.build_local import build_and_run
 
 
 @pytest.fixture

@@ -123,7 +123,7 @@ def test_markers_reach_the_sinks_through_real_pes(tmp_path, fusion):
     (split, two channels, merge): the PE holding the sink records samples, each between
     0 and the run's length, and no other PE records any."""
     from spadeopt import api
-    from spadeopt.orchestrate.local import build_and_run
+    from spadeopt.orchestrate.build_local import build_and_run
 
     graph, _ = api.load_graph(APP, {"tuples": "30000", "work": "50", "width": "2"})
     res = build_and_run(graph, fusion, app_ref=APP, workdir=tmp_path)

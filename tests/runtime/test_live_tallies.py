@@ -1,5 +1,5 @@
 """Live metrics count every operator's output exactly (issue 38): the per-batch tallies
-generated code keeps (``codegen.spec.OpSpec.tallied``) give the same count per logical
+generated code keeps (``codegen.pe_spec.OpSpec.tallied``) give the same count per logical
 operator under every fusion and at every width of a parallel region, and a region's
 fission pulses are never counted as tuples."""
 

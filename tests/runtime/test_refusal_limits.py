@@ -15,7 +15,7 @@ from spadeopt import wire
 from spadeopt.api import load_graph
 from spadeopt.deploy.agent import ERROR_TAG, PEFailed
 from spadeopt.frontend.dsl import App
-from spadeopt.orchestrate.local import build_and_run
+from spadeopt.orchestrate.build_local import build_and_run
 from spadeopt.runtime import transport
 from spadeopt.runtime.security import (
     LOG_FIRST,

@@ -1,6 +1,6 @@
 """Run test apps under several fusions: for real (processes + ZeroMQ), or simulated.
 
-``run_fusions`` builds and runs an app with ``spadeopt.orchestrate.local.build_and_run`` under every
+``run_fusions`` builds and runs an app with ``spadeopt.orchestrate.build_local.build_and_run`` under every
 fusion in ``FUSIONS`` with a small source batch size (so batch boundaries fall inside
 windows) and returns the sink rows per fusion. ``same_under_fusions`` also checks
 that every fusion gives the same rows, in the same order.
@@ -31,7 +31,7 @@ from spadeopt.deploy.local import read_sinks
 from spadeopt.frontend.dsl import App
 from spadeopt.model.graph import AppGraph
 from spadeopt.optimize.strategies import plan_for
-from spadeopt.orchestrate.local import build_and_run
+from spadeopt.orchestrate.build_local import build_and_run
 from spadeopt.plan.fission import physical_graph
 from spadeopt.plan.plan import Plan, make_plan
 from spadeopt.plan.regions import resolve_regions

@@ -6,8 +6,8 @@ arguments give it an end (``ENDS_BY``, the base class's ``until`` and ``count``)
 
 from __future__ import annotations
 
-from spadeopt.connectors.base import Source
-from spadeopt.connectors.spec import ConnectorSpec
+from spadeopt.connectors.contract import Source
+from spadeopt.connectors.declared import ConnectorSpec
 
 
 class Ticker(Source):

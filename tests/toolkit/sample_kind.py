@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from spadeopt.kinds import register
-from spadeopt.kinds.base import Decl, Derived, Imports, Kind, Problems
+from spadeopt.kinds.kind import Decl, Derived, Imports, Kind, Problems
 from spadeopt.kinds.lowering import key_source
 from spadeopt.model.graph import PARTITIONED, STATEFUL, AppGraph, Operator
 from spadeopt.model.schema import Schema

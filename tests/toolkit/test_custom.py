@@ -43,7 +43,7 @@ def test_custom_two_inputs_two_outputs_and_on_final(tmp_path):
 def test_custom_submitting_the_wrong_shape_fails_naming_it(tmp_path):
     import pytest
 
-    from spadeopt.orchestrate.local import build_and_run
+    from spadeopt.orchestrate.build_local import build_and_run
     from tests.toolkit.harness import plan
 
     a = App("widen")

@@ -13,7 +13,7 @@ import pytest
 
 from spadeopt.codegen.render import generate
 from spadeopt.optimize.strategies import plan_for
-from spadeopt.orchestrate.local import build_and_run
+from spadeopt.orchestrate.build_local import build_and_run
 from tests.apps.exchange import exchange
 from tests.checkpoint.test_recovery import run_with_kills
 

@@ -113,7 +113,7 @@ def test_real_pes_report_the_count_the_late_sink_holds_under_every_fusion(tmp_pa
     driver's merge sums them; the count equals the late sink's lines, under NONE and FALL."""
     app = late_app(shuffled(2000, 3, keys=5), 10, None, 2)
     graph = app.build()
-    from spadeopt.orchestrate.local import build_and_run
+    from spadeopt.orchestrate.build_local import build_and_run
 
     counts = {}
     for fusion in ("none", "all"):

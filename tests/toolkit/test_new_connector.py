@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from spadeopt import App
-from spadeopt.connectors.spec import is_live, is_unbounded
+from spadeopt.connectors.declared import is_live, is_unbounded
 from spadeopt.kinds.source import unbounded
 from tests.toolkit import sample_connector
 from tests.toolkit.harness import run_fusions

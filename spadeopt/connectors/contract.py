@@ -72,7 +72,7 @@ class Source:
         (none of ``ENDS_BY`` given): a run that has one ends only on a stop request
         (Ctrl-C, SIGTERM), ``--duration`` or a failure, and a stop request is then its
         normal end (``deploy.launcher.run_build``). The one definition: the PE asks an
-        open source (:attr:`unbounded`), the build asks the type (``connectors.spec``)."""
+        open source (:attr:`unbounded`), the build asks the type (``connectors.declared``)."""
         return cls.live and all(args.get(a) is None for a in cls.ENDS_BY)
 
     @property

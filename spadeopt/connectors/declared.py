@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from spadeopt.connectors.base import Source
+from spadeopt.connectors.contract import Source
 from spadeopt.connectors.formats import FORMATS
 from spadeopt.connectors.redis_conn import project_broker
 
@@ -69,7 +69,7 @@ def is_live(module: str, qualname: str) -> bool:
 
 def is_unbounded(module: str, qualname: str, args: dict[str, Any]) -> bool:
     """Is this source live with no end of its own? The type decides
-    (``connectors.base.Source.unbounded_with``): a run of it ends only on a stop request
+    (``connectors.contract.Source.unbounded_with``): a run of it ends only on a stop request
     or ``--duration``."""
     cls = source_type(module, qualname)
     return cls is not None and cls.unbounded_with(args)

@@ -123,7 +123,7 @@ class Kind:
     on), ``collapsible`` (a functor-like kind: its lowering gives ``filter``, ``row``,
     ``exprs`` and ``raw`` and its template a static run's loop and a sampled follower,
     so a chain of such operators may compile into one loop, ``codegen.collapse``, and a
-    static one may follow its publisher's sampling countdown, ``codegen.spec``).
+    static one may follow its publisher's sampling countdown, ``codegen.pe_spec``).
 
     Checkpoints: ``checkpoint_problem(op)`` why a checkpointing build must refuse it;
     ``checkpoint_note(graph, op)`` (``graph`` the physical graph) what a checkpointing
