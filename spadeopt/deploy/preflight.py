@@ -32,14 +32,18 @@ def check_fit(master: Master, nodes: int, cores: int, flag: str = "--master") ->
             f"--nodes {master.executors}")
 
 
+def _generator(op):
+    """A source's generator (a ``SymbolRef``), read off its params as data (deploy is a
+    runner and does not import ``kinds``, where ``kinds.generator_of`` says the same)."""
+    return getattr(getattr(op, "params", None), "generator", None)
+
+
 def source_files(graph) -> list[tuple[str, str]]:
     """(source operator, path) for every file-replay source of the graph."""
     out = []
     for op in graph.operators:
         params = getattr(op, "params", None)
-        if op.kind != "source" or params is None:
-            continue
-        gen = getattr(params, "generator", None)
+        gen = _generator(op)
         if gen is not None and getattr(gen, "module", "") == "spadeopt.toolkit.sources":
             path = dict(params.args).get("path")
             if path:
@@ -157,8 +161,8 @@ def check_generators(graph) -> None:
 
     problems = []
     for op in graph.operators:
-        if op.kind != "source" or not hasattr(op.params, "generator") or op.params.generator.module.startswith(
-                "spadeopt."):
+        gen = _generator(op)
+        if gen is None or gen.module.startswith("spadeopt."):
             continue
         try:
             first = _first_record(op)

@@ -8,6 +8,8 @@ name cannot be taken.
 
 from __future__ import annotations
 
+from typing import Any
+
 from spadeopt.errors import UsageError
 from spadeopt.kinds import (
     aggregate,
@@ -53,4 +55,10 @@ def selectivity(op: Operator) -> str:
     return KINDS[op.kind].selectivity(op)
 
 
-__all__ = ["BUILTIN", "KINDS", "Kind", "kind_of", "register", "selectivity"]
+def generator_of(op: Operator) -> Any:
+    """What a source operator reads (its generator or connector factory, a ``SymbolRef``);
+    None for any other operator."""
+    return KINDS[op.kind].generator(op)
+
+
+__all__ = ["BUILTIN", "KINDS", "Kind", "generator_of", "kind_of", "register", "selectivity"]

@@ -121,4 +121,5 @@ def checkpoint_problem(op: Operator) -> str | None:
 
 KIND = Kind("custom", declare, derive_declared, lower, "ops/custom.py.j2", declares_outputs=True,
             region_problem=region_problem, forwards=forwards, channel_params=channel_params,
-            final_rows=final_rows, never_blocks=False, checkpoint_problem=checkpoint_problem)
+            final_rows=final_rows, never_blocks=False, checkpoint_problem=checkpoint_problem,
+            state_declared=True)

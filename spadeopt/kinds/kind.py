@@ -90,6 +90,10 @@ def _no_final_rows(op: Operator) -> bool:
     return False
 
 
+def _no_generator(op: Operator) -> Any:
+    return None
+
+
 @dataclass(frozen=True)
 class Kind:
     """Everything the stages need to know about one operator kind.
@@ -151,6 +155,8 @@ class Kind:
     checkpoint_note: Callable[[AppGraph, Operator], str | None] = _no_checkpoint_note  # a weaker guarantee
     collapsible: bool = False
     fission_made: bool = False  # made by plan.fission (splits, merges, exchanges), never declared by apps
+    generator: Callable[[Operator], Any] = _no_generator  # what a source reads (a SymbolRef), else None
+    state_declared: bool = False  # its state and key are what the app declares (custom), not derived
 
 
 def derive_declared(where: str, raw: dict[str, Any], ins: dict[str, Schema], problems: Problems) -> Derived:

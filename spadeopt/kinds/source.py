@@ -165,8 +165,14 @@ def channel_params(op: Operator, channel: int, width: int, dynamic: bool) -> Sou
     return dataclasses.replace(op.params, part=channel, parts=width)  # splits (or keys) c, c + k, c + 2k, ...
 
 
+def generator(op: Operator) -> SymbolRef | None:
+    """The generator or connector factory the source reads (None: its params are missing)."""
+    params = getattr(op, "params", None)
+    return getattr(params, "generator", None)
+
+
 KIND = Kind("source", declare, derive_declared, lower, "ops/source.py.j2", declares_outputs=True,
-            region_problem=region_problem, channel_params=channel_params)
+            region_problem=region_problem, channel_params=channel_params, generator=generator)
 
 
 def generator_args(op: Operator) -> dict[str, Any] | None:

@@ -31,6 +31,7 @@ from pathlib import Path
 from spadeopt.connectors.declared import is_live
 from spadeopt.deploy.options import RunOptions, SettingsChange
 from spadeopt.errors import RunError, UsageError
+from spadeopt.kinds import generator_of, kind_of
 from spadeopt.model.graph import AppGraph
 from spadeopt.plan.plan import Plan
 
@@ -46,8 +47,8 @@ def check_verifiable(graph: AppGraph, n: int) -> None:
     count and every source must replay the same records twice."""
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise UsageError(f"--verify-fission needs a positive number of records, got {n!r}")
-    live = [op.name for op in graph.operators if op.kind == "source"
-            and is_live(op.params.generator.module, op.params.generator.qualname)]
+    live = [op.name for op in graph.operators if (gen := generator_of(op)) is not None
+            and is_live(gen.module, gen.qualname)]
     if live:
         raise UsageError(f"--verify-fission replays the first N records of every source twice, but source(s) "
                          f"{', '.join(repr(s) for s in live)} read a live stream, whose first records are not the "
@@ -83,7 +84,7 @@ def verify(graph: AppGraph, app_ref: str, plan: Plan, build_dir: Path, options: 
             + ", ".join(f"{r.name} (width {r.width})" for r in regions))
         return
     customs = [(op.name, op.state, op.key) for r in regions for name in r.operators
-               for op in [graph.op(name)] if op.kind == "custom"]
+               for op in [graph.op(name)] if kind_of(op).state_declared]
     suspects = ("; the regions' custom operators declare " + ", ".join(
         f"'{name}' state='{state}'" + (f" key={list(key)}" if key else "") for name, state, key in customs)
         + ": a custom operator whose state is not what it declares gives these differences (declare "
