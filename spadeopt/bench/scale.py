@@ -86,26 +86,26 @@ def pe_check(explain: Mapping[str, Any] | None, tuples: int, measured: Mapping[s
     return out
 
 
-def _row(label: str, res, cores: int, predicted: float | None, sinks: Path,
-         explain: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    cpu = [float(p["cpu_s"]) for p in res.per_pe]
+def _row(label: str, res, cores: int, predicted: float | None, digest: str,
+         explain: Mapping[str, Any] | None, cpu_by_pe: Mapping[str, float]) -> dict[str, Any]:
+    cpu = list(cpu_by_pe.values())
     b = bound(res.tuples, cpu, cores)
-    return {"pe_check": pe_check(explain, res.tuples, {p["pe"]: float(p["cpu_s"]) for p in res.per_pe}),"plan": label, "cores": cores, "pes": res.pes, "tuples": res.tuples,
-            "cpu_s": {p["pe"]: p["cpu_s"] for p in res.per_pe}, "busiest_pe_cpu_s": max(cpu),
+    return {"pe_check": pe_check(explain, res.tuples, cpu_by_pe), "plan": label, "cores": cores, "pes": res.pes,
+            "tuples": res.tuples, "cpu_s": dict(cpu_by_pe), "busiest_pe_cpu_s": max(cpu),
             "total_cpu_s": math.fsum(cpu), "bound": b,
             "bound_by": "busiest PE" if res.tuples / max(cpu) <= cores * res.tuples / math.fsum(cpu) else "cores",
             "curve": {str(n): bound(res.tuples, cpu, n) for n in CURVE_CORES},
             "measured_rate": res.steady_throughput or res.throughput,
             "measured_on_cores": os.cpu_count(), "measured_is_meaningful": (os.cpu_count() or 1) >= cores,
             "predicted": predicted, "predicted_over_bound": predicted / b if predicted and b else None,
-            "sinks_sha256": _digest(sinks)}
+            "sinks_sha256": digest}
 
 
 def run_scale(app_ref: str, out_dir: Path, cores_list: Sequence[int], params: Mapping[str, str] | None = None,
               profile: Path | None = None, calibration: Path | None = None, options: RunOptions | None = None,
               repeat: int = 1) -> dict[str, Any]:
     """Plan FALL and FATM for ``1 x N`` (each N of ``cores_list``), run each build
-    ``repeat`` times here (the run with the least total CPU is kept) and write
+    ``repeat`` times here (each PE's least CPU over the runs is kept) and write
     ``scale.json``, ``scale.txt`` and ``scale.png`` under ``out_dir``."""
     from spadeopt import api
     from spadeopt.bench.compare import _profile_for_auto
@@ -152,12 +152,26 @@ def run_scale(app_ref: str, out_dir: Path, cores_list: Sequence[int], params: Ma
     return doc
 
 
+def least_cpu(runs: Sequence[Mapping[str, float]]) -> dict[str, float]:
+    """Each PE's least CPU seconds over ``runs`` (PE -> CPU s, one map per run of a build).
+
+    >>> least_cpu([{"pe0": 1.0, "pe1": 0.5}, {"pe0": 0.8, "pe1": 0.7}])
+    {'pe0': 0.8, 'pe1': 0.5}
+    """
+    if not runs or any(set(r) != set(runs[0]) for r in runs):
+        raise ValueError(f"runs of one build report different PEs: {[sorted(r) for r in runs]}")
+    return {pe: min(r[pe] for r in runs) for pe in runs[0]}
+
+
 def _best_run(label: str, directory: Path, n: int, predicted: float | None, explain: Mapping[str, Any] | None,
               out_dir: Path, repeat: int, options: RunOptions) -> dict[str, Any]:
-    """Run one build ``repeat`` times on ``local[n]``; the row of the run with the least total CPU."""
+    """Run one build ``repeat`` times on ``local[n]``; its row takes each PE's least CPU
+    over the runs (a PE does the same work in every run, and sharing the cores only adds
+    to its CPU, so the least is the best estimate of what it costs) and the measured rate
+    of the run with the least total CPU. ``SpadeoptError`` if the runs' sinks differ."""
     from spadeopt.deploy.launcher import run_build
 
-    best = None
+    runs = []
     for r in range(repeat):
         options.say(f"running {label} ({r + 1}/{repeat}) on local[{n}]")
         sinks = out_dir / "sinks" / label
@@ -166,11 +180,14 @@ def _best_run(label: str, directory: Path, n: int, predicted: float | None, expl
             res = run_build(directory, options.replace(out=sinks, master=f"local[{n}]"))
         except SpadeoptError as exc:
             raise SpadeoptError(f"bench scale: {label} failed: {exc}") from exc
-        row = _row(label, res, n, predicted, sinks, explain)
-        if best is None or row["total_cpu_s"] < best["total_cpu_s"]:
-            best = row
-    assert best is not None
-    return best
+        runs.append((res, {p["pe"]: float(p["cpu_s"]) for p in res.per_pe}, _digest(sinks)))
+    if len({d for _, _, d in runs}) > 1:
+        raise SpadeoptError(f"bench scale: {label}'s sinks differ between its {repeat} runs (a bug: please report it)")
+    cpu = least_cpu([c for _, c, _ in runs])
+    res = min(runs, key=lambda run: math.fsum(run[1].values()))[0]
+    row = _row(label, res, n, predicted, runs[0][2], explain, cpu)
+    row["runs_total_cpu_s"] = [math.fsum(c.values()) for _, c, _ in runs]
+    return row
 
 
 def anchor_profile(profile: Path, fall_row: Mapping[str, Any], out: Path) -> Path:
