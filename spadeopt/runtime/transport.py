@@ -8,8 +8,12 @@ enters a PE. High-water marks bound every queue, so a slow consumer blocks its p
 Links are authenticated and encrypted with CURVE unless the run is insecure (see
 ``spadeopt.runtime.security``).
 
-Frames are bounded by ``max_frame`` at both ends: a ``Sender`` refuses to send a larger
-batch (``FrameTooLarge``, raised in the operator that submitted it), and every PULL
+A batch is cut into frames of about ``FRAME_BYTES`` at most: a batch whose encoding is
+larger goes as two halves, each cut again if need be (in order; a fission pulse stays
+last in the last one), so the tuple count per batch (``batch_size``, 2,048) bounds small
+tuples and the bytes bound large ones: a link queues at most its high-water mark of such
+frames. Frames are bounded by ``max_frame`` at both ends: a ``Sender`` refuses to send
+a single tuple larger (``FrameTooLarge``, raised in the operator that submitted it), and every PULL
 socket sets ZeroMQ's ``MAXMSGSIZE`` to ``max_frame + FRAME_MARGIN``, so ZeroMQ drops a
 connection that sends a larger message before allocating it (CURVE adds 33 bytes to a
 frame; frames within the margin still reach ``decode_batch`` and its clear error).
@@ -32,6 +36,7 @@ from spadeopt.wire import (
 )
 
 LINGER_MS = 60_000
+FRAME_BYTES = 1 << 20  # a batch encoding to more is sent as frames of about this many bytes at most
 FRAME_MARGIN = 1024  # bytes over max_frame a receiving socket still takes (CURVE's framing and more)
 
 
@@ -71,6 +76,11 @@ class Sender:
         slower: backpressure) is waited for, and the wait is timed: a non-blocking send
         costs what a blocking one does, so a PE that is not held back pays two additions."""
         data = self._packer.pack(batch)
+        if len(data) > FRAME_BYTES and len(batch) > 1:  # rare: large tuples
+            half = len(batch) // 2
+            self._send(batch[:half])
+            self._send(batch[half:])
+            return
         if len(data) > self.max_frame:
             self._too_large(batch, data)
         for s in self.sockets:
@@ -86,9 +96,9 @@ class Sender:
         self.bytes += len(data)
 
     def _too_large(self, batch, data: bytes) -> None:
-        raise FrameTooLarge(f"a batch of {len(batch)} tuple(s) for output port {self.port} encodes to "
-                            f"{len(data):,} bytes, over max_frame ({self.max_frame:,} bytes): make the tuples "
-                            f"smaller or raise max_frame in the build's deploy.json")
+        raise FrameTooLarge(f"a tuple for output port {self.port} encodes to {len(data):,} bytes, over "
+                            f"max_frame ({self.max_frame:,} bytes): make the tuples smaller or raise max_frame "
+                            f"in the build's deploy.json")
 
     def final(self) -> None:
         self._control(final_frame)

@@ -186,14 +186,23 @@ def test_a_pe_that_is_sent_an_oversized_frame_stops_naming_its_port_and_the_link
             "oversized frame: ZeroMQ dropped the link's connection") in report["message"], report
 
 
-def test_a_batch_over_max_frame_stops_the_operator_that_made_it(tmp_path):
-    """An honest PE never sends a frame its receiver would drop: the source's batch of
-    512 4-KB tuples is refused where it is made."""
+def test_a_tuple_over_max_frame_stops_the_operator_that_made_it(tmp_path):
+    """An honest PE never sends a frame its receiver would drop: a 2-MB tuple is refused
+    where it is made (a batch of smaller tuples is cut into frames instead)."""
     a = App("big")
-    a.sink("sink", a.source("src", "seq:int, payload:bytes", generator=counter, args={"n": 2000, "size": 4000}))
+    a.sink("sink", a.source("src", "seq:int, payload:bytes", generator=counter, args={"n": 20, "size": 2_000_000}))
     with pytest.raises(PEFailed) as exc:
         build_and_run(a, "none", workdir=tmp_path, settings={"max_frame": 1 << 20})
     report = _pe_failure(exc.value)
     assert report["pe"] == "pe0" and report["op"] == "src", report
-    assert "FrameTooLarge: a batch of 512 tuple(s) for output port src.out encodes to" in report["message"], report
+    assert "FrameTooLarge: a tuple for output port src.out encodes to" in report["message"], report
     assert "over max_frame (1,048,576 bytes)" in report["message"], report
+
+
+def test_a_batch_of_large_tuples_goes_as_several_frames_under_max_frame(tmp_path):
+    """2,048 tuples of 4 KB (8 MB a batch) reach the sink whole and in order through a
+    link whose max_frame is 1 MiB: the sender cuts the batch into frames by bytes."""
+    a = App("big")
+    a.sink("sink", a.source("src", "seq:int, payload:bytes", generator=counter, args={"n": 5000, "size": 4000}))
+    res = build_and_run(a, "none", workdir=tmp_path, settings={"max_frame": 1 << 20})
+    assert [r["seq"] for r in res.sinks["sink"]] == list(range(5000))
