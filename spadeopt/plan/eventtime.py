@@ -36,6 +36,14 @@ clock (event time minus the lateness: the splits' and exchanges' too,
 ``kinds.fission_split.clock_context``), and a frame is never late: a window copy counts
 and sends on (``late=True``) only tuples, so the channels' late counts and late ports
 add up to width 1's (docs/decisions/060-late-data-counted-and-sent-on.md).
+
+A join side that a tumbling count window reaches gets the same exchange, a *side
+exchange* (``flushed_sides``): the window's end-of-stream flush goes back in order value,
+and the width-1 join takes such a row at its side's high-water mark (the largest order
+value so far), a fact of the whole side. The exchange's clock is the order attribute: a
+frame to every other channel whenever a row raises its channel's mark, so each channel's
+join has the width-1 mark at every row
+(``docs/decisions/067-joins-take-flushed-rows-at-the-high-water-mark.md``).
 """
 
 from __future__ import annotations
