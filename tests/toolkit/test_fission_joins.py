@@ -290,7 +290,7 @@ def test_a_join_fed_by_a_count_windows_flush_matches_width_1(tmp_path_factory, w
     """Issue 36's known gap, once refused: the window flushes its open groups at end of
     stream in the order they were opened, so the join's left side goes back in order
     value; width 1 takes such a row at its side's high-water mark, which a channel learns
-    from the side exchange's frames (docs/decisions/067-...)."""
+    from the side exchange's frames (docs/decisions/067-joins-take-flushed-rows-at-the-high-water-mark.md)."""
     rows = assert_every_width_matches(flush_join(tied_rows(300, 7, 1), where), tmp_path_factory, 1, [7, 30],
                                       widths=(2, 3), fusions=FLUSH_FUSIONS)
     assert len(rows) > 50
