@@ -35,7 +35,8 @@ class ExchangeSplitParams:
     width: int  # the downstream region's channels
     key: tuple[str, ...]  # hash these attributes; empty: deal blocks round robin
     block: int  # tuples per round-robin block
-    clock: tuple[str, Window, bool] | None = None  # an event-time window's clock: send watermark frames
+    clock: tuple[str, Window | None, bool] | None = None  # an event-time window's clock: send watermark
+    #   frames; with no window, a join side's: a frame whenever the order value passes the channel's maximum
 
 
 def lower(graph: AppGraph, op: Operator, imports: Imports) -> dict[str, Any]:

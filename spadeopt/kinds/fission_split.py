@@ -46,6 +46,8 @@ def clock_context(clock: tuple[str, Window, bool] | None, schema: Any) -> dict[s
     if clock is None:
         return None
     attr, w, exact = clock
+    if w is None:  # a join side's clock (plan.eventtime.flushed_sides): its order value's running maximum
+        return {"attr": schema.index(attr), "order": True}
     lit = number if exact else (lambda x: repr(float(x)))
     # an allowed lateness shifts the clock: windows close lateness later (kinds.windows.Window)
     return {"attr": schema.index(attr), "exact": exact, "size": lit(w.size), "slide": lit(w.slide),

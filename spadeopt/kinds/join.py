@@ -4,7 +4,12 @@ same names (one hash of the entering stream, or of each of two entering streams,
 partitions both) and both order attributes are ints or both floats: its channel copy
 numbers a match by its width-1 processing position, ``(order value, side, number of the
 tuple that triggered it)`` packed into one int (``kinds.numbering``), so the merge puts
-matches of every channel back in the width-1 order, ties between the sides included."""
+matches of every channel back in the width-1 order, ties between the sides included.
+The order value is the side's *high-water mark* (its largest so far: the merge of the
+sides by their heads is their merge by these marks); it differs from the trigger's own
+only on a side that goes back (a tumbling count window's flush), which gets a side
+exchange whose frames (numbered below zero, merged, never processed) give each channel
+the width-1 mark (``plan.eventtime.flushed_sides``)."""
 
 from __future__ import annotations
 
@@ -32,7 +37,7 @@ from spadeopt.kinds.output_checks import (
 )
 from spadeopt.kinds.windows import Window, check_window
 from spadeopt.model.expr import compile_expr
-from spadeopt.model.graph import PARTITIONED, STATEFUL, AppGraph, Operator, SymbolRef
+from spadeopt.model.graph import PARTITIONED, STATEFUL, AppGraph, Operator, PortRef, SymbolRef
 from spadeopt.model.schema import SCALARS, Schema
 from spadeopt.model.types import static_type
 from spadeopt.protocol import SEQ
@@ -144,7 +149,8 @@ def lower(graph: AppGraph, op: Operator, imports: Imports) -> dict[str, Any]:
     if SEQ in op.out_port("out").schema:  # a channel copy in a dynamic region (kinds.numbering)
         # codegen adds ctx["final_base"]: every number reaching the join is below it
         renumber = {"float": ORDER_TYPES[ls.type_of(p.left_order)] == "float",
-                    "lseq": ls.index(SEQ), "rseq": rs.index(SEQ)}
+                    "lseq": ls.index(SEQ), "rseq": rs.index(SEQ),
+                    "lframes": _framed(graph, op, "left"), "rframes": _framed(graph, op, "right")}
     return {
         "renumber": renumber,
         "lkey": key_source(p.left_key, ls, "l"), "rkey": key_source(p.right_key, rs, "r"),
@@ -152,6 +158,13 @@ def lower(graph: AppGraph, op: Operator, imports: Imports) -> dict[str, Any]:
         "lwin": _window(p.left_window, ls), "rwin": _window(p.right_window, rs),
         "row": out_row, "where": where,
     }
+
+
+def _framed(graph: AppGraph, op: Operator, side: str) -> bool:
+    """Whether a side exchange feeds ``side`` (``plan.eventtime.flushed_sides``): its
+    high-water frames, numbered below zero, are merged but never processed."""
+    return any(graph.op(src.op).kind == "exchange_merge" and graph.op(src.op).params.clocked
+               for src in graph.publishers(PortRef(op.name, side)))
 
 
 ORDER_TYPES = {name: s.order for name, s in SCALARS.items() if s.order}  # order type -> how a channel numbers

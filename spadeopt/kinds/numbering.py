@@ -8,7 +8,8 @@ the bits of its inputs' numbers and ``n`` one of them: after everything its upst
 send, and below ``2**(b + 1)``. A join in a region (``Kind.number_bits``) numbers a
 match by its processing position at width 1: ``(order value, side, number of the tuple
 that triggered it)`` packed into one int, ``((key << 1 | side) << b) | n`` with ``key``
-the order value mapped monotonically into ``[0, 2**64)``, so below ``2**(65 + b)``.
+the order value (its side's high-water mark: ``kinds.join``) mapped monotonically into
+``[0, 2**64)``, so below ``2**(65 + b)``.
 A key exchange between two regions (``kinds.exchange_split``) renumbers each tuple leaving
 the upstream region ``(n << EXCHANGE_BITS) | i``, ``i`` its index among the tuples of
 that channel numbered ``n`` (one trigger's several rows), so every number entering the

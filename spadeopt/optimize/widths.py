@@ -66,7 +66,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from spadeopt.errors import OptimizeError
-from spadeopt.model.graph import AppGraph
+from spadeopt.model.graph import AppGraph, PortRef
 from spadeopt.optimize.predict import DEFAULT_MODEL, PerfModel
 from spadeopt.optimize.ranking import MODEL_ERROR, TIE, TIE_WINDOW, Rated, tie_break
 from spadeopt.plan.fission import physical_graph, rewrite_region
@@ -101,10 +101,15 @@ def physical_profile(graph: AppGraph, prof, regions: tuple[Region, ...], physica
     for r in wide:
         if r.fed == EXCHANGE:
             load, links = _map_exchange(by_name[r.after], r, load, links, model)
-    for r in wide:
-        for timed in check_region(graph, r.name, r.operators).inner:
-            load, links = _map_window_exchange(r, timed[0], load, links, model)
     g = physical if physical is not None else physical_graph(graph, regions)
+    for r in wide:
+        shape = check_region(graph, r.name, r.operators)
+        for timed in shape.inner:
+            load, links = _map_window_exchange(r, timed[0], timed[0], None, load, links, model)
+        for join, port, _ in shape.sides:  # a join side's exchange (plan.eventtime.flushed_sides)
+            at = Region.exchange_at(join, port)
+            feeders = {src.op for c in range(r.width) for src in g.publishers(PortRef(r.window_split(at, c), "in"))}
+            load, links = _map_window_exchange(r, join, at, feeders, load, links, model)
     return replace(prof, fingerprint=g.fingerprint, load=load, links=tuple(links))
 
 
@@ -141,23 +146,24 @@ def _map_exchange(up: Region, down: Region, load: Mapping[str, float], links: li
     return new_load, out
 
 
-def _map_window_exchange(r: Region, op: str, load: Mapping[str, float], links: list[Link],
-                         model: PerfModel) -> tuple[dict[str, float], list[Link]]:
-    """The mapped profile with a window exchange in front of event-time window ``op``'s
-    copies (``plan.eventtime``): each channel's link into the copy passes its split (a
+def _map_window_exchange(r: Region, op: str, at: str, feeders: set[str] | None, load: Mapping[str, float],
+                         links: list[Link], model: PerfModel) -> tuple[dict[str, float], list[Link]]:
+    """The mapped profile with a window exchange ``at`` in front of ``op``'s copies
+    (``plan.eventtime``; an event-time window's, ``at == op``, or a join side's, whose
+    links come from ``feeders``): each channel's link into the copy passes its split (a
     dynamic split per tuple) and its merge (a dynamic merge per tuple); every tuple stays
-    in its channel, and the watermark frames to the other channels are costed as none."""
+    in its channel, and the frames to the other channels are costed as none."""
     copies = {Region.channel_op(op, c): c for c in range(r.width)}
     out: list[Link] = []
     new_load = dict(load)
     for a, b, rate, size in links:
         c = copies.get(b)
-        if c is None:
+        if c is None or (feeders is not None and a not in feeders):
             out.append((a, b, rate, size))
             continue
-        ws, wm = r.window_split(op, c), r.window_merge(op, c)
+        ws, wm = r.window_split(at, c), r.window_merge(at, c)
         out.append((a, ws, rate, size))
-        out += [(ws, r.window_merge(op, d), rate if d == c else 0.0, size) for d in range(r.width)]
+        out += [(ws, r.window_merge(at, d), rate if d == c else 0.0, size) for d in range(r.width)]
         out.append((wm, b, rate, size))
         new_load[ws] = new_load.get(ws, 0.0) + rate * model.split_s(DYNAMIC)
         new_load[wm] = new_load.get(wm, 0.0) + rate * model.merge_s(DYNAMIC)

@@ -36,6 +36,14 @@ clock (event time minus the lateness: the splits' and exchanges' too,
 ``kinds.fission_split.clock_context``), and a frame is never late: a window copy counts
 and sends on (``late=True``) only tuples, so the channels' late counts and late ports
 add up to width 1's (docs/decisions/060-late-data-counted-and-sent-on.md).
+
+A join side that a tumbling count window reaches gets the same exchange, a *side
+exchange* (``flushed_sides``): the window's end-of-stream flush goes back in order value,
+and the width-1 join takes such a row at its side's high-water mark (the largest order
+value so far), a fact of the whole side. The exchange's clock is the order attribute: a
+frame to every other channel whenever a row raises its channel's mark, so each channel's
+join has the width-1 mark at every row
+(``docs/decisions/067-joins-take-flushed-rows-at-the-high-water-mark.md``).
 """
 
 from __future__ import annotations
@@ -47,6 +55,7 @@ from spadeopt.kinds import kind_of, selectivity
 from spadeopt.model.graph import STATIC, AppGraph, PortRef, Stream
 
 Clock = tuple[str, str, Any]  # (window operator, time attribute, Window)
+Side = tuple[str, str, str]  # (join, input port, order attribute): a join side fed by a side exchange
 
 
 def walk(start: str, step: Mapping[str, set[str]], members: set[str]) -> set[str]:
@@ -115,20 +124,36 @@ def event_time_shape(graph: AppGraph, ops: tuple[str, ...], ix: Any, members: se
     return tuple(clocks), tuple(inner)
 
 
-def flush_into_join(graph: AppGraph, ops: tuple[str, ...], ix: Any, problems: list[str]) -> None:
-    """A join in the region may not take rows a tumbling count window flushed at end of
-    stream (in the region or before it): those rows come in the order their groups were
-    opened, not by the join's order attribute, and the width-1 join processes such a side
-    in an order (its merge of the sides' heads) that depends on every key's rows, which
-    no channel sees."""
+def flushed_sides(graph: AppGraph, ops: tuple[str, ...], ix: Any) -> tuple[Side, ...]:
+    """The sides of the region's joins that get a *side exchange*: each ``(join, port,
+    order attribute)`` whose input a tumbling count window reaches (in the region or
+    before it), whose end-of-stream flush makes the side go back in order value.
+
+    The width-1 join merges its sides by their heads (``runtime.ordered``), which is the
+    merge by each side's *running maximum* order value (left first on ties, then
+    arrival): a row that goes back is processed at its side's high-water mark. That mark
+    is a fact of the whole side, which no channel sees; so, as for an event-time window,
+    an exchange in front of the side sends every other channel a frame (a copy of the
+    row, numbered below zero) whenever a row raises its channel's mark, and each channel's
+    join merges its rows and the frames, learns the width-1 mark at every row, and
+    numbers its matches with it (``docs/decisions/067-joins-take-flushed-rows-at-the-high-water-mark.md``)."""
     everything = set(ix.pred)
+    out: list[Side] = []
     for j in ops:
-        if graph.op(j).kind != "join":
+        op = graph.op(j)
+        if op.kind != "join":
             continue
-        for o in sorted(walk(j, ix.pred, everything)):
-            op = graph.op(o)
-            w = getattr(op.params, "window", None)
-            if op.kind == "aggregate" and w is not None and w.kind == "count" and kind_of(op).final_rows(op):
-                problems.append(f"join '{j}' is after tumbling count window '{o}': the rows '{o}' flushes at end "
-                                f"of stream are not ordered by the join's order attribute, so the width-1 join "
-                                f"processes them in an order no channel can reproduce; keep '{j}' out of the region")
+        for _, s in sorted(ix.ins[j]):
+            up = {s.src.op} | walk(s.src.op, ix.pred, everything)
+            if any(_flushes_out_of_order(graph.op(o)) for o in up):
+                side = (j, s.dst.port, getattr(op.params, f"{s.dst.port}_order"))
+                if side not in out:
+                    out.append(side)
+    return tuple(out)
+
+
+def _flushes_out_of_order(op: Any) -> bool:
+    """A tumbling count window: its end-of-stream flush emits its open groups in the order
+    they were opened, whatever their rows' order values."""
+    w = getattr(op.params, "window", None)
+    return op.kind == "aggregate" and w is not None and w.kind == "count" and kind_of(op).final_rows(op)

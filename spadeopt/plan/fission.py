@@ -179,7 +179,9 @@ def _rewrite_one(graph: AppGraph, region: Region) -> AppGraph:
                        consumers[0] if merged else None)
     out = AppGraph(graph.name, tuple(ops), tuple(streams), ann, graph.params, graph.module)
     for timed in shape.inner:
-        out = _window_exchange(out, graph, region, timed)
+        out = _window_exchange(out, graph, region, timed[0], "in", _clock(graph, timed))
+    for join, port, attr in shape.sides:  # a join side that goes back in order value (plan.eventtime)
+        out = _window_exchange(out, graph, region, join, port, (attr, None, True))
     return out
 
 
@@ -192,24 +194,28 @@ def _clock(graph: AppGraph, timed: tuple | None) -> tuple | None:
     return attr, window, bound_type(window, graph.op(op).inputs[0].schema) == "int"
 
 
-def _window_exchange(graph: AppGraph, logical: AppGraph, region: Region, timed: tuple) -> AppGraph:
-    """``graph`` (``region`` rewritten) with a window exchange in front of event-time window
-    ``timed[0]``'s copies (``plan.eventtime``): in each channel an ``exchange_split`` on the
-    region's key with the window's clock (every tuple stays in its channel, watermark frames
-    go to the others) and a clocked ``exchange_merge``; both join the channel. A fuse group
+def _window_exchange(graph: AppGraph, logical: AppGraph, region: Region, op: str, port: str,
+                     clock: tuple) -> AppGraph:
+    """``graph`` (``region`` rewritten) with a window exchange in front of input ``port`` of
+    ``op``'s copies (``plan.eventtime``: an event-time window's ``in``, or a join side that
+    goes back in order value, whose clock is its order attribute's running maximum): in
+    each channel an ``exchange_split`` on the region's key with the clock (every tuple stays
+    in its channel, frames go to the others) and a clocked ``exchange_merge``; both join
+    the channel. A fuse group
     (FMAN's, one per channel) holding the window's copy is cut in two at the exchange: what
     is before the window with the split, the merge with the rest; and each channel's part
     before the exchange is exlocated from its part after it (pairwise), so no fusion lets
     two channels' PEs send to each other (a cycle of PEs takes no aligned checkpoint)."""
-    op, k = timed[0], region.width
+    k = region.width
     copies = [Region.channel_op(op, c) for c in range(k)]
-    schema = graph.op(copies[0]).in_port("in").schema
-    clock = _clock(logical, timed)
-    where = f"watermark frames of event-time window '{op}' in parallel region '{region.name}'"
-    senders = [Operator(region.window_split(op, c), "exchange_split", (InPort("in", schema),),
+    schema = graph.op(copies[0]).in_port(port).schema
+    at = Region.exchange_at(op, port)
+    where = (f"watermark frames of event-time window '{op}' in parallel region '{region.name}'" if port == "in"
+             else f"high-water frames of join '{op}''s {port} side in parallel region '{region.name}'")
+    senders = [Operator(region.window_split(at, c), "exchange_split", (InPort("in", schema),),
                         tuple(OutPort(f"out{d}", schema) for d in range(k)),
                         ExchangeSplitParams(k, region.key, BLOCK, clock), STATEFUL, (), where) for c in range(k)]
-    receivers = [Operator(region.window_merge(op, d), "exchange_merge", tuple(InPort(f"in{c}", schema) for c in range(k)),
+    receivers = [Operator(region.window_merge(at, d), "exchange_merge", tuple(InPort(f"in{c}", schema) for c in range(k)),
                           (OutPort("out", schema),), ExchangeMergeParams(k, clocked=True), STATEFUL, (), where)
                  for d in range(k)]
     ops: list[Operator] = []
@@ -220,25 +226,25 @@ def _window_exchange(graph: AppGraph, logical: AppGraph, region: Region, timed: 
         ops.append(o)
     streams: list[Stream] = []
     for s in graph.streams:
-        if s.dst.op in copies and s.dst.port == "in":
+        if s.dst.op in copies and s.dst.port == port:
             c = copies.index(s.dst.op)
-            streams.append(Stream(s.src, PortRef(region.window_split(op, c), "in")))
-            streams.extend(Stream(PortRef(region.window_split(op, c), f"out{d}"),
-                                  PortRef(region.window_merge(op, d), f"in{c}")) for d in range(k))
-            streams.append(Stream(PortRef(region.window_merge(op, c), "out"), s.dst))
+            streams.append(Stream(s.src, PortRef(region.window_split(at, c), "in")))
+            streams.extend(Stream(PortRef(region.window_split(at, c), f"out{d}"),
+                                  PortRef(region.window_merge(at, d), f"in{c}")) for d in range(k))
+            streams.append(Stream(PortRef(region.window_merge(at, c), "out"), s.dst))
         else:
             streams.append(s)
-    ann = _cut_channels(graph.annotations, logical, region, op)
+    ann = _cut_channels(graph.annotations, logical, region, op, at)
     return AppGraph(graph.name, tuple(ops), tuple(streams), ann, graph.params, graph.module)
 
 
-def _cut_channels(ann: Annotations, logical: AppGraph, region: Region, op: str) -> Annotations:
+def _cut_channels(ann: Annotations, logical: AppGraph, region: Region, op: str, at: str) -> Annotations:
     """``ann`` with window ``op``'s exchange in each channel of ``region``: the channel's
     split and merge join its channel, a fuse group holding the window's copy is cut in two
     there, and the channel's part before the exchange is exlocated from its part after."""
     k = region.width
     copies = [Region.channel_op(op, c) for c in range(k)]
-    mine = {copies[c]: (region.window_split(op, c), region.window_merge(op, c)) for c in range(k)}
+    mine = {copies[c]: (region.window_split(at, c), region.window_merge(at, c)) for c in range(k)}
     before = {Region.channel_op(o, c) for o in _reach(logical, op, set(region.operators), forward=False) for c in range(k)}
     after = {Region.channel_op(o, c) for o in _reach(logical, op, set(region.operators), forward=True) for c in range(k)}
     fuse: list[tuple[str, ...]] = []

@@ -86,7 +86,7 @@ from spadeopt.errors import UsageError
 from spadeopt.kinds import kind_of, selectivity
 from spadeopt.kinds.source import partitioning
 from spadeopt.model.graph import ARRIVAL, DYNAMIC, PARTITIONED, STATIC, AppGraph, PortRef, Stream
-from spadeopt.plan.eventtime import event_time_shape, flush_into_join, walk
+from spadeopt.plan.eventtime import event_time_shape, flushed_sides, walk
 from spadeopt.plan.region_index import RegionIndex, region_index
 
 BLOCK = 64  # tuples per round-robin block (split and merge agree on it)
@@ -151,6 +151,11 @@ class Region:
         (``plan.eventtime``): the channel's tuples to itself, watermark frames to the others."""
         return f"{self.name}__{op}__wsplit{channel}"
 
+    @staticmethod
+    def exchange_at(op: str, port: str) -> str:
+        """What names the window exchange in front of input ``port`` of ``op`` (a join may get one per side)."""
+        return op if port == "in" else f"{op}__{port}"
+
     def window_merge(self, op: str, channel: int) -> str:
         """The window exchange's merge at the input of ``op``'s copy in ``channel``."""
         return f"{self.name}__{op}__wmerge{channel}"
@@ -189,6 +194,7 @@ class Shape:
     partitions: int = 0  # a partitioned source's partitions (stream keys): the widest it may run
     inner: tuple[tuple[str, str, Any], ...] = ()  # event-time windows fed by a window exchange (plan.eventtime)
     clocks: tuple[tuple[str, str, Any] | None, ...] = ()  # per entry: the window its split clocks, or None
+    sides: tuple[tuple[str, str, str], ...] = ()  # join sides fed by a side exchange: (join, port, order attribute)
 
     @property
     def fed(self) -> str:
@@ -308,7 +314,7 @@ def _refuse(name: str, problems: list[str]) -> None:
 def check_region(graph: AppGraph, name: str, ops: tuple[str, ...]) -> Shape:
     """The region's shape, or ``UsageError`` naming every offending operator and why: the
     :data:`STRUCTURE_RULES`, then the partition key (:func:`_region_key`), the joins its
-    entries meet in, its event-time clocks and the flushes a join may not take.
+    entries meet in, its event-time clocks and the join sides that get a side exchange.
 
     Costs O(operators of the region + the streams that touch them), plus a walk of the
     operators a stream leaving the region could lead back from (none on a DAG whose
@@ -323,7 +329,12 @@ def check_region(graph: AppGraph, name: str, ops: tuple[str, ...]) -> Shape:
     if entries:
         _entries_meet_in_joins(graph, ops, f.ix, members, entries, key, problems)
     clocks, inner = event_time_shape(graph, ops, f.ix, members, entries, exit_port, problems)
-    flush_into_join(graph, ops, f.ix, problems)
+    sides = flushed_sides(graph, ops, f.ix)
+    if led is not None:  # merged by arrival: no numbers, so no frame can carry a side's high-water mark
+        problems += [f"join '{j}' takes on its {port} side rows a tumbling count window flushes at end of stream, "
+                     f"which its channels can only place with sequence numbers, and a region led by partitioned "
+                     f"source '{f.sources[0]}' has none; start the region after the join's inputs"
+                     for j, port, _ in sides]
     _refuse(name, problems)
     if led is not None:
         return Shape(None, exit_port, key, ARRIVAL, f.sources[0], partitions=led[0])
@@ -334,7 +345,7 @@ def check_region(graph: AppGraph, name: str, ops: tuple[str, ...]) -> Shape:
         src = graph.op(f.sources[0])
         return Shape(None, exit_port, key, ordering, src.name, src.params.split)
     return Shape(entries[0], exit_port, key, ordering, watermark=clocks[0], entries=tuple(entries), inner=inner,
-                 clocks=clocks)
+                 clocks=clocks, sides=sides)
 
 
 def _region_key(f: _Facts, led, problems: list[str]) -> tuple[str, ...]:

@@ -95,3 +95,19 @@ def test_fatm_widens_a_two_entry_region_when_the_work_justifies_it(desk):
     assert region.width >= 2 and tried[region.width] == max(tried.values())
     assert {region.split_of(0), region.split_of(1)} <= set(auto.plan.pe_of)
     check_plan(auto.plan, desk)
+
+
+@pytest.mark.parametrize("where", ["inside", "before"])
+def test_a_flushed_join_sides_exchange_is_in_the_mapped_profile(where):
+    """A join side a tumbling count window reaches gets a side exchange (decision 067):
+    the mapped profile has its splits and merges, and exactly the physical graph's links."""
+    from tests.toolkit.test_fission_joins import flush_join
+
+    graph = flush_join([], where).build()
+    regions = tuple(dataclasses.replace(r, width=3) for r in resolve_regions(graph, {}))
+    pprof = physical_profile(graph, _profile(graph, 0.2, {"src": 500.0}), regions)
+    phys = physical_graph(graph, regions)
+    assert pprof.fingerprint == phys.fingerprint
+    assert set(pprof.load) == {op.name for op in phys.operators}
+    assert Counter((a, b) for a, b, _, _ in pprof.links) == Counter((s.src.op, s.dst.op) for s in phys.streams)
+    assert all(pprof.load[f"reg__j__left__wsplit{c}"] > 0 for c in range(3))

@@ -57,3 +57,24 @@ def test_kill_three_times_through_an_exchange_into_an_event_time_window_gives_th
     out, restarts, _ = run_with_kills(tmp_path / "ck", b, 3, 0.5, victims=victims)
     assert len(restarts) == 3 and all(r is not None for r in restarts), restarts
     assert (out / "sink.jsonl").read_bytes() == (ref / "sink.jsonl").read_bytes()
+
+
+@pytest.mark.slow
+def test_kill_three_times_around_a_flushed_join_sides_exchange_gives_the_failure_free_answer(tmp_path):
+    """``tests/apps/flush_join.py`` at width 2 (its join's left side behind a side
+    exchange, decision 067: the join's checkpoint holds each side's high-water mark): the
+    PEs of the exchange and the join killed in turn, the sink as without failures."""
+    from tests.apps.flush_join import flush_join
+
+    ref_app = "tests/apps/flush_join.py"
+    params = {"tuples": 4000, "sensors": 30}
+    g = flush_join.build(params)
+    ref = build_and_run(g, plan_for(g, "all"), workdir=tmp_path / "ref", app_ref=ref_app)["dir"] / "out"
+    slow = flush_join.build({**params, "spin_us": 1500})
+    plan = dataclasses.replace(plan_for(slow, "manual"), checkpoints=True)
+    b = generate(slow, plan, tmp_path / "build", ref_app)
+    victims = [pe.pe for pe in b.deploy.pes if any("__j__left__w" in o or o.startswith("j__") for o in pe.operators)]
+    assert victims
+    out, restarts, _ = run_with_kills(tmp_path / "ck", b, 3, 0.5, victims=victims)
+    assert len(restarts) == 3 and all(r is not None for r in restarts), restarts
+    assert (out / "matches.jsonl").read_bytes() == (ref / "matches.jsonl").read_bytes()

@@ -252,23 +252,113 @@ def test_a_join_ordering_its_sides_by_different_types_is_refused():
     assert "orders its sides by 'ts' (int) and 'ts' (float)" in msg and "must be ints or both floats" in msg, msg
 
 
-def test_a_join_after_a_count_window_flush_is_refused():
-    """Issue 36's known gap: a tumbling count window flushes its open groups at end of
-    stream in the order they were opened, not by the join's order attribute; the width-1
-    join merges such a side by its heads, an order that depends on every key's rows, so a
-    channel's join (its keys' rows only) gave the same rows in another order. Refused,
-    naming both operators, whether the window is in the region or before it."""
-    for inside in (True, False):
-        def build(inside=inside):
-            a = App("flush")
-            s = a.source("src", SCHEMA, generator=replay, args={"rows": []})
-            left, right = a.split("side", s, predicates=["v % 2 == 0", "v % 3 == 0"])
-            cw = a.aggregate("cw", left, window=count_window(4), by=["k"],
-                             output={"k": "k", "ts": "last(ts)", "v:int": "sum(v)"})
-            j = a.join("j", cw, right, on="k", order="ts", window=(time_window("ts", 30), time_window("ts", 30)),
-                       output={"k": "left.k", "ts": "left.ts", "v:int": "left.v - right.v"})
-            a.sink("o", j)
-            a.parallel(*(("side", "cw", "j") if inside else ("j",)), width=2, name="reg")
-            return a
-        msg = _refusal(build)
-        assert "join 'j' is after tumbling count window 'cw'" in msg, msg
+# ---- a join fed by a tumbling count window's end-of-stream flush -----------------------
+
+FLUSH_WINDOWS = [(time_window("ts", 30), time_window("ts", 30)), (count_window(2), count_window(3)),
+                 (time_window("ts", 0), count_window(1))]
+
+
+def flush_join(rows: list[tuple], where: str = "inside", both: bool = False, size: int = 4, ts: str = "last(ts)",
+               window=FLUSH_WINDOWS[0], keys=("k",)) -> App:
+    """A tumbling count window (``size`` tuples per key, row ``ts`` = ``ts``) feeds the
+    join's left side (and with ``both`` another its right side); its end-of-stream flush
+    sends rows whose order values go back. ``where``: the window in the region
+    (``inside``), before it (``before``, the region is the join alone) or the region
+    entered by the window's output and a second stream (``two``)."""
+    a = App("flush")
+    s = a.source("src", SCHEMA, generator=replay, args={"rows": rows})
+    left, right = a.split("side", s, predicates=["v % 2 == 0", "v % 3 == 0"])
+    out = {"k": "k", "ts": ts, "v:int": "sum(v)"}
+    cw = a.aggregate("cw", left, window=count_window(size), by=["k"], output=out)
+    if both:
+        right = a.aggregate("cw2", right, window=count_window(size - 1), by=["k"], output=out)
+    if where == "two":
+        right = a.source("rsrc", SCHEMA, generator=replay, args={"rows": tied_rows(150, 5, len(rows))})
+    j = a.join("j", cw, right, on="k", order="ts", window=window,
+               output={"k": "left.k", "ts": "left.ts", "v:int": "left.v * 1000 - right.v"})
+    a.sink("sink", j)
+    inside = ("side", "cw", *(("cw2",) if both else ()), "j")
+    a.parallel(*(inside if where == "inside" else ("j",)), width=2, name="reg")
+    return a
+
+
+FLUSH_FUSIONS = ("none", "all", "all-nocollapse", "manual")  # "mixed" pairs break the exchanges' exlocations
+
+
+@pytest.mark.parametrize("where", ["inside", "before", "two"])
+def test_a_join_fed_by_a_count_windows_flush_matches_width_1(tmp_path_factory, where):
+    """Issue 36's known gap, once refused: the window flushes its open groups at end of
+    stream in the order they were opened, so the join's left side goes back in order
+    value; width 1 takes such a row at its side's high-water mark, which a channel learns
+    from the side exchange's frames (docs/decisions/067-joins-take-flushed-rows-at-the-high-water-mark.md)."""
+    rows = assert_every_width_matches(flush_join(tied_rows(300, 7, 1), where), tmp_path_factory, 1, [7, 30],
+                                      widths=(2, 3), fusions=FLUSH_FUSIONS)
+    assert len(rows) > 50
+
+
+@pytest.mark.slow
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(where=st.sampled_from(["inside", "before", "two"]), both=st.booleans(), size=st.integers(2, 6),
+       ts=st.sampled_from(["last(ts)", "first(ts)", "max(ts)"]), window=st.sampled_from(FLUSH_WINDOWS),
+       seed=st.integers(0, 10**6), keys=st.sampled_from([1, 3, 9]),
+       chunks=st.lists(st.integers(1, 40), min_size=1, max_size=3))
+def test_random_joins_fed_by_count_window_flushes_match_width_1(tmp_path_factory, where, both, size, ts, window,
+                                                                 seed, keys, chunks):
+    """Windows in the region or before it, on one side or both, rows stamped with their
+    group's last, first or largest time (``first`` goes back even before the flush): every
+    width 2-3 under every fusion gives the width-1 rows in the width-1 order."""
+    app = flush_join(tied_rows(150, keys, seed), where, both and where == "inside", size, ts, window)
+    base = simulate(app, "all", tmp_path_factory.mktemp("w1"), widths={"reg": 1}, chunks=chunks)
+    for width in (2, 3):
+        for fusion in FLUSH_FUSIONS:
+            got = simulate(app, fusion, tmp_path_factory.mktemp(f"w{width}"), seed=seed + width,
+                           widths={"reg": width}, chunks=chunks)
+            assert got == base, (width, fusion)
+
+
+@pytest.mark.parametrize("where", ["inside", "before"])
+def test_a_flushed_join_side_without_its_frames_gives_another_answer(tmp_path_factory, monkeypatch, where):
+    """The side exchange has teeth: without it (the channel's join merges its keys' rows by
+    their own heads), or with it but sending no frames (each channel's mark is its own),
+    the rows differ from width 1's."""
+    from spadeopt.plan import regions
+
+    app = flush_join(tied_rows(300, 7, 1), where)
+    assert not _differs(app, tmp_path_factory)
+    real = KINDS["exchange_split"]
+
+    def no_frames(graph, op, imports):
+        ctx = real.lower(graph, op, imports)
+        return {**ctx, "clock": None} if "__j__left__" in op.name else ctx
+
+    with monkeypatch.context() as m:
+        m.setitem(KINDS, "exchange_split", dataclasses.replace(real, lower=no_frames))
+        assert _differs(app, tmp_path_factory)
+    monkeypatch.setattr(regions, "flushed_sides", lambda *a: ())
+    assert _differs(app, tmp_path_factory)
+
+
+def test_a_flushed_join_side_gets_a_side_exchange_in_each_channel():
+    """The physical graph: a split and a clocked merge per channel in front of the join's
+    left side only, named after the side; the region's other operators untouched."""
+    from spadeopt.plan.fission import physical_graph
+    from spadeopt.plan.regions import resolve_regions
+
+    graph = flush_join([], "inside").build()
+    phys = physical_graph(graph, resolve_regions(graph, {"reg": 3}))
+    names = {o.name for o in phys.operators}
+    assert {f"reg__j__left__wsplit{c}" for c in range(3)} <= names
+    assert {f"reg__j__left__wmerge{c}" for c in range(3)} <= names
+    assert not any("__right__" in n for n in names)
+    assert all(phys.op(f"reg__j__left__wmerge{c}").params.clocked for c in range(3))
+
+
+def test_real_run_of_a_join_fed_by_a_flush_matches_width_1(tmp_path):
+    """Processes and ZeroMQ links: width 3 (one PE per operator) gives width 1's sinks."""
+    from spadeopt.orchestrate.local import build_and_run
+    from tests.toolkit.harness import plan
+
+    graph = flush_join(tied_rows(300, 7, 4), "inside").build()
+    runs = {w: build_and_run(graph, plan(graph, "none", {"reg": w}), workdir=tmp_path / str(w),
+                             settings={"batch_size": 7})["sinks"] for w in (1, 3)}
+    assert runs[1]["sink"] and runs[3] == runs[1]
