@@ -287,6 +287,67 @@ def test_the_control_check_catches_planted_messages():
     assert hand_made_messages('if ev["event"] & FAILURES:\n    pass') == []
 
 
+# ---- an operator kind's name is tested only inside kinds/ -------------------------------
+
+def kind_name_tests(source: str, names: set[str]) -> list[str]:
+    """Where ``source`` tests an operator's kind by name: ``x.kind == "join"``, ``!=``,
+    ``in ("source", ...)``, with a name in ``names``. Outside ``spadeopt/kinds/`` such a
+    test belongs in the kind's record (a ``Kind`` field or function), so a new kind is one
+    module. A ``.kind`` compared with a string that names no kind (a master's ``"local"``,
+    a failure's ``"link"``) is not one."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Compare):
+            continue
+        sides = [node.left, *node.comparators]
+        if not any(isinstance(x, ast.Attribute) and x.attr == "kind" for x in sides):
+            continue
+        for x in sides:
+            consts = x.elts if isinstance(x, ast.Tuple | ast.List | ast.Set) else [x]
+            if any(isinstance(c, ast.Constant) and c.value in names for c in consts):
+                found.append(f"line {node.lineno}: {ast.unparse(node)}")
+                break
+    return found
+
+
+def test_kind_names_are_tested_only_inside_kinds():
+    from spadeopt.kinds import KINDS
+
+    bad = {mod: hits for mod, path in MODULES.items() if not mod.startswith("spadeopt.kinds")
+           if (hits := kind_name_tests(path.read_text(), set(KINDS)))}
+    assert not bad, f"ask the kind's record (spadeopt.kinds) instead: {bad}"
+
+
+def test_the_kind_name_check_catches_planted_tests():
+    names = {"source", "join", "custom"}
+    assert len(kind_name_tests('if op.kind == "join":\n    pass', names)) == 1
+    assert len(kind_name_tests('xs = [o for o in ops if o.kind != "source"]', names)) == 1
+    assert len(kind_name_tests('ok = graph.op(n).kind in ("custom", "join")', names)) == 1
+    assert kind_name_tests('if master.kind == "local":\n    pass', names) == []  # not an operator kind
+    assert kind_name_tests('if op.name == "join":\n    pass', names) == []
+
+
+# ---- no two modules share a file name ----------------------------------------------------
+
+def shared_file_names(paths: list[Path]) -> dict[str, list[str]]:
+    """File names (but ``__init__.py``) held by more than one module of ``paths``."""
+    by: dict[str, list[str]] = defaultdict(list)
+    for p in paths:
+        if p.name != "__init__.py":
+            by[p.name].append(str(p))
+    return {n: sorted(ps) for n, ps in by.items() if len(ps) > 1}
+
+
+def test_no_two_modules_share_a_file_name():
+    shared = shared_file_names(list(MODULES.values()))
+    assert not shared, f"name each module for what it holds, once: {shared}"
+
+
+def test_the_file_name_check_catches_a_planted_twin():
+    assert shared_file_names([Path("a/base.py"), Path("b/base.py"), Path("a/__init__.py"), Path("b/__init__.py")]) \
+        == {"base.py": ["a/base.py", "b/base.py"]}
+
+
 def test_the_runtime_never_imports_the_frontend():
     """PEs import user modules (``runtime.loader``) but never the App builder: finding the
     app in a module is ``api.load_app``'s, above both."""

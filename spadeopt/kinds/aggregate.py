@@ -299,6 +299,13 @@ def _sliding_time(w: Window) -> bool:
     return w.several_open  # sliding, or tumbling with an allowed lateness: the sliding code
 
 
+def flushes_out_of_order(op: Operator) -> bool:
+    """A tumbling count window: its end-of-stream flush emits its open groups in the order
+    they were opened, whatever their rows' order values (decision 067)."""
+    w = getattr(op.params, "window", None)
+    return w is not None and w.kind == "count" and final_rows(op)
+
+
 KIND = Kind("aggregate", declare, derive, lower, "ops/aggregate.py.j2", region_problem=region_problem,
             forwards=forwards, channel_params=channel_params, event_time=event_time, final_rows=final_rows,
-            number_bits=number_bits)
+            number_bits=number_bits, flushes_out_of_order=flushes_out_of_order)

@@ -205,5 +205,10 @@ def number_bits(op: Operator) -> int:
     return 65
 
 
+def order_of(op: Operator, port: str) -> str | None:
+    """The attribute input ``port`` (``left`` or ``right``) is merged by."""
+    return getattr(op.params, f"{port}_order", None)
+
+
 KIND = Kind("join", declare, derive, lower, "ops/join.py.j2", region_problem=region_problem,
-            forwards=forwards, channel_params=channel_params, number_bits=number_bits)
+            forwards=forwards, channel_params=channel_params, number_bits=number_bits, order_of=order_of)

@@ -94,6 +94,14 @@ def _no_generator(op: Operator) -> Any:
     return None
 
 
+def _no_order(op: Operator, port: str) -> str | None:
+    return None
+
+
+def _no_flag(op: Operator) -> bool:
+    return False
+
+
 @dataclass(frozen=True)
 class Kind:
     """Everything the stages need to know about one operator kind.
@@ -157,6 +165,8 @@ class Kind:
     fission_made: bool = False  # made by plan.fission (splits, merges, exchanges), never declared by apps
     generator: Callable[[Operator], Any] = _no_generator  # what a source reads (a SymbolRef), else None
     state_declared: bool = False  # its state and key are what the app declares (custom), not derived
+    order_of: Callable[[Operator, str], str | None] = _no_order  # the attribute an input port is merged by (join)
+    flushes_out_of_order: Callable[[Operator], bool] = _no_flag  # end-of-stream rows go back in order (count window)
 
 
 def derive_declared(where: str, raw: dict[str, Any], ins: dict[str, Schema], problems: Problems) -> Derived:

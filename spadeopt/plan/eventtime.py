@@ -141,19 +141,13 @@ def flushed_sides(graph: AppGraph, ops: tuple[str, ...], ix: Any) -> tuple[Side,
     out: list[Side] = []
     for j in ops:
         op = graph.op(j)
-        if op.kind != "join":
-            continue
         for _, s in sorted(ix.ins[j]):
+            order = kind_of(op).order_of(op, s.dst.port)
+            if order is None:
+                continue  # not a port merged by an order attribute (not a join)
             up = {s.src.op} | walk(s.src.op, ix.pred, everything)
-            if any(_flushes_out_of_order(graph.op(o)) for o in up):
-                side = (j, s.dst.port, getattr(op.params, f"{s.dst.port}_order"))
+            if any(kind_of(graph.op(o)).flushes_out_of_order(graph.op(o)) for o in up):
+                side = (j, s.dst.port, order)
                 if side not in out:
                     out.append(side)
     return tuple(out)
-
-
-def _flushes_out_of_order(op: Any) -> bool:
-    """A tumbling count window: its end-of-stream flush emits its open groups in the order
-    they were opened, whatever their rows' order values."""
-    w = getattr(op.params, "window", None)
-    return op.kind == "aggregate" and w is not None and w.kind == "count" and kind_of(op).final_rows(op)

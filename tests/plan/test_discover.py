@@ -237,13 +237,21 @@ def test_every_discovered_region_is_legal_disjoint_and_maximal(app):
 def discovered_plan(graph: AppGraph, width: int, fusion: str):
     regions = tuple(Region(r.name, r.operators, width, r.key, r.ordering, r.fed)
                     for r in discover_regions(graph).regions)
-    names = [op.name for op in physical_graph(graph, regions).operators]
-    if fusion == "all":
-        groups = [names]
-    elif fusion == "none":
+    phys = physical_graph(graph, regions)
+    names = [op.name for op in phys.operators]
+    apart = {frozenset((a, b)) for group in phys.annotations.exlocate for a in group for b in group if a != b}
+    if fusion == "none":
         groups = [[n] for n in names]
-    else:  # mixed: consecutive pairs
-        groups = [names[i:i + 2] for i in range(0, len(names), 2)]
+    else:  # all: as few PEs as the exlocations allow; mixed: consecutive pairs, split where exlocated
+        size = len(names) if fusion == "all" else 2
+        groups = []
+        for n in names:  # the first group it may join (an exchange in front of a join side or a window
+            # keeps each channel's part before it apart from its part after it: decisions 035, 067)
+            fit = [g for g in groups if len(g) < size and not any(frozenset((n, m)) in apart for m in g)]
+            if fit:
+                fit[0].append(n)
+            else:
+                groups.append([n])
     return make_plan(graph, "auto", groups, [0] * len(groups), 1, 2, regions=regions)
 
 

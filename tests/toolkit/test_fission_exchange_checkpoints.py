@@ -69,7 +69,7 @@ def test_kill_three_times_around_a_flushed_join_sides_exchange_gives_the_failure
     ref_app = "tests/apps/flush_join.py"
     params = {"tuples": 4000, "sensors": 30}
     g = flush_join.build(params)
-    ref = build_and_run(g, plan_for(g, "all"), workdir=tmp_path / "ref", app_ref=ref_app)["dir"] / "out"
+    ref = build_and_run(g, plan_for(g, "all"), workdir=tmp_path / "ref", app_ref=ref_app).dir / "out"
     slow = flush_join.build({**params, "spin_us": 1500})
     plan = dataclasses.replace(plan_for(slow, "manual"), checkpoints=True)
     b = generate(slow, plan, tmp_path / "build", ref_app)

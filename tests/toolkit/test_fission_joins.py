@@ -355,10 +355,10 @@ def test_a_flushed_join_side_gets_a_side_exchange_in_each_channel():
 
 def test_real_run_of_a_join_fed_by_a_flush_matches_width_1(tmp_path):
     """Processes and ZeroMQ links: width 3 (one PE per operator) gives width 1's sinks."""
-    from spadeopt.orchestrate.local import build_and_run
+    from spadeopt.orchestrate.build_local import build_and_run
     from tests.toolkit.harness import plan
 
     graph = flush_join(tied_rows(300, 7, 4), "inside").build()
     runs = {w: build_and_run(graph, plan(graph, "none", {"reg": w}), workdir=tmp_path / str(w),
-                             settings={"batch_size": 7})["sinks"] for w in (1, 3)}
+                             settings={"batch_size": 7}).sinks for w in (1, 3)}
     assert runs[1]["sink"] and runs[3] == runs[1]
