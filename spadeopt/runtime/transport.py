@@ -10,7 +10,7 @@ Links are authenticated and encrypted with CURVE unless the run is insecure (see
 
 A batch is cut into frames of about ``FRAME_BYTES`` at most: a batch whose encoding is
 larger goes as two halves, each cut again if need be (in order; a fission pulse stays
-last in the last one), so the tuple count per batch (``batch_size``, 2,048) bounds small
+last in the last one), so the tuple count per batch (``batch_size``) bounds small
 tuples and the bytes bound large ones: a link queues at most its high-water mark of such
 frames. Frames are bounded by ``max_frame`` at both ends: a ``Sender`` refuses to send
 a single tuple larger (``FrameTooLarge``, raised in the operator that submitted it), and every PULL
