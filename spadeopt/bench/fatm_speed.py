@@ -1,5 +1,5 @@
 """Benchmark: how long FATM takes with fission on (issue 12: 200 operators <= 1 s,
-2,000 <= 60 s).
+2,000 <= 60 s on 1 x 2 and 1 x 8 cores; issue 36: 200 operators on 1 x 64 cores <= 5 s).
 
 A chain app of ``n`` operators (a source, ``n - 2`` functors, every seventh with a
 filter, a sink) declares one parallel region of 10 functors in its middle; a synthetic
@@ -7,16 +7,20 @@ profile gives every stream 10,000 tuples/s and the operators loads of 0.002-0.01
 ``fuse_auto`` runs at ``--rate max`` on 1 x 2 and 1 x 8 cores (width candidates 1..2 and
 1..8, then the MaxFrac ladder on the chosen widths), with automatic region discovery off
 and on (issue 27: the rest of the chain becomes two discovered regions, whose widths are
-searched too). Discovery alone is timed on apps/bargain.py (204 operators, 88 regions).
+searched too). The many-core cases (:data:`MANY_CORES`: 200 operators on 1 x 16 and
+1 x 64 cores, discovery on, as ``spadeopt optimize ... --cores 64`` plans) run once each
+and are written as rows of their own. Discovery alone is timed on apps/bargain.py (204 operators, 88 regions).
 Wall-clock and CPU seconds
 (``time.process_time``) of each call, written to ``optimizer_fatm_speed.json``; small
 cases run ``REPEATS`` times and report the fastest call (the least disturbed one; all
-calls are listed), the 2,000-operator ones once. The load average before each case is
+calls are listed), the 2,000-operator ones once (many_cores: one call each; its
+target is CPU seconds). The load average before each case is
 recorded: on a shared machine the wall clock also counts other processes' time.
 Synthetic.
 
     python -m spadeopt.bench.fatm_speed docs/results
     python -m spadeopt.bench.fatm_speed docs/results --against /tmp/old   # before/after, side by side
+    python -m spadeopt.bench.fatm_speed docs/results --many-cores   # only 200 operators at 1 x 16 and 1 x 64
 
 ``--against TREE`` (a checkout of an older commit, e.g. ``git archive REV | tar -x -C TREE``)
 times the same cases (discovery on, as ``fuse_auto`` defaults) under that tree's code and
@@ -43,6 +47,8 @@ from spadeopt.plan.discover import discover_regions
 from spadeopt.toolkit.sources import counter
 
 TARGETS_S = {200: 1.0, 2000: 60.0}
+MANY_CORES = ((200, 16), (200, 64))  # (operators, cores), discovery on, one call each
+MANY_TARGETS_S = {(200, 64): 5.0}
 RATE = 10_000.0
 REPEATS = {200: 3}  # calls per case (default 1)
 
@@ -74,14 +80,58 @@ def discovery_row(app: str = "apps/bargain.py", repeats: int = 3) -> dict:
             "checks": found.checks, "cpu_seconds": min(cpus), "calls_cpu_seconds": cpus}
 
 
+def chain_profile(g: AppGraph) -> OperatorProfile:
+    """The synthetic profile of :func:`chain_app`'s graph (module docstring)."""
+    load = {op.name: 0.002 + (i % 5) * 0.003 for i, op in enumerate(g.operators)}
+    return OperatorProfile(g.name, g.fingerprint, load, tuple((s.src.op, s.dst.op, RATE, 60.0) for s in g.streams),
+                           RATE)
+
+
+def many_cores_row(n: int, cores: int) -> dict:
+    """One call of ``fuse_auto`` on ``n`` operators at 1 x ``cores`` (discovery on): wall and
+    CPU seconds, and what it planned."""
+    g = chain_app(n)
+    load_avg = os.getloadavg()[0]
+    t0, c0 = time.perf_counter(), time.process_time()
+    auto = fuse_auto(g, chain_profile(g), LinearCommModel(2e-6, 1e-9), nodes=1, cores=cores, rate="max")
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    target = MANY_TARGETS_S.get((n, cores))
+    return {"operators": n, "cores": cores, "discover": True, "seconds": wall, "cpu_seconds": cpu,
+            "load_average_1min": load_avg, "pes": len(auto.plan.pes), "widths": auto.explain["fission"]["widths"],
+            "predicted_rate": auto.explain["rate"]["predicted"], "max_frac": auto.explain["max_frac"],
+            "target_seconds": target, "meets_target": None if target is None else cpu <= target}
+
+
+def many_rows(cases=MANY_CORES, log=print) -> list[dict]:
+    """:func:`many_cores_row` of each ``(operators, cores)`` case, logged."""
+    rows = []
+    for n, cores in cases:
+        r = many_cores_row(n, cores)
+        rows.append(r)
+        log(f"  {n} operators, 1 x {cores} cores, discovery on: {r['seconds']:.2f} s wall, {r['cpu_seconds']:.2f} s "
+            f"CPU ({r['pes']} PEs, predicted {r['predicted_rate']:.0f}/s; load average {r['load_average_1min']:.1f})")
+    return rows
+
+
+def run_many(out_dir: Path, log=print) -> dict:
+    """Only the many-core cases, written into ``optimizer_fatm_speed.json``'s ``many_cores``
+    (the file's other rows are kept)."""
+    path = out_dir / "optimizer_fatm_speed.json"
+    doc = json.loads(path.read_text()) if path.exists() else {"benchmark": "fatm-speed"}
+    doc["many_cores"] = many_rows(log=log)
+    doc["many_cores_when"] = time.strftime("%Y-%m-%dT%H:%M:%S")
+    doc["many_cores_command"] = "python -m spadeopt.bench.fatm_speed DIR --many-cores"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc, indent=2) + "\n")
+    return doc
+
+
 def run(out_dir: Path, sizes=(200, 2000), cores_list=(2, 8), log=print, discover_list=(False, True),
-        discovery_app: str | None = "apps/bargain.py") -> dict:
+        discovery_app: str | None = "apps/bargain.py", many_cores=MANY_CORES) -> dict:
     rows = []
     for n in sizes:
         g = chain_app(n)
-        load = {op.name: 0.002 + (i % 5) * 0.003 for i, op in enumerate(g.operators)}
-        prof = OperatorProfile(g.name, g.fingerprint, load,
-                               tuple((s.src.op, s.dst.op, RATE, 60.0) for s in g.streams), RATE)
+        prof = chain_profile(g)
         for cores, discover in itertools.product(cores_list, discover_list):
             load_avg = os.getloadavg()[0]
             walls, cpus = [], []
@@ -99,13 +149,14 @@ def run(out_dir: Path, sizes=(200, 2000), cores_list=(2, 8), log=print, discover
                          "target_seconds": TARGETS_S.get(n), "meets_target": secs <= TARGETS_S.get(n, float("inf"))})
             log(f"  {n} operators, 1 x {cores} cores, discovery {'on' if discover else 'off'}: {secs:.2f} s wall, "
                 f"{min(cpus):.2f} s CPU ({len(auto.plan.pes)} PEs; load average {load_avg:.1f})")
+    many = many_rows(many_cores, log)
     discovery = discovery_row(discovery_app) if discovery_app else None
     if discovery:
         log(f"  discovery on {discovery['app']}: {discovery['cpu_seconds']:.3f} s CPU, {discovery['checks']} checks")
     doc = {"benchmark": "fatm-speed", "when": time.strftime("%Y-%m-%dT%H:%M:%S"), "python": platform.python_version(),
-           "runs": rows, "discovery": discovery, "command": "python -m spadeopt.bench.fatm_speed DIR",
+           "runs": rows, "many_cores": many, "discovery": discovery, "command": "python -m spadeopt.bench.fatm_speed DIR",
            "note": "shared 2-core VM, noisy: seconds is the fastest wall-clock call of the case (calls_seconds "
-                   "lists them), cpu_seconds the least process CPU time of its calls"}
+                   "lists them), cpu_seconds the least process CPU time of its calls; many_cores: one call each"}
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "optimizer_fatm_speed.json").write_text(json.dumps(doc, indent=2) + "\n")
     return doc
@@ -173,6 +224,10 @@ def main(argv: list[str] | None = None) -> int:
         base = Path(args[i + 1])
         rest = args[:i] + args[i + 2:]
         against(Path(rest[0] if rest else "docs/results"), base)
+        return 0
+    if "--many-cores" in args:
+        rest = [a for a in args if a != "--many-cores"]
+        run_many(Path(rest[0] if rest else "docs/results"))
         return 0
     run(Path(args[0] if args else "docs/results"))
     return 0

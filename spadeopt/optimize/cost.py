@@ -244,7 +244,8 @@ class BookLayout:
     external link count per partition. Problems that differ only in their numbers (e.g.
     :meth:`FusionProblem.rescaled`) share one."""
 
-    __slots__ = ("members", "keys", "ranks", "key_ranks", "groups", "chans", "ends", "pairs", "n_ext")
+    __slots__ = ("members", "keys", "ranks", "key_ranks", "groups", "chans", "ends", "pairs", "n_ext", "touch",
+                 "pair_links")
 
     def __init__(self, problem: FusionProblem, initial: Iterable[frozenset[str]],
                  exclusion: dict[str, frozenset[int]]) -> None:
@@ -286,6 +287,16 @@ class BookLayout:
                 q = pair_index[key] = len(self.pairs)
                 self.pairs.append(key)
             self.ends.append((i, j, q))
+        # the links each partition's Rate sums and each pair's shared rate, by index, in link order
+        self.touch: list[list[int]] = [[] for _ in self.members]
+        self.pair_links: list[list[int]] = [[] for _ in self.pairs]
+        for x, end in enumerate(self.ends):
+            if end is None:
+                continue
+            self.touch[end[0]].append(x)
+            if len(end) == 3:
+                self.touch[end[1]].append(x)
+                self.pair_links[end[2]].append(x)
 
 
 class PartitionBook:
@@ -313,35 +324,21 @@ class PartitionBook:
         layout = BookLayout(problem, initial, exclusion) if layout is None else layout
         self.ranks = layout.ranks
         self._next_id = len(layout.members)
-        n = len(layout.members)
-        rates: list[list[float]] = [[] for _ in range(n)]
-        byte_rates: list[list[float]] = [[] for _ in range(n)]
-        pair_rates: list[list[float]] = [[] for _ in layout.pairs]
-        pair_bytes: list[list[float]] = [[] for _ in layout.pairs]
-        for link, end in zip(problem.links, layout.ends, strict=True):
-            if end is None:
-                continue  # inside one partition
-            r = link.rate
-            br = r * link.size  # Link.byte_rate
-            if len(end) == 1:
-                (i,) = end
-                rates[i].append(r)
-                byte_rates[i].append(br)
-                continue
-            i, j, q = end
-            rates[i].append(r)
-            byte_rates[i].append(br)
-            rates[j].append(r)
-            byte_rates[j].append(br)
-            pair_rates[q].append(r)
-            pair_bytes[q].append(br)
+        if len(layout.ends) != len(problem.links):
+            raise ValueError("a BookLayout serves only problems of its own structure")
+        rate_of = [link.rate for link in problem.links]
+        bytes_of = [r * link.size for r, link in zip(rate_of, problem.links, strict=True)]  # Link.byte_rate
         fsum = math.fsum
         load, cost, inf = problem.load, problem.comm.cost, math.inf
         parts: dict[int, _Part] = {}
+        crossing: list[float] = []  # every link end on a partition boundary: the objective's terms
         for pid, members in enumerate(layout.members):
             oper = fsum([load[op] for op in members])
-            tuples = fsum(rates[pid])
-            bytes_ = fsum(byte_rates[pid])
+            touch = layout.touch[pid]
+            rates = [rate_of[x] for x in touch]
+            crossing += rates
+            tuples = fsum(rates)
+            bytes_ = fsum([bytes_of[x] for x in touch])
             size_ = bytes_ / tuples if tuples > 0 else 0.0  # _mean_size
             comm = cost(tuples, size_)
             if not (type(comm) is float and 0.0 <= comm < inf):
@@ -351,12 +348,12 @@ class PartitionBook:
                                bytes_, layout.n_ext[pid], comp, oper / comp if comp > 0 else 1.0)  # _util
             if layout.chans is not None:
                 parts[pid].chan = layout.chans[pid]
-        for (a, b), rs, bs in zip(layout.pairs, pair_rates, pair_bytes, strict=True):
-            value = (fsum(rs), fsum(bs))
+        for (a, b), xs in zip(layout.pairs, layout.pair_links, strict=True):
+            value = (fsum([rate_of[x] for x in xs]), fsum([bytes_of[x] for x in xs]))
             parts[a].nbr[b] = value
             parts[b].nbr[a] = value
         self.parts = parts
-        self._objective = fsum([r for rs in rates for r in rs])
+        self._objective = fsum(crossing)  # fsum is exact: the order of its terms does not matter
 
     def ids(self) -> list[int]:
         """Live partition ids, ascending."""

@@ -110,14 +110,23 @@ def symmetric_groups(physical_ops: Sequence[str], regions: Sequence[Region], loa
 
 
 def legal(groups: Sequence[Sequence[str]], problem: FusionProblem) -> bool:
-    """Whether ``groups`` keep colocation groups whole and every exclusion and channel rule."""
+    """Whether ``groups`` keep colocation groups whole and every exclusion and channel rule.
+    The problem's initial partitions and exclusion groups are computed once per problem
+    structure (``problem.shared``), not once per member of the family."""
     where = {op: i for i, g in enumerate(groups) for op in g}
     if set(where) != set(problem.operators):
         return False
-    for part in initial_partitions(problem):
-        if len({where[op] for op in part}) > 1:
+    shared = problem.shared
+    initial = shared.get("initial_partitions")
+    if initial is None:
+        initial = shared["initial_partitions"] = initial_partitions(problem)
+    for part in initial:
+        if len(part) > 1 and len({where[op] for op in part}) > 1:
             return False
-    for eg in exclusion_groups(problem):
+    excl = shared.get("exclusion_groups")
+    if excl is None:
+        excl = shared["exclusion_groups"] = exclusion_groups(problem)
+    for eg in excl:
         if len({where[op] for op in eg.members}) < len(eg.members):
             return False
     try:

@@ -108,7 +108,27 @@ def _channel_copy(op: Operator, c: int, k: int, dynamic: bool) -> Operator:
     return dataclasses.replace(op, name=name, inputs=ins, outputs=outs, params=params)
 
 
-def _rewrite_one(graph: AppGraph, region: Region) -> AppGraph:
+def _copies_of(graph: AppGraph, region: Region, dynamic: bool, copies: dict | None) -> list[Operator]:
+    """Every channel copy of ``region`` (channel by channel, operators in region order).
+    ``copies`` (the logical graph's memo of them, keyed by the operator object, channel,
+    width and ordering) lends the copies made for an earlier width vector: a copy is a
+    pure function of those, and operators are immutable, so the same objects serve."""
+    k = region.width
+    if copies is None:
+        return [_channel_copy(graph.op(o), c, k, dynamic) for c in range(k) for o in region.operators]
+    out = []
+    for c in range(k):
+        for o in region.operators:
+            op = graph.op(o)
+            key = (id(op), c, k, dynamic)
+            got = copies.get(key)
+            if got is None or got[0] is not op:
+                got = copies[key] = (op, _channel_copy(op, c, k, dynamic))
+            out.append(got[1])
+    return out
+
+
+def _rewrite_one(graph: AppGraph, region: Region, copies: dict | None = None) -> AppGraph:
     shape = check_region(graph, region.name, region.operators)
     check_width(region.name, region.width, shape)
     if (region.ordering == ARRIVAL) != (shape.ordering == ARRIVAL):
@@ -152,7 +172,7 @@ def _rewrite_one(graph: AppGraph, region: Region) -> AppGraph:
             ops.append(op)
         elif op.name == region.operators[0]:
             ops.extend(head)
-            ops.extend(_channel_copy(graph.op(o), c, k, dynamic) for c in range(k) for o in region.operators)
+            ops.extend(_copies_of(graph, region, dynamic, copies))
             ops.extend(tail)
     streams: list[Stream] = []
     exit_done = False
@@ -327,10 +347,16 @@ def _annotations(ann: Annotations, region: Region, members: set[str], producers:
     )
 
 
-def rewrite_region(graph: AppGraph, region: Region) -> AppGraph:
+def rewrite_region(graph: AppGraph, region: Region, copies: dict | None = None) -> AppGraph:
     """``graph`` with one region (of width > 1) rewritten; ``physical_graph`` applies this
-    region by region."""
-    return _rewrite_one(graph, region)
+    region by region. ``copies``: :func:`channel_copies` of the logical graph, if any."""
+    return _rewrite_one(graph, region, copies)
+
+
+def channel_copies(graph: AppGraph) -> dict:
+    """The memo of channel copies made from ``graph``'s operators (:func:`_copies_of`),
+    kept with the graph: width vectors that share a region's width share its copies."""
+    return graph.memo.setdefault("channel_copies", {})
 
 
 def physical_graph(graph: AppGraph, regions: tuple[Region, ...]) -> AppGraph:
@@ -343,9 +369,9 @@ def physical_graph(graph: AppGraph, regions: tuple[Region, ...]) -> AppGraph:
     key = ("physical", tuple(r for r in regions if r.width > 1))
     out = graph.memo.get(key)
     if out is None:
-        out = graph
+        out, copies = graph, channel_copies(graph)
         for r in key[1]:
-            out = _rewrite_one(out, r)
+            out = _rewrite_one(out, r, copies)
         if key[1]:  # what it is rewritten from decides it: not hashed again over thousands of copies
             out.__dict__["fingerprint"] = hashlib.sha256(
                 f"{graph.fingerprint}/{key[1]!r}".encode()).hexdigest()[:16]
@@ -362,6 +388,9 @@ def physical_graph(graph: AppGraph, regions: tuple[Region, ...]) -> AppGraph:
                     raise UsageError(f"parallel region '{r.name}' is fed by an exchange from region "
                                      f"'{r.after}', but {problem}; plan it again")
                 out = _exchange(out, up, r)
+        if key[1] and "fingerprint" not in out.__dict__:  # the exchanges' graph: decided by the same
+            out.__dict__["fingerprint"] = hashlib.sha256(  # (the regions say which are exchanges)
+                f"{graph.fingerprint}/{key[1]!r}/exchanges".encode()).hexdigest()[:16]
         graph.memo[key] = out
     return out
 

@@ -1,7 +1,7 @@
 """FATM's speed-ups change no answer (issue 12, optimizer speed): the rescaled problems of
 the rate search, the per-call cache of physical graphs, the width search's plans reused by
-the MaxFrac ladder and GreedyFuse's one-pass sums give what rebuilding everything gives,
-bit for bit."""
+the MaxFrac ladder, GreedyFuse's one-pass sums and the channel copies shared by width
+vectors give what rebuilding everything gives, bit for bit."""
 
 from __future__ import annotations
 
@@ -53,8 +53,9 @@ def _doc(auto) -> str:
 
 
 def _without_caches(monkeypatch) -> None:
-    """Every problem rebuilt by problem_for, every physical graph rebuilt, no plan reused
-    by the ladder, PE loads recomputed by pe_graph: FATM as it was before the speed-ups."""
+    """Every problem rebuilt by problem_for, every physical graph and channel copy rebuilt,
+    no plan reused by the ladder, PE loads recomputed by pe_graph: FATM as it was before
+    the speed-ups."""
 
     def fresh_problem(self, k):
         return problem_for(self.graph, scale(self.prof, k), self.comm, self.max_frac, self.min_util)
@@ -63,6 +64,11 @@ def _without_caches(monkeypatch) -> None:
         return fatm_search.PhysicalEntry(physical_graph(self.graph, regions),
                                           physical_profile(self.graph, self.prof, regions))
 
+    from spadeopt.optimize import widths
+    from spadeopt.plan import fission
+
+    monkeypatch.setattr(fission, "channel_copies", lambda graph: None)  # every channel copy made anew
+    monkeypatch.setattr(widths, "channel_copies", lambda graph: None)
     monkeypatch.setattr(fatm_search.ScaledProblems, "__call__", fresh_problem)
     monkeypatch.setattr(fatm_search.PhysicalCache, "get", fresh_entry)
     monkeypatch.setattr(fatm_search.WidthScorer, "plans", property(lambda self: {}, lambda self, value: None),
