@@ -145,8 +145,8 @@ def flushed_sides(graph: AppGraph, ops: tuple[str, ...], ix: Any) -> tuple[Side,
             order = kind_of(op).order_of(op, s.dst.port)
             if order is None:
                 continue  # not a port merged by an order attribute (not a join)
-            up = {s.src.op} | walk(s.src.op, ix.pred, everything)
-            if any(kind_of(graph.op(o)).flushes_out_of_order(graph.op(o)) for o in up):
+            up = map(graph.op, {s.src.op} | walk(s.src.op, ix.pred, everything))
+            if any(kind_of(u).flushes_out_of_order(u) for u in up):
                 side = (j, s.dst.port, order)
                 if side not in out:
                     out.append(side)

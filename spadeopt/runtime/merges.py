@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import struct
 from bisect import bisect_right
-from itertools import chain
+from itertools import chain, pairwise
 from operator import itemgetter
 
 _SEQ = itemgetter(-1)
@@ -141,14 +141,10 @@ def _merge_runs(parts: list[list], key) -> list:
     >>> _merge_runs([[(1, "a"), (3, "a")], [(2, "b")], [(3, "c")]], itemgetter(0))
     [(1, 'a'), (2, 'b'), (3, 'a'), (3, 'c')]
     """
-    firsts = sorted(range(len(parts)), key=lambda i: key(parts[i][0]))
-    last = None
-    for i in firsts:
-        p = parts[i]
-        if last is not None and key(p[0]) <= last:
-            return sorted(chain.from_iterable(parts), key=key)
-        last = key(p[-1])
-    return list(chain.from_iterable(parts[i] for i in firsts))
+    runs = sorted((key(p[0]), key(p[-1]), i) for i, p in enumerate(parts))
+    if any(first <= last for (_, last, _), (first, _, _) in pairwise(runs)):
+        return sorted(chain.from_iterable(parts), key=key)
+    return list(chain.from_iterable(parts[i] for _, _, i in runs))
 
 
 class ExchangeMerge(SeqMerge):
