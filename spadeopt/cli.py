@@ -52,6 +52,7 @@ def _options(args: argparse.Namespace) -> RunOptions:
                       insecure_links=getattr(args, "insecure_links", False),
                       stall_timeout=getattr(args, "stall_timeout", None), duration=getattr(args, "duration", None),
                       max_batch_delay=_ms(getattr(args, "max_batch_delay", None)),
+                      batch_size=getattr(args, "batch_size", None),
                       checkpoints=_checkpoints(args) if args.command == "run" else None,
                       verify_fission=getattr(args, "verify_fission", None),
                       metrics_port=None if args.command != "run" or args.no_metrics else args.metrics_port,
@@ -353,6 +354,9 @@ def _link_args(p: argparse.ArgumentParser) -> None:
                    "authentication and encryption: for measurements only, never on a shared cluster")
     p.add_argument("--max-batch-delay", type=float, metavar="MS", help="longest a live source's partial "
                    "batch waits for more records before it is sent on (default 5 ms; 0: at once)")
+    p.add_argument("--batch-size", type=int, metavar="N", help="tuples a source hands on per batch, and so "
+                   "at most per message between PEs (default: the build's: 512, or what FATM chose from "
+                   "the profile, 512-4096)")
 
 
 def _width_arg(p: argparse.ArgumentParser) -> None:

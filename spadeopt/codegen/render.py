@@ -26,7 +26,13 @@ from spadeopt.kinds import kind_of
 from spadeopt.model.graph import AppGraph
 from spadeopt.model.schema import gid
 from spadeopt.optimize.strategies import honours_of
-from spadeopt.plan.deployment import DeployedLink, DeployedPE, Deployment, SparkSettings
+from spadeopt.plan.deployment import (
+    DeployedLink,
+    DeployedPE,
+    Deployment,
+    RunSettings,
+    SparkSettings,
+)
 from spadeopt.plan.fission import physical_graph
 from spadeopt.plan.plan import Plan, check_plan
 
@@ -125,7 +131,8 @@ def render_build(graph: AppGraph, plan: Plan, app_ref: str, build_dir: Path | No
                     for ln in links),
         # every stream of the physical graph, in-PE ones too: refine keeps the links no sample saw
         streams=tuple(sorted((str(s.src), str(s.dst)) for s in physical.streams)),
-        spark=SparkSettings(spark["master"], spark["conf"], submit))
+        spark=SparkSettings(spark["master"], spark["conf"], submit),
+        settings=RunSettings(batch_size=plan.batch) if plan.batch is not None else RunSettings())
     files["plan.json"] = json.dumps(plan.to_json(), indent=2, sort_keys=True) + "\n"
     files["deploy.json"] = json.dumps(deploy.to_json(), indent=2, sort_keys=True) + "\n"
     return files

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from spadeopt.errors import UsageError
+from spadeopt.plan.artefacts import MAX_BATCH
 from spadeopt.plan.deployment import RunSettings
 
 
@@ -58,6 +59,7 @@ class RunOptions:
     duration: float | None = None  # seconds until the sources stop
     checkpoints: object = None  # a deploy.checkpointed_run.CheckpointOptions: checkpoints, restarts, resume
     max_batch_delay: float | None = None  # seconds a live source's partial batch may wait; None: the build's
+    batch_size: int | None = None  # tuples per source batch; None: the build's (its plan's, optimize.batching)
     verify_fission: int | None = None  # first N records: the plan's regions against width 1 (orchestrate.verify_fission)
     metrics_port: int | None = None  # live metrics (deploy.live_metrics) served on this port (0: a free one); None: off
     metrics_host: str = "127.0.0.1"  # where they are served; any other than loopback needs the printed token
@@ -68,6 +70,9 @@ class RunOptions:
         object.__setattr__(self, "stall_timeout", _positive("--stall-timeout", self.stall_timeout))
         object.__setattr__(self, "duration", _positive("--duration", self.duration))
         object.__setattr__(self, "max_batch_delay", _delay(self.max_batch_delay))
+        b = self.batch_size
+        if b is not None and (isinstance(b, bool) or not isinstance(b, int) or not 1 <= b <= MAX_BATCH):
+            raise UsageError(f"--batch-size must be a whole number of tuples from 1 to {MAX_BATCH}, got {b!r}")
         n = self.verify_fission
         if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
             raise UsageError(f"--verify-fission needs a positive number of records, got {n!r}")
@@ -89,7 +94,7 @@ class RunOptions:
         """The build's run settings with this run's options over them."""
         return settings.changed(insecure_links=True if self.insecure_links else None,
                                 stall_timeout=self.stall_timeout, duration=self.duration,
-                                max_batch_delay=self.max_batch_delay)
+                                max_batch_delay=self.max_batch_delay, batch_size=self.batch_size)
 
 
 @dataclass(frozen=True)

@@ -57,6 +57,7 @@ from typing import Any
 
 from spadeopt.errors import OptimizeError, UsageError
 from spadeopt.model.graph import AppGraph
+from spadeopt.optimize.batching import batch_doc, plan_batch
 from spadeopt.optimize.cost import metrics, objective
 from spadeopt.optimize.exact import exact_fuse, gap
 from spadeopt.optimize.fatm_fit import (
@@ -182,7 +183,8 @@ def _fuse_auto(graph: AppGraph, prof: OperatorProfile, comm: CommModel, nodes: i
     """:func:`fuse_auto`'s body."""
     rate = parse_rate(rate)
     check_profile(graph, prof)  # before searching
-    model = fit_production(graph, prof, model or DEFAULT_MODEL)
+    batch = plan_batch(prof)  # every candidate is predicted with the batch the plan will run with
+    model = replace(fit_production(graph, prof, model or DEFAULT_MODEL), run_batch=float(batch))
     if nodes < 1 or cores < 1:
         raise OptimizeError(f"nodes and cores must be >= 1 (got {nodes}, {cores})")
     regions, free, discovery = candidate_regions(graph, widths, fission, discover)
@@ -221,8 +223,8 @@ def _fuse_auto(graph: AppGraph, prof: OperatorProfile, comm: CommModel, nodes: i
     fused, max_frac = refine(ctx, regions, choice.max_frac, choice.scored.fused), choice.max_frac
     exact_doc = _exact_doc(fused) if exact else None
     groups = [list(p) for p in fused.result.partitions]
-    plan = make_plan(graph, "auto", groups, [fused.placement[p] for p in fused.pe_ids], nodes, cores,
-                     regions=regions)
+    plan = replace(make_plan(graph, "auto", groups, [fused.placement[p] for p in fused.pe_ids], nodes, cores,
+                             regions=regions), batch=batch)
     explain = _explain(plan, fused, exact_doc, max_frac, min_util)
     search = fused.search
     explain["rate"] = {"mode": rate if isinstance(rate, str) else "given", "profiled": prof.source_rate,
@@ -242,6 +244,7 @@ def _fuse_auto(graph: AppGraph, prof: OperatorProfile, comm: CommModel, nodes: i
                            "fitted": frac > 0}
     explain["max_frac_search"] = choice.tried
     explain["absorb_leftovers"] = absorb
+    explain["batch"] = batch_doc(prof)
     fission_doc["widths"] = {r.name: r.width for r in regions}
     fission_doc["exchanges"] = exchanges_json(graph, regions)
     explain["fission"] = fission_doc

@@ -308,16 +308,20 @@ def predict_physical(graph: AppGraph, prof: OperatorProfile, plan: Plan, comm: C
                      frac: float, cache: PhysicalCache | None = None) -> Prediction:
     """The predicted source rate of ``plan`` once ``model`` is fitted and the collapse
     fraction ``frac`` known: its regions mapped onto their physical graph (from ``cache``
-    when it serves ``comm`` and ``model``), its PEs and nodes evaluated."""
+    when it serves ``comm`` and ``model``), its PEs and nodes evaluated, its links' frames
+    as full as its batch makes them (``Plan.batch``; the model's ``run_batch`` without one)."""
     entry = (cache if cache is not None and cache.serves(comm, model)
              else PhysicalCache(graph, prof, comm, model)).get(plan.regions)
     if entry.predict_problem is None:
         entry.predict_problem = problem_for(entry.graph, entry.prof, comm, 1.0, 1.0, entry.memo)
+    if plan.batch is not None and plan.batch != model.run_batch:
+        model = replace(model, run_batch=float(plan.batch))  # the batch the plan runs with
     batches = None
     if model.batch > 0:
-        batches = entry.batches.get(model.batch)
+        frame = model.frame_tuples
+        batches = entry.batches.get(frame)
         if batches is None:
-            batches = entry.batches[model.batch] = link_batches(entry.predict_problem, model.batch)
+            batches = entry.batches[frame] = link_batches(entry.predict_problem, frame)
     collapsing = plan.collapse and (model.collapse_saves_s > 0 or frac > 0)
     if collapsing:
         pe_of = plan.pe_of

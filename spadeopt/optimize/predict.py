@@ -106,12 +106,19 @@ class PerfModel:
     split_dynamic_s: float = 0.5e-6
     merge_static_s: float = 0.04e-6
     merge_dynamic_s: float = 0.6e-6
-    # communication in a flat-out run (module docstring): tuples per full frame (the run
-    # setting's batch size; 0: the rate-indexed v per PE) and the CPU seconds a frame costs
-    # both ends beyond a full frame's per-tuple share
+    # communication in a flat-out run (module docstring): tuples per full frame where ``v``
+    # was calibrated (the default run setting's batch size; 0: the rate-indexed v per PE),
+    # the CPU seconds a frame costs both ends beyond a full frame's per-tuple share, and the
+    # batch the predicted plan runs with (its plan's, optimize.batching; 0: ``batch``)
     batch: float = 0.0
     frame_s: float = 0.0
+    run_batch: float = 0.0
     source: str = "defaults"
+
+    @property
+    def frame_tuples(self) -> float:
+        """Tuples per full frame in the predicted run: the plan's batch, else the calibration's."""
+        return self.run_batch or self.batch
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -225,8 +232,9 @@ def _flat_comm(problem: FusionProblem, crossing: Sequence[Link], model: PerfMode
         if lk.rate <= 0:
             continue
         per_tuple = evaluate_comm(problem, SATURATED_RATE, lk.size) / SATURATED_RATE
-        b = batches.get((lk.src, lk.dst), model.batch)
-        total += lk.rate * (per_tuple + model.frame_s * max(0.0, 1.0 / b - 1.0 / model.batch) / 2)
+        b = batches.get((lk.src, lk.dst), model.frame_tuples)
+        # frames fuller than the calibration's save their share too (a plan's bigger batch)
+        total += lk.rate * max(0.0, per_tuple + model.frame_s * (1.0 / b - 1.0 / model.batch) / 2)
     return total
 
 
@@ -246,7 +254,7 @@ def predict(problem: FusionProblem, pes: Sequence[tuple[str, Sequence[str], int]
     exchanges), whose share of each PE's load the prediction reports (``pe_fission``)."""
     call_s = model.call_s if call_s is None else call_s
     if model.batch > 0 and batches is None:
-        batches = link_batches(problem, model.batch)
+        batches = link_batches(problem, model.frame_tuples)
     if not (profiled_rate > 0 and math.isfinite(profiled_rate)):
         raise OptimizeError("the profile's sources sent no tuples, so there is no rate to predict; "
                             "profile a run whose sources emit tuples")
@@ -347,8 +355,9 @@ DEFAULT_MODEL = PerfModel(oper_scale=0.7, sched=0.03, busy=0.0, collapse_saves_s
                                  "docs/decisions.md)")
 """Used when the calibration file holds no ``perf_model`` (constants:
 docs/decisions/019-one-prediction-model-for-every-plan.md).
-``batch`` is the run setting's default frame (``wire.DEFAULT_BATCH``); a build run with
-another ``batch_size`` is predicted as if it had the default."""
+``batch`` is the run setting's default frame (``wire.DEFAULT_BATCH``), where ``v`` was
+calibrated; a plan with its own batch (``Plan.batch``, :mod:`spadeopt.optimize.batching`) is
+predicted with ``run_batch`` set to it (``fatm_search.predict_physical``)."""
 
 
 def model_from_calibration(doc: Mapping[str, Any], source: str) -> PerfModel:
@@ -357,7 +366,7 @@ def model_from_calibration(doc: Mapping[str, Any], source: str) -> PerfModel:
     block = doc.get("perf_model")
     if block is None:
         return DEFAULT_MODEL
-    fields = {f for f in PerfModel.__dataclass_fields__ if f != "source"}
+    fields = {f for f in PerfModel.__dataclass_fields__ if f not in ("source", "run_batch")}  # run_batch: a plan's
     if not isinstance(block, Mapping) or set(block) - fields - {"source", "fitted"}:
         raise OptimizeError(f"{source}: 'perf_model' must be an object with keys among {sorted(fields)}; "
                             f"recalibrate or remove it")

@@ -177,6 +177,7 @@ def check_plan_json(doc: Any, path: str | Path) -> None:
     f.int_in(doc, "", "cores", 1, MAX_CORES)
     for key in ("instrumented", "collapse", "checkpoints"):
         f.value(doc, "", key, lambda v: isinstance(v, bool), "true or false", required=False)
+    f.int_in(doc, "", "batch", 1, MAX_BATCH, required=False)
     _pes(f, doc, nodes, deploy=False)
     for at, r in f.objects(doc, "", "regions", required=False):
         f.value(r, at, "name", is_identifier, IDENT_RULE)

@@ -56,6 +56,7 @@ class Plan:
     regions: tuple[Region, ...] = ()
     collapse: bool = True  # compile static-rate functor runs into one loop (codegen.collapse)
     checkpoints: bool = False  # generated code registers operator state (runtime.checkpoint_codec)
+    batch: int | None = None  # tuples per source batch (optimize.batching, a profiled plan's); None: the default
 
     @property
     def pe_of(self) -> dict[str, str]:
@@ -77,6 +78,7 @@ class Plan:
             "pes": [{"pe": p.pe_id, "operators": list(p.operators), "node": p.node} for p in self.pes],
             "regions": [self._region_json(r) for r in self.regions],
             **({"checkpoints": True} if self.checkpoints else {}),
+            **({"batch": self.batch} if self.batch is not None else {}),
         }
 
     def _region_json(self, r: Region) -> dict[str, Any]:
@@ -113,7 +115,7 @@ class Plan:
         regions = tuple(Region.from_json(r) for r in doc.get("regions", []))
         return cls(doc["app"], doc["fingerprint"], doc["strategy"], doc["nodes"], doc["cores"], pes,
                    doc.get("instrumented", False), regions, doc.get("collapse", True),
-                   doc.get("checkpoints", False))
+                   doc.get("checkpoints", False), doc.get("batch"))
 
     @classmethod
     def load(cls, path: Path) -> Plan:

@@ -30,13 +30,13 @@ import zmq
 from spadeopt.wire import (
     DEFAULT_HWM,  # noqa: F401 (runtime.pe reads transport.DEFAULT_HWM)
     DEFAULT_MAX_FRAME,
+    FRAME_BYTES,
     barrier_frame,
     final_frame,
     packer,
 )
 
 LINGER_MS = 60_000
-FRAME_BYTES = 1 << 20  # a batch encoding to more is sent as frames of about this many bytes at most
 FRAME_MARGIN = 1024  # bytes over max_frame a receiving socket still takes (CURVE's framing and more)
 
 

@@ -92,7 +92,9 @@ def test_fatm_reports_the_prediction_of_its_own_plan_and_records_the_model():
     model = PerfModel(oper_scale=0.8, sched=0.02, busy=0.0, source="test")
     auto = fuse_auto(graph, prof, comm, 1, 2, rate="max", model=model)
     assert auto.explain["rate"]["predicted"] == predict_plan(graph, prof, auto.plan, comm, model).rate > 0
-    assert auto.explain["prediction"]["model"] == model.to_json()
+    # the model as given, predicting with the batch FATM chose for the plan (optimize.batching)
+    assert auto.explain["prediction"]["model"] == {**model.to_json(), "run_batch": float(auto.plan.batch)}
+    assert auto.explain["batch"]["tuples"] == auto.plan.batch == 512  # 120 us a source tuple: the default
     assert set(auto.explain["prediction"]["pe_load"]) == {pe.pe_id for pe in auto.plan.pes}
     # the same model evaluated on another strategy's plan (FALL: one PE, one core at most)
     fall = api.make_plan(graph, "all", 1, 2)
@@ -105,7 +107,7 @@ def test_the_prediction_and_explain_are_deterministic():
     comm = LinearCommModel(2e-6)
     docs = [json.dumps(fuse_auto(graph, prof, comm, 1, 2, rate="max").explain, sort_keys=True) for _ in range(2)]
     assert docs[0] == docs[1]
-    assert json.loads(docs[0])["prediction"]["model"] == DEFAULT_MODEL.to_json()
+    assert json.loads(docs[0])["prediction"]["model"] == {**DEFAULT_MODEL.to_json(), "run_batch": 512.0}
 
 
 def test_a_one_pe_profile_measures_the_unattributed_call_cost():
