@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from spadeopt.deploy.checkpoint_coordinator import Coordinator
+from spadeopt.deploy.checkpoint_rescale import load_facts
 from spadeopt.deploy.checkpoint_store import Checkpoint, CheckpointStore, finish_sinks
 from spadeopt.deploy.options import SettingsChange
 from spadeopt.errors import UsageError
@@ -146,7 +147,7 @@ def run(build_dir: Path, options: Any, ck: CheckpointOptions) -> Any:
     if ck.resume:
         if not store.ids():
             raise UsageError(f"--resume {ck.directory}: no checkpoint there")
-        restore = store.latest(deploy)
+        restore = store.latest(deploy, load_facts(build_dir))  # other region widths: rescaled
         if restore is None:
             raise UsageError(f"--resume {ck.directory}: no complete checkpoint there (every one was skipped)")
         options.say(f"resuming '{deploy.app}' from checkpoint {restore.id} ({ck.directory})")

@@ -306,6 +306,25 @@ def flushes_out_of_order(op: Operator) -> bool:
     return w is not None and w.kind == "count" and final_rows(op)
 
 
+def rescale(op: Operator) -> dict[str, Any] | str:
+    """How a channel copy's state moves to another width (``Kind.rescale``): a keyed
+    tumbling event-time window's groups by key (each group holds its first tuple, whose
+    number orders the merged groups: one close emits them in opening order), its window
+    clock (every channel's alike: watermark frames move them together) and its late-tuple
+    counter. Registered in that order (``templates/ops/aggregate.py.j2``)."""
+    p, schema = op.params, op.in_port("in").schema
+    w = p.window
+    if w.kind != "time":
+        return ("a count window's end-of-stream flush keeps each channel's groups in its own opening order, "
+                "not numbered across channels: rescaling it is not supported yet")
+    if w.several_open or not w.tumbling:
+        return "a sliding window's (or one with an allowed lateness) open windows are not split by key yet"
+    if SEQ not in schema or not p.by:
+        return "only a keyed window's copy in a dynamic region keeps its state per key"
+    first = 1 if all(_accumulates(o, schema) for o in p.output) else None  # else: a group is its rows
+    return {"slots": ["groups", "clock", "sum"], "key": list(p.by), "first": first}
+
+
 KIND = Kind("aggregate", declare, derive, lower, "ops/aggregate.py.j2", region_problem=region_problem,
             forwards=forwards, channel_params=channel_params, event_time=event_time, final_rows=final_rows,
-            number_bits=number_bits, flushes_out_of_order=flushes_out_of_order)
+            number_bits=number_bits, flushes_out_of_order=flushes_out_of_order, rescale=rescale)

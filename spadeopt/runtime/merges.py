@@ -78,6 +78,25 @@ class SeqMerge(_ChannelQueues):
         self.taken: int | None = None  # the mark of the last take: nothing buffered is at or below it
         self.above = False  # every tuple pushed since that take is numbered above it
 
+    @staticmethod
+    def resized(fields: dict, width: int) -> dict:
+        """A snapshot of this merge (``vars``, as a checkpoint holds it) for ``width``
+        channels, for a resume under another width of its region (``deploy.checkpoint_rescale``).
+        Only an empty merge moves (an aligned checkpoint's usually is: a channel's rows
+        wait here only while another channel is behind); its floors start at -1, no
+        promise, until every new channel's first pulse. ValueError otherwise.
+
+        >>> SeqMerge.resized(vars(SeqMerge(2)), 3)["floor"]
+        [-1, -1, -1]
+        """
+        if set(fields) != set(vars(SeqMerge(1))):
+            raise ValueError(f"not a sequence-number merge's snapshot (fields {sorted(fields)})")
+        held = sum(len(q) - h for q, h in zip(fields["queues"], fields["heads"], strict=True))
+        if held or not all(fields["live"]):
+            raise ValueError(f"it holds {held} tuple(s) a channel delivered ahead of another"
+                             if held else "a channel had ended")
+        return vars(SeqMerge(width))
+
     def push(self, channel: int, batch) -> list[tuple]:
         if len(batch[-1]) == 1:  # a pulse travels last in its batch
             self.floor[channel] = batch[-1][0]

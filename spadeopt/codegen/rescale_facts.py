@@ -1,0 +1,50 @@
+"""What a checkpointing build tells a resume about moving its regions' state to other widths.
+
+``rescale.json`` (written next to ``deploy.json`` by a checkpointing build of a plan with
+parallel regions) holds, per region: its width and logical operators and, when wider
+than 1, its key's attributes and types (what the split hashes, ``protocol.key_channel``)
+and, for each operator, how its channel copies' state moves to another width (its kind's ``rescale``
+fact: a spec, or why it cannot), and the same for the split and merge fission made.
+A resume from a checkpoint taken under other widths (``deploy.checkpoint_rescale``)
+reads it instead of the compiler: the runner never builds a graph (record 065).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from spadeopt.kinds import kind_of
+from spadeopt.model.graph import AppGraph
+from spadeopt.plan.fission import physical_graph
+from spadeopt.plan.plan import Plan
+from spadeopt.plan.regions import Region
+
+VERSION = 1
+
+
+def _region_facts(physical: AppGraph, r: Region) -> dict[str, Any]:
+    """One region's facts (a region of width 1: its operators only)."""
+    doc: dict[str, Any] = {"width": r.width, "operators": list(r.operators), "fed": r.fed,
+                           "ordering": r.ordering, "key": [], "copies": {}, "fission": {}}
+    if r.width == 1:
+        return doc
+    if r.has_split and r.key:
+        schema = physical.op(r.split).in_port("in").schema
+        doc["key"] = [[a, schema.type_of(a)] for a in r.key]
+    for op in r.operators:
+        copy = physical.op(r.channel_op(op, 0))
+        doc["copies"][op] = kind_of(copy).rescale(copy)
+    ops = physical.by_name
+    entries = [r.split_of(i) for i in range(len(ops)) if r.split_of(i) in ops]
+    for name in [*entries, r.merge]:
+        if name in ops:
+            doc["fission"][name] = kind_of(ops[name]).rescale(ops[name])
+    return doc
+
+
+def rescale_facts(graph: AppGraph, plan: Plan) -> dict[str, Any] | None:
+    """The ``rescale.json`` document of a checkpointing plan with regions (any width), else None."""
+    if not plan.checkpoints or not plan.regions:
+        return None
+    physical = physical_graph(graph, plan.regions)
+    return {"version": VERSION, "regions": {r.name: _region_facts(physical, r) for r in plan.regions}}

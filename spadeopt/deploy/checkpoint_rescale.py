@@ -1,0 +1,225 @@
+"""Resume a checkpoint under a plan whose parallel regions have other widths (issue 39).
+
+A region of width k runs each of its operators as k channel copies (``op__c``, shown
+``op@c``); the split routes a tuple to channel ``protocol.key_channel(key, types, k)``,
+so a key's state lives in the copy of the channel that owns it. Under another width k'
+the same key belongs to another channel. An aligned checkpoint has nothing in flight
+between PEs (decision 037), so its state can be moved before any PE starts: for every
+operator of a rescaled region the copies' state is merged and split again by key, as
+the build's ``rescale.json`` says (``codegen.rescale_facts``: each kind's ``rescale``
+fact), and the split's and merge's state is kept or resized:
+
+* ``groups``: the copies' groups (keys disjoint: each key had one owner) merged in the
+  order of their first tuples' numbers (the width-1 opening order a close emits them
+  in, and the order the copy's pulse reads the oldest open group in), then dealt to
+  the channel owning each key at width k';
+* ``clock``: a window's clock, alike in every copy (watermark frames move them together),
+  the most advanced one given to every new copy;
+* ``sum``: counters (late tuples), summed into channel 0;
+* the split's next number and clock are the entering stream's (kept); a sequence-number
+  merge is resized when it holds nothing (``runtime.merges.SeqMerge.resized``).
+
+Refused, naming the region or operator and saying what to do (``RescaleRefused``): a
+region from or to width 1 (no split, merge or numbers at width 1), a region led by a
+source or fed by a key exchange, an operator whose kind cannot split its state by key
+(a custom operator's opaque ``snapshot()``, count and sliding windows, joins), a merge
+holding tuples, sources or sinks inside a rescaled region.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from spadeopt.plan.deployment import RESCALE_FILE
+from spadeopt.plan.regions import Region
+from spadeopt.protocol import key_channel
+from spadeopt.runtime.merges import SeqMerge
+
+FACTS_VERSION = 1
+
+
+class RescaleRefused(ValueError):
+    """A checkpoint whose state cannot move to this plan's widths; says why and what to do."""
+
+
+def load_facts(build_dir: Path) -> dict[str, Any] | None:
+    """The build's ``rescale.json`` (None: the build has no region wider than 1, or
+    predates the file), checked for its shape."""
+    path = Path(build_dir) / RESCALE_FILE
+    if not path.is_file():
+        return None
+    doc = json.loads(path.read_text())
+    if type(doc) is not dict or doc.get("version") != FACTS_VERSION or type(doc.get("regions")) is not dict:
+        raise RescaleRefused(f"{path} is not a rescale.json of version {FACTS_VERSION}: rebuild the app")
+    for name, r in doc["regions"].items():
+        if type(r) is not dict or type(r.get("width")) is not int or type(r.get("operators")) is not list:
+            raise RescaleRefused(f"{path}: region '{name}' is malformed: rebuild the app")
+    return doc
+
+
+@dataclass(frozen=True)
+class Rescale:
+    """The regions whose width changed: name -> (old width, new width), and the facts."""
+
+    widths: dict[str, tuple[int, int]]
+    facts: dict[str, Any]
+
+    def said(self) -> str:
+        return ", ".join(f"region '{r}' from width {a} to {b}" for r, (a, b) in sorted(self.widths.items()))
+
+
+def _width_in(ops: set[str], first: str) -> int:
+    """The width a plan of operators ``ops`` runs the region led by logical ``first`` at."""
+    k = 0
+    while Region.channel_op(first, k) in ops:
+        k += 1
+    return k or 1
+
+
+def _copies(r: dict[str, Any], name: str, width: int) -> set[str]:
+    """The physical operators of region ``name`` (facts ``r``) at ``width``: its logical
+    operators at width 1; else their channel copies, its split(s) and merge."""
+    if width == 1:
+        return set(r["operators"])
+    region = Region(name, tuple(r["operators"]), width)
+    fission = set(r.get("fission") or ()) or {region.split, region.merge}
+    return {Region.channel_op(op, c) for op in r["operators"] for c in range(width)} | fission
+
+
+def rescale_plan(old: list[str], new: list[str], facts: dict[str, Any] | None) -> Rescale | None:
+    """How the checkpoint of a plan of operators ``old`` maps onto a plan of operators
+    ``new`` whose regions (``facts``) have other widths; None when ``old`` is not ``new``
+    up to channel copies of those regions. ``RescaleRefused`` when it is but cannot move."""
+    if not facts:
+        return None
+    have, expected, widths = set(old), set(new), {}
+    for name, r in facts["regions"].items():
+        if not r["operators"]:
+            continue
+        k, k2 = _width_in(have, r["operators"][0]), r["width"]
+        if k != k2:
+            widths[name] = (k, k2)
+            expected = (expected - _copies(r, name, k2)) | _copies(r, name, k)
+    if not widths or expected != have:
+        return None
+    for name, (k, k2) in sorted(widths.items()):
+        r = facts["regions"][name]
+        if k == 1 or k2 == 1:
+            raise RescaleRefused(
+                f"region '{name}' ran at width {k} and runs at width {k2} here: moving state from or to width 1 "
+                f"is not supported yet (only a region wider than 1 has a split, a merge and the sequence numbers "
+                f"its operators' state carries); resume at width {k}, or rescale between widths above 1")
+        if r.get("fed") != "split" or not r.get("key"):
+            raise RescaleRefused(
+                f"region '{name}' is {'led by a source' if r.get('fed') == 'source' else 'not fed by a keyed split'}: "
+                f"its channels' positions are not moved to another width yet; keep its width {k}")
+    return Rescale(widths, facts)
+
+
+def rescale_entries(flat: dict[str, dict[str, Any]], rs: Rescale) -> None:
+    """Move the checkpoint's entries (field -> operator -> value, all parts together) to
+    the new widths, in place."""
+    for name, (k, k2) in sorted(rs.widths.items()):
+        r = rs.facts["regions"][name]
+        key = [a for a, _ in r["key"]]
+        types = tuple(t for _, t in r["key"])
+
+        def route(values: dict[str, Any], key=key, types=types, k2=k2) -> int:
+            return key_channel(tuple(values[a] for a in key), types, k2)
+
+        for op in r["operators"]:
+            olds = [Region.channel_op(op, c) for c in range(k)]
+            for field, entries in flat.items():
+                held = [o for o in olds if o in entries]
+                if not held:
+                    continue
+                where = f"operator '{op}' of region '{name}'"
+                if field != "ops":
+                    raise RescaleRefused(f"{where} holds {field} per channel copy, which are not moved to another "
+                                         f"width yet; keep the region's width {k}")
+                spec = r["copies"].get(op)
+                if type(spec) is not dict:
+                    raise RescaleRefused(f"{where}: {spec or 'its state cannot move'}; keep the region's width "
+                                         f"{k} to resume from this checkpoint (or resume at width {k} and take "
+                                         f"a checkpoint after the app changed)")
+                if len(held) != k:
+                    raise RescaleRefused(f"{where}: only copies {', '.join(held)} hold state in the checkpoint")
+                moved = split_state(spec, [entries.pop(o) for o in olds], k2, route, where)
+                entries.update({Region.channel_op(op, c): s for c, s in enumerate(moved)})
+        for fop, spec in r.get("fission", {}).items():
+            if fop in flat["ops"]:
+                flat["ops"][fop] = _fission_state(spec, flat["ops"][fop], k2, f"'{fop}' of region '{name}'")
+
+
+def _fission_state(spec: Any, state: list, width: int, where: str) -> list:
+    if type(spec) is not dict:
+        raise RescaleRefused(f"{where}: {spec}; keep the region's width")
+    if spec.get("keep"):
+        return state
+    try:
+        return [SeqMerge.resized(v, width) if s == "seq_merge" else v
+                for s, v in zip(spec["slots"], state, strict=True)]
+    except ValueError as exc:
+        raise RescaleRefused(f"{where} cannot move to width {width} at this checkpoint: {exc}; resume at the "
+                             f"width it was taken at, or from a later checkpoint") from None
+
+
+def split_state(spec: dict[str, Any], states: list[list], width: int, route, where: str) -> list[list]:
+    """The state of ``width`` channel copies from the copies' ``states`` (each a list of
+    the objects the copy registered, in order) as ``spec`` (a kind's ``rescale`` fact) says.
+
+    >>> spec = {"slots": ["groups", "clock", "sum"], "key": ["k"], "first": 1}
+    >>> a = [{"x": [2, ("x", 9, 5)]}, [4, None, None], [1]]
+    >>> b = [{"y": [1, ("y", 3, 2)], "z": [1, ("z", 8, 7)]}, [4, None, None], [2]]
+    >>> split_state(spec, [a, b], 1, lambda v: 0, "w")
+    [[{'y': [1, ('y', 3, 2)], 'x': [2, ('x', 9, 5)], 'z': [1, ('z', 8, 7)]}, [4, None, None], [3]]]
+    """
+    slots = spec["slots"]
+    if any(type(s) is not list or len(s) != len(slots) for s in states):
+        raise RescaleRefused(f"{where}: its state in the checkpoint is not the {len(slots)} object(s) its kind "
+                             f"registers; rebuild and resume at the old width")
+    out: list[list] = [[None] * len(slots) for _ in range(width)]
+    for i, slot in enumerate(slots):
+        vals = [s[i] for s in states]
+        if slot == "groups":
+            for c, d in enumerate(_split_groups(vals, spec, width, route, where)):
+                out[c][i] = d
+        elif slot == "clock":
+            best = max(vals, key=lambda v: (v[0] is not None, v[0] if v[0] is not None else 0))
+            for c in range(width):
+                out[c][i] = copy.deepcopy(best)
+        elif slot == "sum":
+            for c in range(width):
+                out[c][i] = [sum(col) if c == 0 else 0 * col[0] for col in zip(*vals, strict=True)]
+        else:
+            raise RescaleRefused(f"{where}: state slot '{slot}' is not known to this version")
+    return out
+
+
+def _split_groups(dicts: list[dict], spec: dict[str, Any], width: int, route, where: str) -> list[dict]:
+    """The copies' groups merged in their first tuples' number order, dealt by key."""
+    first, by = spec.get("first"), spec["key"]
+    merged: list[tuple[Any, Any]] = []
+    for d in dicts:
+        merged.extend(d.items())
+    if len({k for k, _ in merged}) != len(merged):
+        raise RescaleRefused(f"{where}: a key's group is in two channel copies (not split by the region key)")
+
+    def number(item: tuple[Any, Any]) -> Any:
+        g = item[1]
+        return (g[first] if first is not None else g[0])[-1]
+
+    merged.sort(key=number)
+    out: list[dict] = [{} for _ in range(width)]
+    for k, g in merged:
+        values = {by[0]: k} if len(by) == 1 else dict(zip(by, k, strict=True))
+        try:
+            c = route(values)
+        except KeyError as exc:
+            raise RescaleRefused(f"{where}: its group key {by} lacks the region key attribute {exc}") from None
+        out[c][k] = g
+    return out

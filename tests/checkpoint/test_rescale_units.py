@@ -1,0 +1,91 @@
+"""Moving a region's state to another width (issue 39), without PEs: the key split is the
+split's own routing, the build's rescale facts, and what is refused."""
+
+from __future__ import annotations
+
+import dataclasses
+from zlib import crc32
+
+import pytest
+
+from spadeopt.codegen.rescale_facts import rescale_facts
+from spadeopt.deploy.checkpoint_rescale import RescaleRefused, rescale_entries, rescale_plan, split_state
+from spadeopt.kinds.lowering import stable_hash
+from spadeopt.model.schema import Schema
+from spadeopt.optimize.strategies import plan_for
+from spadeopt.plan.fission import physical_graph
+from spadeopt.protocol import key_channel
+from tests.apps.ckpt import ckpt
+
+
+@pytest.mark.parametrize("attrs", [("s",), ("i",), ("f",), ("b",), ("i", "s"), ("f", "b", "i")])
+def test_the_key_split_is_the_generated_splits_routing(attrs):
+    schema = Schema.parse("s:str, i:int, f:float, b:bytes")
+    parts = [stable_hash(a, schema) for a in attrs]  # what kinds.fission_split writes into the split
+    code = parts[0] if len(parts) == 1 else f"hash(({', '.join(parts)}))"
+    types = tuple(schema.type_of(a) for a in attrs)
+    for n in range(200):
+        t = (f"k{n}", n * 7919 - 500, n / 3 if n % 17 else float("nan"), bytes([n % 256, 1]))
+        values = tuple(t[schema.index(a)] for a in attrs)
+        for width in (1, 2, 3, 5, 8):
+            assert key_channel(values, types, width) == eval(code, {"_crc32": crc32, "t": t}) % width
+
+
+def _facts(width, **params):
+    g = ckpt.build({"n": 100, "width": 2, **params})
+    return g, rescale_facts(g, dataclasses.replace(plan_for(g, "none", widths={"wins": width}), checkpoints=True))
+
+
+def _ops(g, width):
+    plan = plan_for(g, "none", widths={"wins": width})
+    return sorted(op.name for op in physical_graph(g, plan.regions).operators)
+
+
+def test_the_facts_say_how_each_copy_moves():
+    g, facts = _facts(3)
+    r = facts["regions"]["wins"]
+    assert r["width"] == 3 and r["key"] == [["k", "str"]] and r["fed"] == "split"
+    assert r["copies"]["win"] == {"slots": ["groups", "clock", "sum"], "key": ["k"], "first": 1}
+    assert r["fission"] == {"wins__split": {"keep": True}, "wins__merge": {"slots": ["seq_merge"]}}
+    rs = rescale_plan(_ops(g, 2), _ops(g, 3), facts)
+    assert rs is not None and rs.widths == {"wins": (2, 3)}
+    assert rescale_plan(_ops(g, 2) + ["extra"], _ops(g, 3), facts) is None  # not the same operators
+
+
+def test_a_window_copys_groups_move_to_the_channel_owning_their_key_in_opening_order():
+    spec = {"slots": ["groups", "clock", "sum"], "key": ["k"], "first": 1}
+    keys = [f"k{i}" for i in range(9)]
+    olds = [[{}, [4, None, None], [c]] for c in range(2)]
+    for n, k in enumerate(reversed(keys)):  # opened in reverse key order; numbers n
+        olds[key_channel((k,), ("str",), 2)][0][k] = [1, (k, 1.0, 5, n), 5]
+    new = split_state(spec, olds, 3, lambda v: key_channel((v["k"],), ("str",), 3), "win")
+    for c, (groups, clock, late) in enumerate(new):
+        assert all(key_channel((k,), ("str",), 3) == c for k in groups)
+        assert [g[1][-1] for g in groups.values()] == sorted(g[1][-1] for g in groups.values())
+        assert clock == [4, None, None] and late == [1 if c == 0 else 0]
+    assert sorted(k for groups, _, _ in new for k in groups) == sorted(keys)
+
+
+def test_a_custom_operators_opaque_state_is_refused_naming_it():
+    g, facts = _facts(3, keyed=1)
+    old = sorted(op.name for op in physical_graph(g, plan_for(g, "none", widths={"wins": 2, "runs": 2}).regions).operators)
+    new = sorted(op.name for op in physical_graph(g, plan_for(g, "none", widths={"wins": 3, "runs": 3}).regions).operators)
+    g, facts = g, rescale_facts(g, dataclasses.replace(plan_for(g, "none", widths={"wins": 3, "runs": 3}),
+                                                       checkpoints=True))
+    rs = rescale_plan(old, new, facts)
+    flat = {"ops": {"run__0": [{"k1": [1, 1]}], "run__1": [{"k2": [2, 2]}]}, "sources": {}, "sinks": {}, "commits": {}}
+    with pytest.raises(RescaleRefused, match="operator 'run' of region 'runs': a custom operator's snapshot.* "
+                                             "keep the region's width 2"):
+        rescale_entries(flat, rs)
+
+
+def test_a_merge_holding_tuples_and_width_one_are_refused():
+    g, facts = _facts(3)
+    with pytest.raises(RescaleRefused, match="region 'wins' ran at width 1 and runs at width 3 here: .*width 1"):
+        rescale_plan(_ops(g, 1), _ops(g, 3), facts)
+    rs = rescale_plan(_ops(g, 2), _ops(g, 3), facts)
+    merge = {"queues": [[("a", 1)], []], "heads": [0, 0], "live": [True, True], "floor": [0, 0], "taken": None,
+             "above": False}
+    flat = {"ops": {"wins__merge": [merge]}, "sources": {}, "sinks": {}, "commits": {}}
+    with pytest.raises(RescaleRefused, match="'wins__merge' of region 'wins' cannot move .* holds 1 tuple"):
+        rescale_entries(flat, rs)
