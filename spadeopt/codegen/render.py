@@ -27,7 +27,13 @@ from spadeopt.kinds import kind_of
 from spadeopt.model.graph import AppGraph
 from spadeopt.model.schema import gid
 from spadeopt.optimize.strategies import honours_of
-from spadeopt.plan.deployment import RESCALE_FILE, DeployedLink, DeployedPE, Deployment, SparkSettings
+from spadeopt.plan.deployment import (
+    RESCALE_FILE,
+    DeployedLink,
+    DeployedPE,
+    Deployment,
+    SparkSettings,
+)
 from spadeopt.plan.fission import physical_graph
 from spadeopt.plan.plan import Plan, check_plan
 

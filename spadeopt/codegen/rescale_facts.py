@@ -11,8 +11,10 @@ reads it instead of the compiler: the runner never builds a graph (record 065).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
+from spadeopt.errors import UsageError
 from spadeopt.kinds import kind_of
 from spadeopt.model.graph import AppGraph
 from spadeopt.plan.fission import physical_graph
@@ -23,11 +25,10 @@ VERSION = 1
 
 
 def _region_facts(physical: AppGraph, r: Region) -> dict[str, Any]:
-    """One region's facts (a region of width 1: its operators only)."""
+    """One region's facts; ``physical`` has it wider than 1 (a region of width 1 is told
+    from its rewrite at width 2: what its copies, split and merge would hold)."""
     doc: dict[str, Any] = {"width": r.width, "operators": list(r.operators), "fed": r.fed,
                            "ordering": r.ordering, "key": [], "copies": {}, "fission": {}}
-    if r.width == 1:
-        return doc
     if r.has_split and r.key:
         schema = physical.op(r.split).in_port("in").schema
         doc["key"] = [[a, schema.type_of(a)] for a in r.key]
@@ -47,4 +48,15 @@ def rescale_facts(graph: AppGraph, plan: Plan) -> dict[str, Any] | None:
     if not plan.checkpoints or not plan.regions:
         return None
     physical = physical_graph(graph, plan.regions)
-    return {"version": VERSION, "regions": {r.name: _region_facts(physical, r) for r in plan.regions}}
+    regions = {}
+    for r in plan.regions:
+        if r.width > 1:
+            regions[r.name] = _region_facts(physical, r)
+            continue
+        try:  # the region as it would be at width 2
+            wider = tuple(replace(x, width=2) if x.name == r.name else x for x in plan.regions)
+            regions[r.name] = {**_region_facts(physical_graph(graph, wider), r), "width": 1}
+        except (UsageError, KeyError):
+            regions[r.name] = {"width": 1, "operators": list(r.operators), "fed": r.fed, "ordering": r.ordering,
+                               "key": [], "copies": {}, "fission": {}}
+    return {"version": VERSION, "regions": regions}

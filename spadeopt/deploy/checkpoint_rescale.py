@@ -19,11 +19,18 @@ fact), and the split's and merge's state is kept or resized:
 * the split's next number and clock are the entering stream's (kept); a sequence-number
   merge is resized when it holds nothing (``runtime.merges.SeqMerge.resized``).
 
+Width 1 has no split, merge or numbers. Narrowing to 1 drops them (the merge must be
+empty) and the numbers in the window's groups (and the first tuple a copy keeps only
+for its number). Widening from 1 numbers the window's groups 0, 1, ... in the dict's
+order (width 1's opening order) and makes the split (next number: the group count,
+clock: the window's) and an empty merge; one stateful operator per region then.
+
 Refused, naming the region or operator and saying what to do (``RescaleRefused``): a
-region from or to width 1 (no split, merge or numbers at width 1), a region led by a
-source or fed by a key exchange, an operator whose kind cannot split its state by key
-(a custom operator's opaque ``snapshot()``, count and sliding windows, joins), a merge
-holding tuples, sources or sinks inside a rescaled region.
+region led by a source or fed by a key exchange, or with window exchanges (its
+operators then differ by more than copies), an operator whose kind cannot split its
+state by key (a custom operator's opaque ``snapshot()``, count and sliding windows,
+joins), a merge holding tuples, sources or sinks inside a rescaled region, two stateful
+operators in a region widened from 1.
 """
 
 from __future__ import annotations
@@ -106,13 +113,8 @@ def rescale_plan(old: list[str], new: list[str], facts: dict[str, Any] | None) -
             expected = (expected - _copies(r, name, k2)) | _copies(r, name, k)
     if not widths or expected != have:
         return None
-    for name, (k, k2) in sorted(widths.items()):
+    for name, (k, _) in sorted(widths.items()):
         r = facts["regions"][name]
-        if k == 1 or k2 == 1:
-            raise RescaleRefused(
-                f"region '{name}' ran at width {k} and runs at width {k2} here: moving state from or to width 1 "
-                f"is not supported yet (only a region wider than 1 has a split, a merge and the sequence numbers "
-                f"its operators' state carries); resume at width {k}, or rescale between widths above 1")
         if r.get("fed") != "split" or not r.get("key"):
             raise RescaleRefused(
                 f"region '{name}' is {'led by a source' if r.get('fed') == 'source' else 'not fed by a keyed split'}: "
@@ -124,40 +126,93 @@ def rescale_entries(flat: dict[str, dict[str, Any]], rs: Rescale) -> None:
     """Move the checkpoint's entries (field -> operator -> value, all parts together) to
     the new widths, in place."""
     for name, (k, k2) in sorted(rs.widths.items()):
-        r = rs.facts["regions"][name]
-        key = [a for a, _ in r["key"]]
-        types = tuple(t for _, t in r["key"])
-
-        def route(values: dict[str, Any], key=key, types=types, k2=k2) -> int:
-            return key_channel(tuple(values[a] for a in key), types, k2)
-
-        for op in r["operators"]:
-            olds = [Region.channel_op(op, c) for c in range(k)]
-            for field, entries in flat.items():
-                held = [o for o in olds if o in entries]
-                if not held:
-                    continue
-                where = f"operator '{op}' of region '{name}'"
-                if field != "ops":
-                    raise RescaleRefused(f"{where} holds {field} per channel copy, which are not moved to another "
-                                         f"width yet; keep the region's width {k}")
-                spec = r["copies"].get(op)
-                if type(spec) is not dict:
-                    raise RescaleRefused(f"{where}: {spec or 'its state cannot move'}; keep the region's width "
-                                         f"{k} to resume from this checkpoint (or resume at width {k} and take "
-                                         f"a checkpoint after the app changed)")
-                if len(held) != k:
-                    raise RescaleRefused(f"{where}: only copies {', '.join(held)} hold state in the checkpoint")
-                moved = split_state(spec, [entries.pop(o) for o in olds], k2, route, where)
-                entries.update({Region.channel_op(op, c): s for c, s in enumerate(moved)})
-        for fop, spec in r.get("fission", {}).items():
-            if fop in flat["ops"]:
-                flat["ops"][fop] = _fission_state(spec, flat["ops"][fop], k2, f"'{fop}' of region '{name}'")
+        _rescale_region(flat, name, rs.facts["regions"][name], k, k2)
 
 
-def _fission_state(spec: Any, state: list, width: int, where: str) -> list:
-    if type(spec) is not dict:
-        raise RescaleRefused(f"{where}: {spec}; keep the region's width")
+def _names(op: str, width: int) -> list[str]:
+    return [op] if width == 1 else [Region.channel_op(op, c) for c in range(width)]
+
+
+def _rescale_region(flat: dict[str, dict[str, Any]], name: str, r: dict[str, Any], k: int, k2: int) -> None:
+    key, types = [a for a, _ in r["key"]], tuple(t for _, t in r["key"])
+
+    def route(values: dict[str, Any]) -> int:
+        return key_channel(tuple(values[a] for a in key), types, k2)
+
+    split_made: list = [0, None]  # widening from 1: the split's next number and clock window
+    for op in r["operators"]:
+        olds = _names(op, k)
+        for field, entries in flat.items():
+            held = [o for o in olds if o in entries]
+            if not held:
+                continue
+            where = f"operator '{op}' of region '{name}'"
+            if field != "ops":
+                raise RescaleRefused(f"{where} holds {field} per channel copy, which are not moved to another "
+                                     f"width yet; keep the region's width {k}")
+            spec = r["copies"].get(op)
+            if type(spec) is not dict:
+                raise RescaleRefused(f"{where}: {spec or 'its state cannot move'}; keep the region's width "
+                                     f"{k} to resume from this checkpoint")
+            if len(held) != k:
+                raise RescaleRefused(f"{where}: only copies {', '.join(held)} hold state in the checkpoint")
+            states = [entries.pop(o) for o in olds]
+            if k == 1:
+                if split_made[0]:
+                    raise RescaleRefused(f"{where}: a region widened from 1 may hold one stateful operator "
+                                         f"(its numbers are made for one); keep the region's width 1")
+                states = [_numbered(spec, states[0], where)]
+                split_made[:] = [len(states[0][0]), states[0][1][0]]
+            moved = split_state(spec, states, k2, route, where)
+            if k2 == 1:
+                moved = [_unnumbered(spec, moved[0])]
+            entries.update(dict(zip(_names(op, k2), moved, strict=True)))
+    for fop, spec in r.get("fission", {}).items():
+        if type(spec) is not dict:
+            raise RescaleRefused(f"'{fop}' of region '{name}': {spec}; keep the region's width {k}")
+        if k == 1:
+            made = [[split_made[0]]] + ([[split_made[1]]] if spec.get("clock") else [])
+            flat["ops"][fop] = made if spec.get("keep") else [vars(SeqMerge(k2))]
+        elif fop in flat["ops"]:
+            state = _fission_state(spec, flat["ops"][fop], k2, f"'{fop}' of region '{name}'")
+            if k2 == 1:
+                del flat["ops"][fop]  # a region of width 1 has no split or merge
+            else:
+                flat["ops"][fop] = state
+
+
+def _numbered(spec: dict[str, Any], state: list, where: str) -> list:
+    """A window's state at width 1 in its channel copies' layout: each group numbered by
+    its place in opening order (the dict's order), the number last in its tuples."""
+    if spec["slots"][:2] != ["groups", "clock"]:
+        raise RescaleRefused(f"{where}: its state is not a window's groups and clock")
+    first, groups = spec.get("first"), {}
+    for n, (key, g) in enumerate(state[0].items()):
+        if first is None:  # a group is its rows
+            groups[key] = [row + (n,) for row in g]
+            continue
+        g = [x + (n,) if type(x) is tuple else x for x in g]
+        if not spec["single_first"]:  # only the copy keeps a first tuple, for its number
+            g.insert(first, (None,) * (spec["arity"] - 1) + (n,))
+        groups[key] = g
+    return [groups, *state[1:]]
+
+
+def _unnumbered(spec: dict[str, Any], state: list) -> list:
+    """A channel copy's window state in the width-1 layout: the numbers dropped."""
+    first, groups = spec.get("first"), {}
+    for key, g in state[0].items():
+        if first is None:
+            groups[key] = [row[:-1] for row in g]
+            continue
+        if not spec["single_first"]:
+            g = g[:first] + g[first + 1:]
+        groups[key] = [x[:-1] if type(x) is tuple else x for x in g]
+    return [groups, *state[1:]]
+
+
+def _fission_state(spec: dict[str, Any], state: list, width: int, where: str) -> list:
+    """A split's or merge's state at ``width`` (>= 1: a merge must then hold nothing)."""
     if spec.get("keep"):
         return state
     try:

@@ -311,7 +311,9 @@ def rescale(op: Operator) -> dict[str, Any] | str:
     tumbling event-time window's groups by key (each group holds its first tuple, whose
     number orders the merged groups: one close emits them in opening order), its window
     clock (every channel's alike: watermark frames move them together) and its late-tuple
-    counter. Registered in that order (``templates/ops/aggregate.py.j2``)."""
+    counter. Registered in that order (``templates/ops/aggregate.py.j2``). ``single_first``:
+    whether the window at width 1 keeps a group's first tuple (else only a copy does, for
+    its number); ``arity``: a copy's input tuple's, the number last."""
     p, schema = op.params, op.in_port("in").schema
     w = p.window
     if w.kind != "time":
@@ -322,7 +324,10 @@ def rescale(op: Operator) -> dict[str, Any] | str:
     if SEQ not in schema or not p.by:
         return "only a keyed window's copy in a dynamic region keeps its state per key"
     first = 1 if all(_accumulates(o, schema) for o in p.output) else None  # else: a group is its rows
-    return {"slots": ["groups", "clock", "sum"], "key": list(p.by), "first": first}
+    # at width 1 (no number) a group of running values keeps its first tuple only for first()
+    single_first = any(o.func == "first" and o.name != SEQ for o in p.output)
+    return {"slots": ["groups", "clock", "sum"], "key": list(p.by), "first": first,
+            "single_first": single_first, "arity": len(schema.names)}
 
 
 KIND = Kind("aggregate", declare, derive, lower, "ops/aggregate.py.j2", region_problem=region_problem,

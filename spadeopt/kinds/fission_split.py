@@ -56,8 +56,9 @@ def clock_context(clock: tuple[str, Window, bool] | None, schema: Any) -> dict[s
 
 def rescale(op: Operator) -> dict[str, Any] | str:
     """Its state (the next number, the clock's window) is the entering stream's, the same
-    at any width: kept when the region is rescaled."""
-    return {"keep": True}
+    at any width: kept when the region is rescaled (made when it widens from 1: ``clock``
+    says whether it has the window)."""
+    return {"keep": True, "clock": op.params.clock is not None}
 
 
 KIND = Kind("fission_split", None, None, lower, "ops/fission_split.py.j2", never_blocks=False,

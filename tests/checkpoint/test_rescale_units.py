@@ -9,7 +9,12 @@ from zlib import crc32
 import pytest
 
 from spadeopt.codegen.rescale_facts import rescale_facts
-from spadeopt.deploy.checkpoint_rescale import RescaleRefused, rescale_entries, rescale_plan, split_state
+from spadeopt.deploy.checkpoint_rescale import (
+    RescaleRefused,
+    rescale_entries,
+    rescale_plan,
+    split_state,
+)
 from spadeopt.kinds.lowering import stable_hash
 from spadeopt.model.schema import Schema
 from spadeopt.optimize.strategies import plan_for
@@ -45,8 +50,10 @@ def test_the_facts_say_how_each_copy_moves():
     g, facts = _facts(3)
     r = facts["regions"]["wins"]
     assert r["width"] == 3 and r["key"] == [["k", "str"]] and r["fed"] == "split"
-    assert r["copies"]["win"] == {"slots": ["groups", "clock", "sum"], "key": ["k"], "first": 1}
-    assert r["fission"] == {"wins__split": {"keep": True}, "wins__merge": {"slots": ["seq_merge"]}}
+    assert r["copies"]["win"] == {"slots": ["groups", "clock", "sum"], "key": ["k"], "first": 1,
+                                  "single_first": False, "arity": 4}
+    assert r["fission"] == {"wins__split": {"keep": True, "clock": True}, "wins__merge": {"slots": ["seq_merge"]}}
+    assert _facts(1)[1]["regions"]["wins"]["copies"] == r["copies"]  # at width 1: as its copies would be
     rs = rescale_plan(_ops(g, 2), _ops(g, 3), facts)
     assert rs is not None and rs.widths == {"wins": (2, 3)}
     assert rescale_plan(_ops(g, 2) + ["extra"], _ops(g, 3), facts) is None  # not the same operators
@@ -67,22 +74,47 @@ def test_a_window_copys_groups_move_to_the_channel_owning_their_key_in_opening_o
 
 
 def test_a_custom_operators_opaque_state_is_refused_naming_it():
-    g, facts = _facts(3, keyed=1)
-    old = sorted(op.name for op in physical_graph(g, plan_for(g, "none", widths={"wins": 2, "runs": 2}).regions).operators)
-    new = sorted(op.name for op in physical_graph(g, plan_for(g, "none", widths={"wins": 3, "runs": 3}).regions).operators)
-    g, facts = g, rescale_facts(g, dataclasses.replace(plan_for(g, "none", widths={"wins": 3, "runs": 3}),
-                                                       checkpoints=True))
-    rs = rescale_plan(old, new, facts)
+    g = ckpt.build({"n": 100, "width": 2, "keyed": 1})
+
+    def plan(w):
+        return dataclasses.replace(plan_for(g, "none", widths={"wins": w, "runs": w}), checkpoints=True)
+
+    old, new = (sorted(op.name for op in physical_graph(g, plan(w).regions).operators) for w in (2, 3))
+    rs = rescale_plan(old, new, rescale_facts(g, plan(3)))
     flat = {"ops": {"run__0": [{"k1": [1, 1]}], "run__1": [{"k2": [2, 2]}]}, "sources": {}, "sinks": {}, "commits": {}}
     with pytest.raises(RescaleRefused, match="operator 'run' of region 'runs': a custom operator's snapshot.* "
                                              "keep the region's width 2"):
         rescale_entries(flat, rs)
 
 
-def test_a_merge_holding_tuples_and_width_one_are_refused():
+def _window(groups):
+    return {"ops": {"win": [groups, [7, None, None], [3]]}, "sources": {}, "sinks": {}, "commits": {}}
+
+
+def test_widening_from_one_numbers_the_groups_in_opening_order_and_makes_split_and_merge():
     g, facts = _facts(3)
-    with pytest.raises(RescaleRefused, match="region 'wins' ran at width 1 and runs at width 3 here: .*width 1"):
-        rescale_plan(_ops(g, 1), _ops(g, 3), facts)
+    flat = _window({f"k{i}": [i + 1, 10 * i] for i in range(6)})  # width 1: [count, sum(v)]
+    rescale_entries(flat, rescale_plan(_ops(g, 1), _ops(g, 3), facts))
+    ops = flat["ops"]
+    assert ops["wins__split"] == [[6], [7]]  # the next number after the 6 groups; the window's clock
+    assert ops["wins__merge"][0]["floor"] == [-1, -1, -1]
+    seen = {}
+    for c in range(3):
+        groups, clock, late = ops[f"win__{c}"]
+        assert clock == [7, None, None] and late == [3 if c == 0 else 0]
+        for k, (n, t0, tot) in groups.items():
+            assert key_channel((k,), ("str",), 3) == c and t0 == (None, None, None, int(k[1:]))
+            seen[k] = (n, tot)
+    assert seen == {f"k{i}": (i + 1, 10 * i) for i in range(6)}
+    back = {"ops": {k: v for k, v in ops.items() if k.startswith("win__") or k.startswith("wins__")},
+            "sources": {}, "sinks": {}, "commits": {}}
+    rescale_entries(back, rescale_plan(_ops(g, 3), _ops(g, 1), _facts(1)[1]))  # and narrowing back to 1
+    assert back["ops"] == _window({f"k{i}": [i + 1, 10 * i] for i in range(6)})["ops"]
+    assert list(back["ops"]["win"][0]) == [f"k{i}" for i in range(6)]  # opening order, as width 1 keeps it
+
+
+def test_a_merge_holding_tuples_is_refused():
+    g, facts = _facts(3)
     rs = rescale_plan(_ops(g, 2), _ops(g, 3), facts)
     merge = {"queues": [[("a", 1)], []], "heads": [0, 0], "live": [True, True], "floor": [0, 0], "taken": None,
              "above": False}
