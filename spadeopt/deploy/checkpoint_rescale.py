@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from spadeopt.errors import UsageError
 from spadeopt.plan.deployment import RESCALE_FILE
 from spadeopt.plan.regions import Region
 from spadeopt.protocol import key_channel
@@ -49,7 +50,7 @@ from spadeopt.runtime.merges import SeqMerge
 FACTS_VERSION = 1
 
 
-class RescaleRefused(ValueError):
+class RescaleRefused(UsageError):
     """A checkpoint whose state cannot move to this plan's widths; says why and what to do."""
 
 
@@ -59,7 +60,10 @@ def load_facts(build_dir: Path) -> dict[str, Any] | None:
     path = Path(build_dir) / RESCALE_FILE
     if not path.is_file():
         return None
-    doc = json.loads(path.read_text())
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise RescaleRefused(f"{path} cannot be read ({exc}): rebuild the app") from None
     if type(doc) is not dict or doc.get("version") != FACTS_VERSION or type(doc.get("regions")) is not dict:
         raise RescaleRefused(f"{path} is not a rescale.json of version {FACTS_VERSION}: rebuild the app")
     for name, r in doc["regions"].items():
@@ -108,18 +112,29 @@ def rescale_plan(old: list[str], new: list[str], facts: dict[str, Any] | None) -
         if not r["operators"]:
             continue
         k, k2 = _width_in(have, r["operators"][0]), r["width"]
-        if k != k2:
+        if k != k2 and set(_names(r["operators"][-1], k)) <= have:
             widths[name] = (k, k2)
+            _movable(name, r, k, k2)
             expected = (expected - _copies(r, name, k2)) | _copies(r, name, k)
     if not widths or expected != have:
         return None
-    for name, (k, _) in sorted(widths.items()):
-        r = facts["regions"][name]
-        if r.get("fed") != "split" or not r.get("key"):
-            raise RescaleRefused(
-                f"region '{name}' is {'led by a source' if r.get('fed') == 'source' else 'not fed by a keyed split'}: "
-                f"its channels' positions are not moved to another width yet; keep its width {k}")
     return Rescale(widths, facts)
+
+
+def _movable(name: str, r: dict[str, Any], k: int, k2: int) -> None:
+    """Refuse a region whose channels' entry is not a keyed split (``RescaleRefused``)."""
+    if r.get("fed") == "source":
+        src = r["operators"][0]
+        raise RescaleRefused(
+            f"region '{name}' is led by source '{src}', whose channel copies read splits c, c+{k}, ... and "
+            f"checkpoint how many records each passed on: at width {k2} the records they consumed are not a "
+            f"prefix of any new copy's splits, and a copy skipping them is not supported yet; keep the "
+            f"region's width {k} to resume from this checkpoint")
+    if r.get("fed") != "split":
+        how = "a key exchange from the region before it" if r.get("fed") == "exchange" else f"'{r.get('fed')}'"
+        raise RescaleRefused(
+            f"region '{name}' is fed by {how}: its channels' state is not moved to another width yet; keep "
+            f"the region's width {k} to resume from this checkpoint")
 
 
 def rescale_entries(flat: dict[str, dict[str, Any]], rs: Rescale) -> None:
@@ -137,6 +152,8 @@ def _rescale_region(flat: dict[str, dict[str, Any]], name: str, r: dict[str, Any
     key, types = [a for a, _ in r["key"]], tuple(t for _, t in r["key"])
 
     def route(values: dict[str, Any]) -> int:
+        if not key:
+            raise RescaleRefused(f"region '{name}' has no key, yet an operator keeps groups in it; keep its width {k}")
         return key_channel(tuple(values[a] for a in key), types, k2)
 
     split_made: list = [0, None]  # widening from 1: the split's next number and clock window

@@ -121,3 +121,17 @@ def test_a_merge_holding_tuples_is_refused():
     flat = {"ops": {"wins__merge": [merge]}, "sources": {}, "sinks": {}, "commits": {}}
     with pytest.raises(RescaleRefused, match="'wins__merge' of region 'wins' cannot move .* holds 1 tuple"):
         rescale_entries(flat, rs)
+
+
+def test_a_region_led_by_a_splittable_source_is_refused_naming_the_source():
+    from tests.apps.splits import splits
+
+    g = splits.build({"case": "dynamic", "width": 2})
+
+    def plan(w):
+        return dataclasses.replace(plan_for(g, "none", widths={"reg": w}), checkpoints=True)
+
+    old, new = (sorted(op.name for op in physical_graph(g, plan(w).regions).operators) for w in (2, 3))
+    with pytest.raises(RescaleRefused, match="region 'reg' is led by source 'src', whose channel copies read "
+                                             "splits c, c\\+2, .* keep the region's width 2"):
+        rescale_plan(old, new, rescale_facts(g, plan(3)))
