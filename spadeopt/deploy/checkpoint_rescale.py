@@ -17,10 +17,11 @@ fact), and the split's and merge's state is kept or resized:
   the most advanced one given to every new copy;
 * ``sum``: counters (late tuples), summed into channel 0;
 * the split's next number and clock are the entering stream's (kept); a sequence-number
-  merge is resized when it holds nothing (``runtime.merges.SeqMerge.resized``).
+  merge is resized, the tuples it held waiting in one more, ended, channel
+  (``runtime.merges.SeqMerge.resized``).
 
-Width 1 has no split, merge or numbers. Narrowing to 1 drops them (the merge must be
-empty) and the numbers in the window's groups (and the first tuple a copy keeps only
+Width 1 has no split, merge or numbers. Narrowing to 1 drops them (the merge must hold
+nothing: width 1 would have passed its tuples on) and the numbers in the window's groups (and the first tuple a copy keeps only
 for its number). Widening from 1 numbers the window's groups 0, 1, ... in the dict's
 order (width 1's opening order) and makes the split (next number: the group count,
 clock: the window's) and an empty merge; one stateful operator per region then.
@@ -28,9 +29,9 @@ clock: the window's) and an empty merge; one stateful operator per region then.
 Refused, naming the region or operator and saying what to do (``RescaleRefused``): a
 region led by a source or fed by a key exchange, or with window exchanges (its
 operators then differ by more than copies), an operator whose kind cannot split its
-state by key (a custom operator's opaque ``snapshot()``, count and sliding windows,
-joins), a merge holding tuples, sources or sinks inside a rescaled region, two stateful
-operators in a region widened from 1.
+state by key (a custom operator's opaque ``snapshot()``, sliding windows and windows
+with an allowed lateness, joins), a merge holding tuples when narrowing to 1, sources or
+sinks inside a rescaled region, two stateful operators in a region widened from 1.
 """
 
 from __future__ import annotations
@@ -200,44 +201,53 @@ def _rescale_region(flat: dict[str, dict[str, Any]], name: str, r: dict[str, Any
 
 def _numbered(spec: dict[str, Any], state: list, where: str) -> list:
     """A window's state at width 1 in its channel copies' layout: each group numbered by
-    its place in opening order (the dict's order), the number last in its tuples."""
+    its place in opening order (the dict's order), the number last in its tuples; a
+    first or last tuple only a copy keeps (for its number) made of Nones and the number
+    (a last tuple's number is read only once a tuple has replaced it)."""
     if spec["slots"][:2] != ["groups", "clock"]:
         raise RescaleRefused(f"{where}: its state is not a window's groups and clock")
-    first, groups = spec.get("first"), {}
+    groups = {}
     for n, (key, g) in enumerate(state[0].items()):
-        if first is None:  # a group is its rows
+        if spec.get("first") is None:  # a group is its rows
             groups[key] = [row + (n,) for row in g]
             continue
-        g = [x + (n,) if type(x) is tuple else x for x in g]
-        if not spec["single_first"]:  # only the copy keeps a first tuple, for its number
-            g.insert(first, (None,) * (spec["arity"] - 1) + (n,))
-        groups[key] = g
+        made = (None,) * (spec["arity"] - 1) + (n,)
+        t0 = g[1] + (n,) if spec["single_first"] else made
+        at = 1 + spec["single_first"]
+        tn = [g[at] + (n,) if spec["single_last"] else made] if spec["copy_last"] else []
+        groups[key] = [g[0], t0, *tn, *g[at + spec["single_last"]:]]
     return [groups, *state[1:]]
 
 
 def _unnumbered(spec: dict[str, Any], state: list) -> list:
-    """A channel copy's window state in the width-1 layout: the numbers dropped."""
-    first, groups = spec.get("first"), {}
+    """A channel copy's window state in the width-1 layout: the numbers dropped, and the
+    first or last tuple a copy keeps only for its number."""
+    groups = {}
     for key, g in state[0].items():
-        if first is None:
+        if spec.get("first") is None:
             groups[key] = [row[:-1] for row in g]
             continue
-        if not spec["single_first"]:
-            g = g[:first] + g[first + 1:]
-        groups[key] = [x[:-1] if type(x) is tuple else x for x in g]
+        t0 = [g[1][:-1]] if spec["single_first"] else []
+        tn = [g[2][:-1]] if spec["single_last"] else []
+        groups[key] = [g[0], *t0, *tn, *g[2 + spec["copy_last"]:]]
     return [groups, *state[1:]]
 
 
 def _fission_state(spec: dict[str, Any], state: list, width: int, where: str) -> list:
-    """A split's or merge's state at ``width`` (>= 1: a merge must then hold nothing)."""
+    """A split's or merge's state at ``width`` (1: only checked, a merge must hold nothing)."""
     if spec.get("keep"):
         return state
     try:
-        return [SeqMerge.resized(v, width) if s == "seq_merge" else v
-                for s, v in zip(spec["slots"], state, strict=True)]
+        out = []
+        for slot, v in zip(spec["slots"], state, strict=True):
+            if slot == "seq_merge" and width == 1 and SeqMerge.held(v):
+                raise ValueError(f"it holds {len(SeqMerge.held(v))} tuple(s) a channel delivered ahead of another, "
+                                 f"which width 1 (no merge) would have passed on already")
+            out.append(SeqMerge.resized(v, width) if slot == "seq_merge" else v)
+        return out
     except ValueError as exc:
         raise RescaleRefused(f"{where} cannot move to width {width} at this checkpoint: {exc}; resume at the "
-                             f"width it was taken at, or from a later checkpoint") from None
+                             f"width it was taken at, or from another checkpoint") from None
 
 
 def split_state(spec: dict[str, Any], states: list[list], width: int, route, where: str) -> list[list]:

@@ -308,26 +308,26 @@ def flushes_out_of_order(op: Operator) -> bool:
 
 def rescale(op: Operator) -> dict[str, Any] | str:
     """How a channel copy's state moves to another width (``Kind.rescale``): a keyed
-    tumbling event-time window's groups by key (each group holds its first tuple, whose
-    number orders the merged groups: one close emits them in opening order), its window
-    clock (every channel's alike: watermark frames move them together) and its late-tuple
-    counter. Registered in that order (``templates/ops/aggregate.py.j2``). ``single_first``:
-    whether the window at width 1 keeps a group's first tuple (else only a copy does, for
-    its number); ``arity``: a copy's input tuple's, the number last."""
+    tumbling window's groups by key (each group holds its first tuple, whose number
+    orders the merged groups: the opening order a close, or a count window's end of
+    stream, emits them in), its clock (an event-time window's: alike in every channel,
+    watermark frames move them together; unused by a count window) and an event-time
+    window's late-tuple counter, registered in that order (``templates/ops/aggregate.py.j2``).
+    A group of running values is ``[n, t0, tn?, ...]`` in a copy and ``[n, t0?, tn?, ...]``
+    at width 1 (``_accumulators``): ``single_first`` / ``single_last`` / ``copy_last`` say
+    which tuples each keeps; ``arity``: a copy's input tuple's, the number last."""
     p, schema = op.params, op.in_port("in").schema
     w = p.window
-    if w.kind != "time":
-        return ("a count window's end-of-stream flush keeps each channel's groups in its own opening order, "
-                "not numbered across channels: rescaling it is not supported yet")
     if w.several_open or not w.tumbling:
         return "a sliding window's (or one with an allowed lateness) open windows are not split by key yet"
     if SEQ not in schema or not p.by:
         return "only a keyed window's copy in a dynamic region keeps its state per key"
     first = 1 if all(_accumulates(o, schema) for o in p.output) else None  # else: a group is its rows
-    # at width 1 (no number) a group of running values keeps its first tuple only for first()
-    single_first = any(o.func == "first" and o.name != SEQ for o in p.output)
-    return {"slots": ["groups", "clock", "sum"], "key": list(p.by), "first": first,
-            "single_first": single_first, "arity": len(schema.names)}
+    user = [o for o in p.output if o.name != SEQ]  # the width-1 window's outputs
+    return {"slots": ["groups", "clock", "sum"] if w.kind == "time" else ["groups", "clock"],
+            "key": list(p.by), "first": first, "arity": len(schema.names),
+            "single_first": any(o.func == "first" for o in user), "single_last": any(o.func == "last" for o in user),
+            "copy_last": any(o.func == "last" for o in p.output)}
 
 
 KIND = Kind("aggregate", declare, derive, lower, "ops/aggregate.py.j2", region_problem=region_problem,

@@ -84,12 +84,13 @@ def ckpt(n: int = 60_000, keys: int = 7, spin_us: int = 0, width: int = 1, nosna
 
 
 @app
-def ckregion(n: int = 3000, keys: int = 9, width: int = 2) -> App:
+def ckregion(n: int = 3000, keys: int = 9, width: int = 2, spin_us: int = 0) -> App:
     """A parallel region whose channels emit all the time (a filter, then a keyed count
     window of 4), so its merge holds reordered tuples whenever one channel is ahead; a
     keyed tumbling event-time window after the merge (part full most of the time)."""
     a = App("ckregion")
-    r = a.source("ra", "k:str, ts:float, v:int", generator=readings, args={"n": n, "keys": keys, "seed": 3})
+    r = a.source("ra", "k:str, ts:float, v:int", generator=readings,
+                  args={"n": n, "keys": keys, "seed": 3, **({"spin_us": spin_us} if spin_us else {})})
     f = a.functor("keep", r, filter="v % 3 != 0")
     c = a.aggregate("cnt4", f, window=count_window(4), by=["k"],
                     output={"k": "k", "ts": "max(ts)", "hi": "max(v)", "lo": "min(v)"})

@@ -25,7 +25,7 @@ from spadeopt.optimize.strategies import plan_for
 from spadeopt.orchestrate.build_local import build_and_run
 from spadeopt.runtime.checkpoint_codec import decode_state
 from spadeopt.runtime.sinks import commit
-from tests.apps.ckpt import ckpt
+from tests.apps.ckpt import ckpt, ckregion
 from tests.checkpoint.test_replan_resume import REF, SINKS, _stopped_after_checkpoints
 
 
@@ -62,6 +62,35 @@ def test_a_stopped_run_resumes_at_another_width_with_the_failure_free_answer(tmp
     for name in SINKS:
         assert (out / f"{name}.jsonl").read_bytes() == (ref / f"{name}.jsonl").read_bytes(), name
     assert chk.id >= 2 and any(chk.manifest["sinks"].values()), chk.manifest
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("old,new", [(2, 3), (3, 1)])
+def test_a_count_window_region_whose_merge_holds_tuples_rescales(tmp_path, old, new):
+    """Region ``chans`` (a filter and a keyed count window of 4, whose groups also keep
+    their last tuples in a copy). At an aligned checkpoint every channel passed the same
+    pulse on, so the merge is empty here (a held row's move: test_rescale_units); were it
+    not, narrowing to 1 is refused, said."""
+    g = ckregion.build({"n": 60_000, "spin_us": 2000, "width": 2})
+    ref = build_and_run(g, plan_for(g, "all"), workdir=tmp_path / "ref", app_ref=REF).dir / "out"
+    a, b = (generate(g, dataclasses.replace(plan_for(g, "none", widths={"chans": w}), checkpoints=True),
+                     tmp_path / name, REF) for name, w in (("a", old), ("b", new)))
+    store = CheckpointStore(tmp_path / "chk", keep=2)
+    _stopped_after_checkpoints(tmp_path, a, store, 2)
+    try:
+        chk = store.latest(b.deploy, load_facts(b.directory))
+    except CheckpointMismatch as exc:  # narrowing to 1 while the merge held rows: refused, said
+        assert new == 1 and "chans__merge' of region 'chans' cannot move to width 1" in str(exc), exc
+        return
+    store.rewind_sinks(chk)
+    out = tmp_path / "out"
+    coord = Coordinator(store, b.deploy, 0.3, chk)
+    run_node(0, b.deploy.with_settings(checkpoint=coord.channel()), str(b.directory), str(out),
+             str(tmp_path / "logs-b"), progress_dir=str(tmp_path / "progress-b"))
+    commit(out)
+    finish_sinks(store, out, coord.finish())
+    for name in ("means", "counts"):
+        assert (out / f"{name}.jsonl").read_bytes() == (ref / f"{name}.jsonl").read_bytes(), name
 
 
 @pytest.mark.slow

@@ -3,6 +3,7 @@ split's own routing, the build's rescale facts, and what is refused."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from zlib import crc32
 
@@ -51,7 +52,7 @@ def test_the_facts_say_how_each_copy_moves():
     r = facts["regions"]["wins"]
     assert r["width"] == 3 and r["key"] == [["k", "str"]] and r["fed"] == "split"
     assert r["copies"]["win"] == {"slots": ["groups", "clock", "sum"], "key": ["k"], "first": 1,
-                                  "single_first": False, "arity": 4}
+                                  "single_first": False, "single_last": False, "copy_last": False, "arity": 4}
     assert r["fission"] == {"wins__split": {"keep": True, "clock": True}, "wins__merge": {"slots": ["seq_merge"]}}
     assert _facts(1)[1]["regions"]["wins"]["copies"] == r["copies"]  # at width 1: as its copies would be
     rs = rescale_plan(_ops(g, 2), _ops(g, 3), facts)
@@ -113,14 +114,42 @@ def test_widening_from_one_numbers_the_groups_in_opening_order_and_makes_split_a
     assert list(back["ops"]["win"][0]) == [f"k{i}" for i in range(6)]  # opening order, as width 1 keeps it
 
 
-def test_a_merge_holding_tuples_is_refused():
+def test_a_merge_holding_tuples_keeps_them_in_an_ended_channel_and_narrowing_to_one_is_refused():
     g, facts = _facts(3)
-    rs = rescale_plan(_ops(g, 2), _ops(g, 3), facts)
     merge = {"queues": [[("a", 1)], []], "heads": [0, 0], "live": [True, True], "floor": [0, 0], "taken": None,
              "above": False}
     flat = {"ops": {"wins__merge": [merge]}, "sources": {}, "sinks": {}, "commits": {}}
+    rescale_entries(flat, rescale_plan(_ops(g, 2), _ops(g, 3), facts))
+    moved = flat["ops"]["wins__merge"][0]
+    assert moved["queues"] == [[], [], [], [("a", 1)]] and moved["live"] == [True, True, True, False]
+    flat = {"ops": {"wins__merge": [merge]}, "sources": {}, "sinks": {}, "commits": {}}
     with pytest.raises(RescaleRefused, match="'wins__merge' of region 'wins' cannot move .* holds 1 tuple"):
-        rescale_entries(flat, rs)
+        rescale_entries(flat, rescale_plan(_ops(g, 2), _ops(g, 1), _facts(1)[1]))
+
+
+def test_a_count_windows_groups_keep_their_first_and_last_tuples_across_width_one():
+    from tests.apps.ckpt import ckregion
+
+    g = ckregion.build({"width": 2})
+
+    def plan(w):
+        return dataclasses.replace(plan_for(g, "none", widths={"chans": w}), checkpoints=True)
+
+    def ops(w):
+        return sorted(op.name for op in physical_graph(g, plan(w).regions).operators)
+
+    spec = rescale_facts(g, plan(2))["regions"]["chans"]["copies"]["cnt4"]
+    assert spec["slots"] == ["groups", "clock"] and spec["copy_last"] and not spec["single_last"]
+    single = {"ops": {"cnt4": [{"k1": [2, 9.5, 7, 3], "k2": [1, 1.0, 4, 4]}, [None, None, None]]},
+              "sources": {}, "sinks": {}, "commits": {}}  # [n, max(ts), max(v), min(v)]
+    wide = copy.deepcopy(single)
+    rescale_entries(wide, rescale_plan(ops(1), ops(3), rescale_facts(g, plan(3))))
+    groups = {k: v for c in range(3) for k, v in wide["ops"][f"cnt4__{c}"][0].items()}
+    assert groups["k1"][:2] == [2, (None,) * 3 + (0,)] and groups["k1"][3:] == [9.5, 7, 3]
+    assert wide["ops"]["chans__split"] == [[2]]  # no clock: a count window
+    back = {"ops": {k: v for k, v in wide["ops"].items()}, "sources": {}, "sinks": {}, "commits": {}}
+    rescale_entries(back, rescale_plan(ops(3), ops(1), rescale_facts(g, plan(1))))
+    assert back["ops"] == single["ops"]
 
 
 def test_a_region_led_by_a_splittable_source_is_refused_naming_the_source():
