@@ -104,8 +104,9 @@ def _copies(r: dict[str, Any], name: str, width: int) -> set[str]:
 
 def rescale_plan(old: list[str], new: list[str], facts: dict[str, Any] | None) -> Rescale | None:
     """How the checkpoint of a plan of operators ``old`` maps onto a plan of operators
-    ``new`` whose regions (``facts``) have other widths; None when ``old`` is not ``new``
-    up to channel copies of those regions. ``RescaleRefused`` when it is but cannot move."""
+    ``new`` whose regions (``facts``) have other widths; None when no region's width
+    differs. ``RescaleRefused`` when one does but its state cannot move (the graph is the
+    same, checked by the caller: operators that differ by more than copies are exchanges)."""
     if not facts:
         return None
     have, expected, widths = set(old), set(new), {}
@@ -117,8 +118,14 @@ def rescale_plan(old: list[str], new: list[str], facts: dict[str, Any] | None) -
             widths[name] = (k, k2)
             _movable(name, r, k, k2)
             expected = (expected - _copies(r, name, k2)) | _copies(r, name, k)
-    if not widths or expected != have:
+    if not widths:
         return None
+    if expected != have:  # the same graph (its fingerprint was checked): fission made other operators
+        gone, extra = sorted(have - expected), sorted(expected - have)
+        raise RescaleRefused(
+            f"region(s) {', '.join(sorted(widths))} at the old width(s) had operators other than their copies, "
+            f"split and merge (only there: {', '.join(gone[:6]) or '-'}; only here: {', '.join(extra[:6]) or '-'}): "
+            f"window or key exchanges, which are not moved to another width yet; keep the widths")
     return Rescale(widths, facts)
 
 

@@ -103,8 +103,8 @@ def checkpoint_note(graph: AppGraph, op: Operator) -> str | None:
 
 def rescale(op: Operator) -> dict[str, Any] | str:
     """A dynamic merge's queues and floors are per channel: resized when the region is
-    rescaled (``runtime.merges.SeqMerge.resized``); a static merge's place in its round
-    of blocks is not moved yet."""
+    rescaled, the rows it held kept (``runtime.merges.SeqMerge.resized``); a static
+    merge's place in its round of blocks is not moved yet."""
     if op.params.ordering == "dynamic":
         return {"slots": ["seq_merge"]}
     return f"a {op.params.ordering} merge's place in its channels' order is not moved to another width yet"

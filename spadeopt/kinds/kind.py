@@ -155,9 +155,10 @@ class Kind:
     attributes, ``"first"`` where a group holds its first tuple, whose number orders the
     merged groups, None when the group is a list of rows), ``"clock"`` (a list every copy
     holds alike: the most advanced copy's), ``"sum"`` (counters: summed into channel 0),
-    ``"seq_merge"`` (a sequence-number merge's queues,
-    resized); ``{"keep": True}``: all of it is the same at any width; or a str: why its
-    state cannot move (the width must stay).
+    ``"seq_merge"`` (a sequence-number merge's queues and floors, resized; rows it held
+    kept); ``{"keep": True}``: all of it is the same at any width; or a str: why its
+    state cannot move (the width must stay). The aggregate's spec also says which tuples
+    a group keeps at width 1 and in a copy (``kinds.aggregate.rescale``).
     """
 
     name: str

@@ -57,7 +57,9 @@ def test_the_facts_say_how_each_copy_moves():
     assert _facts(1)[1]["regions"]["wins"]["copies"] == r["copies"]  # at width 1: as its copies would be
     rs = rescale_plan(_ops(g, 2), _ops(g, 3), facts)
     assert rs is not None and rs.widths == {"wins": (2, 3)}
-    assert rescale_plan(_ops(g, 2) + ["extra"], _ops(g, 3), facts) is None  # not the same operators
+    assert rescale_plan(_ops(g, 3), _ops(g, 3), facts) is None  # no width differs
+    with pytest.raises(RescaleRefused, match="only there: wins__win__wsplit0; only here: -.*exchanges"):
+        rescale_plan(_ops(g, 2) + ["wins__win__wsplit0"], _ops(g, 3), facts)
 
 
 def test_a_window_copys_groups_move_to_the_channel_owning_their_key_in_opening_order():
