@@ -164,7 +164,7 @@ def _rescale_region(flat: dict[str, dict[str, Any]], name: str, r: dict[str, Any
             raise RescaleRefused(f"region '{name}' has no key, yet an operator keeps groups in it; keep its width {k}")
         return key_channel(tuple(values[a] for a in key), types, k2)
 
-    split_made: list = [0, None]  # widening from 1: the split's next number and clock window
+    split_made: list = [0, None, None]  # widening from 1: the split's next number, clock window; the operator
     for op in r["operators"]:
         olds = _names(op, k)
         for field, entries in flat.items():
@@ -183,11 +183,12 @@ def _rescale_region(flat: dict[str, dict[str, Any]], name: str, r: dict[str, Any
                 raise RescaleRefused(f"{where}: only copies {', '.join(held)} hold state in the checkpoint")
             states = [entries.pop(o) for o in olds]
             if k == 1:
-                if split_made[0]:
+                if split_made[2] is not None:
                     raise RescaleRefused(f"{where}: a region widened from 1 may hold one stateful operator "
-                                         f"(its numbers are made for one); keep the region's width 1")
+                                         f"(here also '{split_made[2]}': numbers are made for one); keep the "
+                                         f"region's width 1")
                 states = [_numbered(spec, states[0], where)]
-                split_made[:] = [len(states[0][0]), states[0][1][0]]
+                split_made[:] = [len(states[0][0]), states[0][1][0], op]
             moved = split_state(spec, states, k2, route, where)
             if k2 == 1:
                 moved = [_unnumbered(spec, moved[0])]
