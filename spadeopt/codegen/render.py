@@ -21,12 +21,14 @@ from jinja2 import ChoiceLoader, Environment, FileSystemLoader, FunctionLoader, 
 
 from spadeopt.codegen.lower import lower_op
 from spadeopt.codegen.pe_spec import PESpec, links_of, pe_spec
+from spadeopt.codegen.rescale_facts import rescale_facts
 from spadeopt.errors import CodegenError
 from spadeopt.kinds import kind_of
 from spadeopt.model.graph import AppGraph
 from spadeopt.model.schema import gid
 from spadeopt.optimize.strategies import honours_of
 from spadeopt.plan.deployment import (
+    RESCALE_FILE,
     DeployedLink,
     DeployedPE,
     Deployment,
@@ -135,6 +137,9 @@ def render_build(graph: AppGraph, plan: Plan, app_ref: str, build_dir: Path | No
         settings=RunSettings(batch_size=plan.batch) if plan.batch is not None else RunSettings())
     files["plan.json"] = json.dumps(plan.to_json(), indent=2, sort_keys=True) + "\n"
     files["deploy.json"] = json.dumps(deploy.to_json(), indent=2, sort_keys=True) + "\n"
+    facts = rescale_facts(graph, plan)  # how a resume under other widths moves its regions' state
+    if facts is not None:
+        files[RESCALE_FILE] = json.dumps(facts, indent=2, sort_keys=True) + "\n"
     return files
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from spadeopt.deploy.checkpoint_rescale import Rescale, rescale_entries
 from spadeopt.plan.deployment import Deployment
 from spadeopt.runtime.checkpoint_codec import CheckpointError, decode_state, encode_state
 
@@ -47,11 +48,9 @@ def regroup_problem(manifest: dict[str, Any], deploy: Deployment) -> str | None:
     return None
 
 
-def regroup(parts: dict[str, bytes], deploy: Deployment, checkpoint: int) -> dict[str, bytes]:
-    """One part per PE of ``deploy`` from the parts of another plan of the same operators."""
-    where = {op: p.pe for p in deploy.pes for op in p.operators}
-    new: dict[str, dict[str, Any]] = {p.pe: {"pe": p.pe, "id": checkpoint, "ops": {}, "sources": {}, "sinks": {}}
-                                      for p in deploy.pes}
+def _entries(parts: dict[str, bytes], checkpoint: int) -> dict[str, dict[str, Any]]:
+    """Every part's entries together: field -> operator -> value."""
+    flat: dict[str, dict[str, Any]] = {field: {} for field in PART_FIELDS}
     for old_pe, data in sorted(parts.items()):
         doc = decode_state(data)
         if type(doc) is not dict or doc.get("id") != checkpoint or type(doc.get("ops")) is not dict:
@@ -61,12 +60,28 @@ def regroup(parts: dict[str, bytes], deploy: Deployment, checkpoint: int) -> dic
             if type(entries) is not dict:
                 raise CheckpointError(f"checkpoint {checkpoint}, PE {old_pe}: '{field}' is not a map")
             for name, value in entries.items():
-                pe = where.get(name)
-                if pe is None:
-                    raise CheckpointError(f"checkpoint {checkpoint}, PE {old_pe}: '{field}' names '{name}', "
-                                          f"an operator this plan does not have")
-                target = new[pe].setdefault(field, {})
-                if name in target:
+                if name in flat[field]:
                     raise CheckpointError(f"checkpoint {checkpoint}: operator '{name}' is in two parts")
-                target[name] = value
+                flat[field][name] = value
+    return flat
+
+
+def regroup(parts: dict[str, bytes], deploy: Deployment, checkpoint: int,
+            rescale: Rescale | None = None) -> dict[str, bytes]:
+    """One part per PE of ``deploy`` from the parts of another plan of the same operators
+    (or, with ``rescale``, of the same operators at other region widths: its channel
+    copies' state moved first, ``checkpoint_rescale``)."""
+    flat = _entries(parts, checkpoint)
+    if rescale is not None:
+        rescale_entries(flat, rescale)
+    where = {op: p.pe for p in deploy.pes for op in p.operators}
+    new: dict[str, dict[str, Any]] = {p.pe: {"pe": p.pe, "id": checkpoint, "ops": {}, "sources": {}, "sinks": {}}
+                                      for p in deploy.pes}
+    for field, entries in flat.items():
+        for name, value in entries.items():
+            pe = where.get(name)
+            if pe is None:
+                raise CheckpointError(f"checkpoint {checkpoint}: '{field}' names '{name}', "
+                                      f"an operator this plan does not have")
+            new[pe].setdefault(field, {})[name] = value
     return {pe: encode_state(doc) for pe, doc in new.items()}

@@ -33,6 +33,7 @@ from typing import Any
 
 from spadeopt.atomic import write_atomic, write_bytes_atomic
 from spadeopt.deploy.checkpoint_regroup import plan_operators, regroup, regroup_problem
+from spadeopt.deploy.checkpoint_rescale import RescaleRefused, rescale_plan
 from spadeopt.errors import UsageError
 from spadeopt.plan.deployment import Deployment
 
@@ -141,9 +142,11 @@ class CheckpointStore:
             if n < newest and not (self._dir(n) / MANIFEST).is_file():
                 shutil.rmtree(self._dir(n), ignore_errors=True)
 
-    def latest(self, deploy: Deployment) -> Checkpoint | None:
+    def latest(self, deploy: Deployment, facts: dict[str, Any] | None = None) -> Checkpoint | None:
         """The newest complete checkpoint that fits ``deploy``: corrupt or partial ones are
-        skipped (said loudly); one of another app, graph or plan is refused."""
+        skipped (said loudly); one of another app, graph or plan is refused. ``facts``:
+        the build's ``rescale.json`` (``checkpoint_rescale.load_facts``), with which one
+        taken under other region widths is rescaled."""
         for n in reversed(self.ids()):
             try:
                 chk = self._read(n)
@@ -151,7 +154,7 @@ class CheckpointStore:
                 self._loud(f"WARNING: checkpoint {n} in {self.root} is unusable ({exc}): skipped for the "
                            f"previous complete one")
                 continue
-            return self.fit(chk, deploy)
+            return self.fit(chk, deploy, facts)
         return None
 
     def _loud(self, line: str) -> None:
@@ -193,10 +196,12 @@ class CheckpointStore:
                 raise ValueError(f"committed output of sink '{name}' is shorter than the checkpoint says")
         return Checkpoint(n, d, doc, parts)
 
-    def fit(self, chk: Checkpoint, deploy: Deployment) -> Checkpoint:
+    def fit(self, chk: Checkpoint, deploy: Deployment, facts: dict[str, Any] | None = None) -> Checkpoint:
         """``chk`` as ``deploy``'s PEs restore it: as written for the plan that wrote it;
         for another plan of the same operators, its state regrouped by operator
-        (``checkpoint_regroup``, said); another app, graph or set of operators is refused."""
+        (``checkpoint_regroup``, said); for the same operators at other region widths
+        (``facts``), its regions' state moved by key first (``checkpoint_rescale``, said);
+        another app, graph or set of operators is refused."""
         m = chk.manifest
         diffs = []
         if m["app"] != deploy.app:
@@ -206,19 +211,35 @@ class CheckpointStore:
                          f"{deploy.fingerprint[:12]} here: the app's code or parameters changed)")
         same_plan = m["plan"] == plan_fingerprint(deploy) and set(m["parts"]) == {p.pe for p in deploy.pes}
         why = None if same_plan or diffs else regroup_problem(m, deploy)
+        rescale = None
+        if why is not None and isinstance(m.get("operators"), list):
+            try:
+                rescale = rescale_plan(m["operators"], plan_operators(deploy), facts)
+            except RescaleRefused as exc:
+                why = str(exc)
+            if rescale is not None:
+                why = None
         if why is not None:
             diffs.append(f"the plan differs (strategy '{m['strategy']}' with PEs {', '.join(sorted(m['parts']))} "
                          f"there; '{deploy.strategy}' with PEs {', '.join(sorted(p.pe for p in deploy.pes))} "
                          f"here) and {why}")
         if diffs:
-            raise CheckpointMismatch(f"cannot resume from checkpoint {chk.id} in {chk.path.parent}: "
-                                     + "; ".join(diffs) + ". Resume with a build of the same app and parallel "
-                                     "widths (any fusion), or start afresh with another --checkpoint-dir")
+            raise self._mismatch(chk, diffs)
         if same_plan:
             return chk
         self._loud(f"checkpoint {chk.id} was written under plan '{m['strategy']}' ({len(m['parts'])} PE(s)); "
-                   f"its state is regrouped by operator into this plan '{deploy.strategy}' ({len(deploy.pes)} PE(s))")
-        return Checkpoint(chk.id, chk.path, m, regroup(chk.parts, deploy, chk.id))
+                   f"its state is {'rescaled (' + rescale.said() + ') and ' if rescale else ''}regrouped by "
+                   f"operator into this plan '{deploy.strategy}' ({len(deploy.pes)} PE(s))")
+        try:
+            return Checkpoint(chk.id, chk.path, m, regroup(chk.parts, deploy, chk.id, rescale))
+        except RescaleRefused as exc:
+            raise self._mismatch(chk, [f"its state cannot move to this plan's widths: {exc}"]) from None
+
+    @staticmethod
+    def _mismatch(chk: Checkpoint, diffs: list[str]) -> CheckpointMismatch:
+        return CheckpointMismatch(f"cannot resume from checkpoint {chk.id} in {chk.path.parent}: "
+                                  + "; ".join(diffs) + ". Resume with a build of the same app and parallel "
+                                  "widths (any fusion), or start afresh with another --checkpoint-dir")
 
     def rewind_sinks(self, chk: Checkpoint | None) -> None:
         """Cut every committed sink file back to what ``chk`` committed (nothing: none)."""

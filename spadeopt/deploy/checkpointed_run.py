@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from spadeopt.deploy.checkpoint_coordinator import Coordinator
+from spadeopt.deploy.checkpoint_rescale import load_facts
 from spadeopt.deploy.checkpoint_store import Checkpoint, CheckpointStore, finish_sinks
 from spadeopt.deploy.options import SettingsChange
 from spadeopt.errors import UsageError
@@ -142,11 +143,12 @@ def run(build_dir: Path, options: Any, ck: CheckpointOptions) -> Any:
         raise UsageError("checkpoints need authenticated links (a barrier is told from a tuple by the link it "
                          "came on): drop --insecure-links")
     store = CheckpointStore(ck.directory, ck.keep, options.say)
+    facts = load_facts(build_dir)  # how a checkpoint of other region widths moves (rescale.json)
     restore = None
     if ck.resume:
         if not store.ids():
             raise UsageError(f"--resume {ck.directory}: no checkpoint there")
-        restore = store.latest(deploy)
+        restore = store.latest(deploy, facts)  # other region widths: rescaled
         if restore is None:
             raise UsageError(f"--resume {ck.directory}: no complete checkpoint there (every one was skipped)")
         options.say(f"resuming '{deploy.app}' from checkpoint {restore.id} ({ck.directory})")
@@ -157,7 +159,7 @@ def run(build_dir: Path, options: Any, ck: CheckpointOptions) -> Any:
     store.rewind_sinks(restore)
     report = CheckpointReport(resumed_from=restore.id if restore else None)
     master = options.master or deploy.spark.master
-    rec = Recovery(store, deploy, ck, report, options.say, restore, local=is_local(master))
+    rec = Recovery(store, deploy, ck, report, options.say, restore, local=is_local(master), facts=facts)
     options = options.replace(live_extras=rec.live)  # the live metrics' checkpoint panel
     while True:
         try:
@@ -193,8 +195,10 @@ class Recovery:
     rendezvous's thread when an agent reports a failed PE."""
 
     def __init__(self, store: CheckpointStore, deploy: Deployment, ck: CheckpointOptions,
-                 report: CheckpointReport, say, restore: Checkpoint | None, local: bool = True) -> None:
+                 report: CheckpointReport, say, restore: Checkpoint | None, local: bool = True,
+                 facts: dict | None = None) -> None:
         self.store, self.deploy, self.ck, self.report, self.say, self.local = store, deploy, ck, report, say, local
+        self.facts = facts  # a restart before the first checkpoint of a rescaled run rescales again
         self.attempt = 0
         self.sizes: list[int] = []
         self.times: list[float] = []
@@ -212,7 +216,7 @@ class Recovery:
             if self.attempt >= self.ck.restart_attempts:
                 return None
             self.attempt += 1
-            chk = self.store.latest(self.deploy)
+            chk = self.store.latest(self.deploy, self.facts)
             self.store.rewind_sinks(chk)
             cause = str(exc).splitlines()[0]
             self.report.restarts.append(Restart(self.attempt, cause, chk.id if chk else None, failed_at, how=how))

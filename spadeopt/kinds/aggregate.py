@@ -306,6 +306,30 @@ def flushes_out_of_order(op: Operator) -> bool:
     return w is not None and w.kind == "count" and final_rows(op)
 
 
+def rescale(op: Operator) -> dict[str, Any] | str:
+    """How a channel copy's state moves to another width (``Kind.rescale``): a keyed
+    tumbling window's groups by key (each group holds its first tuple, whose number
+    orders the merged groups: the opening order a close, or a count window's end of
+    stream, emits them in), its clock (an event-time window's: alike in every channel,
+    watermark frames move them together; unused by a count window) and an event-time
+    window's late-tuple counter, registered in that order (``templates/ops/aggregate.py.j2``).
+    A group of running values is ``[n, t0, tn?, ...]`` in a copy and ``[n, t0?, tn?, ...]``
+    at width 1 (``_accumulators``): ``single_first`` / ``single_last`` / ``copy_last`` say
+    which tuples each keeps; ``arity``: a copy's input tuple's, the number last."""
+    p, schema = op.params, op.in_port("in").schema
+    w = p.window
+    if w.several_open or not w.tumbling:
+        return "a sliding window's (or one with an allowed lateness) open windows are not split by key yet"
+    if SEQ not in schema or not p.by:
+        return "only a keyed window's copy in a dynamic region keeps its state per key"
+    first = 1 if all(_accumulates(o, schema) for o in p.output) else None  # else: a group is its rows
+    user = [o for o in p.output if o.name != SEQ]  # the width-1 window's outputs
+    return {"slots": ["groups", "clock", "sum"] if w.kind == "time" else ["groups", "clock"],
+            "key": list(p.by), "first": first, "arity": len(schema.names),
+            "single_first": any(o.func == "first" for o in user), "single_last": any(o.func == "last" for o in user),
+            "copy_last": any(o.func == "last" for o in p.output)}
+
+
 KIND = Kind("aggregate", declare, derive, lower, "ops/aggregate.py.j2", region_problem=region_problem,
             forwards=forwards, channel_params=channel_params, event_time=event_time, final_rows=final_rows,
-            number_bits=number_bits, flushes_out_of_order=flushes_out_of_order)
+            number_bits=number_bits, flushes_out_of_order=flushes_out_of_order, rescale=rescale)

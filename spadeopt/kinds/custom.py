@@ -119,7 +119,14 @@ def checkpoint_problem(op: Operator) -> str | None:
     return None
 
 
+def rescale(op: Operator) -> str:
+    """A custom operator's state is what its ``snapshot()`` returns, one opaque value per
+    channel copy: which part of it belongs to which key is not known, so it cannot move."""
+    return ("a custom operator's snapshot() is one opaque value per channel copy (not kept per key), so its "
+            "keys' state cannot move to the channels that own them at another width")
+
+
 KIND = Kind("custom", declare, derive_declared, lower, "ops/custom.py.j2", declares_outputs=True,
             region_problem=region_problem, forwards=forwards, channel_params=channel_params,
             final_rows=final_rows, never_blocks=False, checkpoint_problem=checkpoint_problem,
-            state_declared=True)
+            state_declared=True, rescale=rescale)

@@ -101,6 +101,15 @@ def checkpoint_note(graph: AppGraph, op: Operator) -> str | None:
     return note
 
 
+def rescale(op: Operator) -> dict[str, Any] | str:
+    """A dynamic merge's queues and floors are per channel: resized when the region is
+    rescaled, the rows it held kept (``runtime.merges.SeqMerge.resized``); a static
+    merge's place in its round of blocks is not moved yet."""
+    if op.params.ordering == "dynamic":
+        return {"slots": ["seq_merge"]}
+    return f"a {op.params.ordering} merge's place in its channels' order is not moved to another width yet"
+
+
 KIND = Kind("fission_merge", None, None, lower, "ops/fission_merge.py.j2", never_blocks=False,
-            fission_made=True,
+            fission_made=True, rescale=rescale,
             passes_pulses=False, checkpoint_note=checkpoint_note)

@@ -54,5 +54,12 @@ def clock_context(clock: tuple[str, Window, bool] | None, schema: Any) -> dict[s
             "sliding": w.several_open, "lateness": number(w.lateness) if w.lateness else None}
 
 
+def rescale(op: Operator) -> dict[str, Any] | str:
+    """Its state (the next number, the clock's window) is the entering stream's, the same
+    at any width: kept when the region is rescaled (made when it widens from 1: ``clock``
+    says whether it has the window)."""
+    return {"keep": True, "clock": op.params.clock is not None}
+
+
 KIND = Kind("fission_split", None, None, lower, "ops/fission_split.py.j2", never_blocks=False,
-            fission_made=True)
+            fission_made=True, rescale=rescale)

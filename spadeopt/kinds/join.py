@@ -210,5 +210,13 @@ def order_of(op: Operator, port: str) -> str | None:
     return getattr(op.params, f"{port}_order", None)
 
 
+def rescale(op: Operator) -> str:
+    """A join's sides are kept per key, but with each side's high-water mark and the
+    numbers of its matches (decision 067): not moved to another width yet."""
+    return ("a join's windows are kept per key, but with each side's high-water mark and its matches' "
+            "numbers, which are not moved to another width yet")
+
+
 KIND = Kind("join", declare, derive, lower, "ops/join.py.j2", region_problem=region_problem,
-            forwards=forwards, channel_params=channel_params, number_bits=number_bits, order_of=order_of)
+            forwards=forwards, channel_params=channel_params, number_bits=number_bits, order_of=order_of,
+            rescale=rescale)

@@ -102,6 +102,10 @@ def _no_flag(op: Operator) -> bool:
     return False
 
 
+def _not_by_key(op: Operator) -> dict[str, Any] | str:
+    return f"a {op.kind} operator's state is not kept per key of its region"
+
+
 @dataclass(frozen=True)
 class Kind:
     """Everything the stages need to know about one operator kind.
@@ -141,6 +145,20 @@ class Kind:
     ``checkpoint_note(graph, op)`` (``graph`` the physical graph) what a checkpointing
     build guarantees for it short of "a failure-free run's output, exactly", said by
     ``spadeopt build`` and ``run`` (``codegen.render.checkpoint_notes``).
+
+    Rescaling (a checkpoint resumed under another width of the region, issue 39):
+    ``rescale(op)`` (``op`` a channel copy, or a split or merge fission made) how the
+    state objects it registers (``rt.state``, in order) move to another width, as a
+    JSON-able spec ``deploy.checkpoint_rescale`` carries out: ``{"slots": [...]}``, each
+    slot ``"groups"`` (a dict of group key -> group: the copies' dicts merged, then split
+    by the channel that owns each key at the new width; ``"key"`` names the group key's
+    attributes, ``"first"`` where a group holds its first tuple, whose number orders the
+    merged groups, None when the group is a list of rows), ``"clock"`` (a list every copy
+    holds alike: the most advanced copy's), ``"sum"`` (counters: summed into channel 0),
+    ``"seq_merge"`` (a sequence-number merge's queues and floors, resized; rows it held
+    kept); ``{"keep": True}``: all of it is the same at any width; or a str: why its
+    state cannot move (the width must stay). The aggregate's spec also says which tuples
+    a group keeps at width 1 and in a copy (``kinds.aggregate.rescale``).
     """
 
     name: str
@@ -167,6 +185,7 @@ class Kind:
     state_declared: bool = False  # its state and key are what the app declares (custom), not derived
     order_of: Callable[[Operator, str], str | None] = _no_order  # the attribute an input port is merged by (join)
     flushes_out_of_order: Callable[[Operator], bool] = _no_flag  # end-of-stream rows go back in order (count window)
+    rescale: Callable[[Operator], dict[str, Any] | str] = _not_by_key  # how its state moves to another width
 
 
 def derive_declared(where: str, raw: dict[str, Any], ins: dict[str, Schema], problems: Problems) -> Derived:

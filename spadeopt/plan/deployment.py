@@ -28,6 +28,8 @@ from typing import Any
 from spadeopt.wire import DEFAULT_BATCH, DEFAULT_BATCH_DELAY, DEFAULT_HWM, DEFAULT_MAX_FRAME
 
 SCHEMA_VERSION = 1
+RESCALE_FILE = "rescale.json"
+"""A checkpointing build's facts for resuming under other region widths (``codegen.rescale_facts``)."""
 
 
 @dataclass(frozen=True)

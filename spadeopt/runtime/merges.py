@@ -78,6 +78,37 @@ class SeqMerge(_ChannelQueues):
         self.taken: int | None = None  # the mark of the last take: nothing buffered is at or below it
         self.above = False  # every tuple pushed since that take is numbered above it
 
+    @staticmethod
+    def held(fields: dict) -> list[tuple]:
+        """The tuples a snapshot of this merge (``vars``) holds, in number order."""
+        if set(fields) != set(vars(SeqMerge(1))):
+            raise ValueError(f"not a sequence-number merge's snapshot (fields {sorted(fields)})")
+        return sorted(chain.from_iterable(q[h:] for q, h in zip(fields["queues"], fields["heads"], strict=True)),
+                      key=_SEQ)
+
+    @staticmethod
+    def resized(fields: dict, width: int) -> dict:
+        """A snapshot of this merge (``vars``, as a checkpoint holds it) for ``width``
+        channels, for a resume under another width of its region (``deploy.checkpoint_rescale``).
+        Its floors start at -1 (no promise) until each new channel's first pulse. The
+        tuples it held (channels delivered them ahead of another) wait in one more,
+        ended, channel: ``_take`` releases an ended channel's queue up to the live
+        channels' mark, as any other, so they leave in number order among the new
+        channels' tuples (no input port feeds that channel).
+
+        >>> SeqMerge.resized(vars(SeqMerge(2)), 3)["floor"]
+        [-1, -1, -1]
+        >>> m = SeqMerge(2); _ = m.push(0, [("a", 5), ("b", 7), (4,)])
+        >>> r = SeqMerge(3); vars(r).update(SeqMerge.resized(vars(m), 3))
+        >>> r.push(0, [(6,)]), r.push(1, [("c", 6), (9,)]), r.push(2, [(8,)]), r.push(0, [(10,)])
+        ([], [], [('a',), ('c',)], [('b',)])
+        """
+        held = SeqMerge.held(fields)
+        out = vars(SeqMerge(width + bool(held)))
+        if held:
+            out["queues"][width], out["live"][width] = held, False
+        return out
+
     def push(self, channel: int, batch) -> list[tuple]:
         if len(batch[-1]) == 1:  # a pulse travels last in its batch
             self.floor[channel] = batch[-1][0]

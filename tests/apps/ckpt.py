@@ -6,6 +6,8 @@ tumbling event-time window, a keyed count window, a stateful custom operator wit
 run lasts long enough to be killed mid-way; ``width`` > 1 makes the windows a parallel
 region (keyed on ``k``). ``nosnap=1`` uses a custom operator without ``snapshot``:
 the app cannot take checkpoints (refused at build time when they are asked for).
+``keyed=1`` declares the custom operator partitioned on ``k`` and, with ``width`` > 1,
+puts it in a region of its own (its state is an opaque snapshot per channel copy).
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ class NoSnap:
 
 
 @app
-def ckpt(n: int = 60_000, keys: int = 7, spin_us: int = 0, width: int = 1, nosnap: int = 0) -> App:
+def ckpt(n: int = 60_000, keys: int = 7, spin_us: int = 0, width: int = 1, nosnap: int = 0, keyed: int = 0) -> App:
     a = App("ckpt")
     r = a.source("ra", "k:str, ts:float, v:int", generator=readings, args={"n": n, "keys": keys, "seed": 1,
                                                                             "spin_us": spin_us})
@@ -68,10 +70,13 @@ def ckpt(n: int = 60_000, keys: int = 7, spin_us: int = 0, width: int = 1, nosna
     c = a.aggregate("cnt", m, window=count_window(40), by=["k"], output={"k": "k", "hi": "max(v)", "lo": "min(v)"})
     a.sink("counts", c)
     run = a.custom("run", NoSnap if nosnap else Running, inputs={"in": m},
-                   outputs={"out": "k:str, tot:int, n:int"})["out"]
+                   outputs={"out": "k:str, tot:int, n:int"},
+                   **({"state": "partitioned", "key": ["k"]} if keyed else {}))["out"]
     a.sink("runs", run)
     if width > 1:
         a.parallel("win", "avg", width=width, name="wins")
+        if keyed:  # the custom operator keyed on k, in a region of its own
+            a.parallel("run", width=width, name="runs")
     a.fuse("ra", "rb", "both")
     a.fuse("win", "avg", "means")
     return a
@@ -79,12 +84,13 @@ def ckpt(n: int = 60_000, keys: int = 7, spin_us: int = 0, width: int = 1, nosna
 
 
 @app
-def ckregion(n: int = 3000, keys: int = 9, width: int = 2) -> App:
+def ckregion(n: int = 3000, keys: int = 9, width: int = 2, spin_us: int = 0) -> App:
     """A parallel region whose channels emit all the time (a filter, then a keyed count
     window of 4), so its merge holds reordered tuples whenever one channel is ahead; a
     keyed tumbling event-time window after the merge (part full most of the time)."""
     a = App("ckregion")
-    r = a.source("ra", "k:str, ts:float, v:int", generator=readings, args={"n": n, "keys": keys, "seed": 3})
+    r = a.source("ra", "k:str, ts:float, v:int", generator=readings,
+                  args={"n": n, "keys": keys, "seed": 3, **({"spin_us": spin_us} if spin_us else {})})
     f = a.functor("keep", r, filter="v % 3 != 0")
     c = a.aggregate("cnt4", f, window=count_window(4), by=["k"],
                     output={"k": "k", "ts": "max(ts)", "hi": "max(v)", "lo": "min(v)"})

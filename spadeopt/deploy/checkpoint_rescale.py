@@ -1,0 +1,315 @@
+"""Resume a checkpoint under a plan whose parallel regions have other widths (issue 39).
+
+A region of width k runs each of its operators as k channel copies (``op__c``, shown
+``op@c``); the split routes a tuple to channel ``protocol.key_channel(key, types, k)``,
+so a key's state lives in the copy of the channel that owns it. Under another width k'
+the same key belongs to another channel. An aligned checkpoint has nothing in flight
+between PEs (decision 037), so its state can be moved before any PE starts: for every
+operator of a rescaled region the copies' state is merged and split again by key, as
+the build's ``rescale.json`` says (``codegen.rescale_facts``: each kind's ``rescale``
+fact), and the split's and merge's state is kept or resized:
+
+* ``groups``: the copies' groups (keys disjoint: each key had one owner) merged in the
+  order of their first tuples' numbers (the width-1 opening order a close emits them
+  in, and the order the copy's pulse reads the oldest open group in), then dealt to
+  the channel owning each key at width k';
+* ``clock``: a window's clock, alike in every copy (watermark frames move them together),
+  the most advanced one given to every new copy;
+* ``sum``: counters (late tuples), summed into channel 0;
+* the split's next number and clock are the entering stream's (kept); a sequence-number
+  merge is resized, the tuples it held waiting in one more, ended, channel
+  (``runtime.merges.SeqMerge.resized``).
+
+Width 1 has no split, merge or numbers. Narrowing to 1 drops them (the merge must hold
+nothing: width 1 would have passed its tuples on) and the numbers in the window's groups (and the first tuple a copy keeps only
+for its number). Widening from 1 numbers the window's groups 0, 1, ... in the dict's
+order (width 1's opening order) and makes the split (next number: the group count,
+clock: the window's) and an empty merge; one stateful operator per region then.
+
+Refused, naming the region or operator and saying what to do (``RescaleRefused``): a
+region led by a source or fed by a key exchange, or with window exchanges (its
+operators then differ by more than copies), an operator whose kind cannot split its
+state by key (a custom operator's opaque ``snapshot()``, sliding windows and windows
+with an allowed lateness, joins), a merge holding tuples when narrowing to 1, sources or
+sinks inside a rescaled region, two stateful operators in a region widened from 1.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from spadeopt.errors import UsageError
+from spadeopt.plan.deployment import RESCALE_FILE
+from spadeopt.plan.regions import Region
+from spadeopt.protocol import key_channel
+from spadeopt.runtime.merges import SeqMerge
+
+FACTS_VERSION = 1
+
+
+class RescaleRefused(UsageError):
+    """A checkpoint whose state cannot move to this plan's widths; says why and what to do."""
+
+
+def load_facts(build_dir: Path) -> dict[str, Any] | None:
+    """The build's ``rescale.json`` (None: the build has no region wider than 1, or
+    predates the file), checked for its shape."""
+    path = Path(build_dir) / RESCALE_FILE
+    if not path.is_file():
+        return None
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise RescaleRefused(f"{path} cannot be read ({exc}): rebuild the app") from None
+    if type(doc) is not dict or doc.get("version") != FACTS_VERSION or type(doc.get("regions")) is not dict:
+        raise RescaleRefused(f"{path} is not a rescale.json of version {FACTS_VERSION}: rebuild the app")
+    for name, r in doc["regions"].items():
+        if type(r) is not dict or type(r.get("width")) is not int or type(r.get("operators")) is not list:
+            raise RescaleRefused(f"{path}: region '{name}' is malformed: rebuild the app")
+    return doc
+
+
+@dataclass(frozen=True)
+class Rescale:
+    """The regions whose width changed: name -> (old width, new width), and the facts."""
+
+    widths: dict[str, tuple[int, int]]
+    facts: dict[str, Any]
+
+    def said(self) -> str:
+        return ", ".join(f"region '{r}' from width {a} to {b}" for r, (a, b) in sorted(self.widths.items()))
+
+
+def _width_in(ops: set[str], first: str) -> int:
+    """The width a plan of operators ``ops`` runs the region led by logical ``first`` at."""
+    k = 0
+    while Region.channel_op(first, k) in ops:
+        k += 1
+    return k or 1
+
+
+def _copies(r: dict[str, Any], name: str, width: int) -> set[str]:
+    """The physical operators of region ``name`` (facts ``r``) at ``width``: its logical
+    operators at width 1; else their channel copies, its split(s) and merge."""
+    if width == 1:
+        return set(r["operators"])
+    region = Region(name, tuple(r["operators"]), width)
+    fission = set(r.get("fission") or ()) or {region.split, region.merge}
+    return {Region.channel_op(op, c) for op in r["operators"] for c in range(width)} | fission
+
+
+def rescale_plan(old: list[str], new: list[str], facts: dict[str, Any] | None) -> Rescale | None:
+    """How the checkpoint of a plan of operators ``old`` maps onto a plan of operators
+    ``new`` whose regions (``facts``) have other widths; None when no region's width
+    differs. ``RescaleRefused`` when one does but its state cannot move (the graph is the
+    same, checked by the caller: operators that differ by more than copies are exchanges)."""
+    if not facts:
+        return None
+    have, expected, widths = set(old), set(new), {}
+    for name, r in facts["regions"].items():
+        if not r["operators"]:
+            continue
+        k, k2 = _width_in(have, r["operators"][0]), r["width"]
+        if k != k2 and set(_names(r["operators"][-1], k)) <= have:
+            widths[name] = (k, k2)
+            _movable(name, r, k, k2)
+            expected = (expected - _copies(r, name, k2)) | _copies(r, name, k)
+    if not widths:
+        return None
+    if expected != have:  # the same graph (its fingerprint was checked): fission made other operators
+        gone, extra = sorted(have - expected), sorted(expected - have)
+        raise RescaleRefused(
+            f"region(s) {', '.join(sorted(widths))} at the old width(s) had operators other than their copies, "
+            f"split and merge (only there: {', '.join(gone[:6]) or '-'}; only here: {', '.join(extra[:6]) or '-'}): "
+            f"window or key exchanges, which are not moved to another width yet; keep the widths")
+    return Rescale(widths, facts)
+
+
+def _movable(name: str, r: dict[str, Any], k: int, k2: int) -> None:
+    """Refuse a region whose channels' entry is not a keyed split (``RescaleRefused``)."""
+    if r.get("fed") == "source":
+        src = r["operators"][0]
+        raise RescaleRefused(
+            f"region '{name}' is led by source '{src}', whose channel copies read splits c, c+{k}, ... and "
+            f"checkpoint how many records each passed on: at width {k2} the records they consumed are not a "
+            f"prefix of any new copy's splits, and a copy skipping them is not supported yet; keep the "
+            f"region's width {k} to resume from this checkpoint")
+    if r.get("fed") != "split":
+        how = "a key exchange from the region before it" if r.get("fed") == "exchange" else f"'{r.get('fed')}'"
+        raise RescaleRefused(
+            f"region '{name}' is fed by {how}: its channels' state is not moved to another width yet; keep "
+            f"the region's width {k} to resume from this checkpoint")
+
+
+def rescale_entries(flat: dict[str, dict[str, Any]], rs: Rescale) -> None:
+    """Move the checkpoint's entries (field -> operator -> value, all parts together) to
+    the new widths, in place."""
+    for name, (k, k2) in sorted(rs.widths.items()):
+        _rescale_region(flat, name, rs.facts["regions"][name], k, k2)
+
+
+def _names(op: str, width: int) -> list[str]:
+    return [op] if width == 1 else [Region.channel_op(op, c) for c in range(width)]
+
+
+def _rescale_region(flat: dict[str, dict[str, Any]], name: str, r: dict[str, Any], k: int, k2: int) -> None:
+    key, types = [a for a, _ in r["key"]], tuple(t for _, t in r["key"])
+
+    def route(values: dict[str, Any]) -> int:
+        if not key:
+            raise RescaleRefused(f"region '{name}' has no key, yet an operator keeps groups in it; keep its width {k}")
+        return key_channel(tuple(values[a] for a in key), types, k2)
+
+    split_made: list = [0, None, None]  # widening from 1: the split's next number, clock window; the operator
+    for op in r["operators"]:
+        olds = _names(op, k)
+        for field, entries in flat.items():
+            held = [o for o in olds if o in entries]
+            if not held:
+                continue
+            where = f"operator '{op}' of region '{name}'"
+            if field != "ops":
+                raise RescaleRefused(f"{where} holds {field} per channel copy, which are not moved to another "
+                                     f"width yet; keep the region's width {k}")
+            spec = r["copies"].get(op)
+            if type(spec) is not dict:
+                raise RescaleRefused(f"{where}: {spec or 'its state cannot move'}; keep the region's width "
+                                     f"{k} to resume from this checkpoint")
+            if len(held) != k:
+                raise RescaleRefused(f"{where}: only copies {', '.join(held)} hold state in the checkpoint")
+            states = [entries.pop(o) for o in olds]
+            if k == 1:
+                if split_made[2] is not None:
+                    raise RescaleRefused(f"{where}: a region widened from 1 may hold one stateful operator "
+                                         f"(here also '{split_made[2]}': numbers are made for one); keep the "
+                                         f"region's width 1")
+                states = [_numbered(spec, states[0], where)]
+                split_made[:] = [len(states[0][0]), states[0][1][0], op]
+            moved = split_state(spec, states, k2, route, where)
+            if k2 == 1:
+                moved = [_unnumbered(spec, moved[0])]
+            entries.update(dict(zip(_names(op, k2), moved, strict=True)))
+    for fop, spec in r.get("fission", {}).items():
+        if type(spec) is not dict:
+            raise RescaleRefused(f"'{fop}' of region '{name}': {spec}; keep the region's width {k}")
+        if k == 1:
+            made = [[split_made[0]]] + ([[split_made[1]]] if spec.get("clock") else [])
+            flat["ops"][fop] = made if spec.get("keep") else [vars(SeqMerge(k2))]
+        elif fop in flat["ops"]:
+            state = _fission_state(spec, flat["ops"][fop], k2, f"'{fop}' of region '{name}'")
+            if k2 == 1:
+                del flat["ops"][fop]  # a region of width 1 has no split or merge
+            else:
+                flat["ops"][fop] = state
+
+
+def _numbered(spec: dict[str, Any], state: list, where: str) -> list:
+    """A window's state at width 1 in its channel copies' layout: each group numbered by
+    its place in opening order (the dict's order), the number last in its tuples; a
+    first or last tuple only a copy keeps (for its number) made of Nones and the number
+    (a last tuple's number is read only once a tuple has replaced it)."""
+    if spec["slots"][:2] != ["groups", "clock"]:
+        raise RescaleRefused(f"{where}: its state is not a window's groups and clock")
+    groups = {}
+    for n, (key, g) in enumerate(state[0].items()):
+        if spec.get("first") is None:  # a group is its rows
+            groups[key] = [row + (n,) for row in g]
+            continue
+        made = (None,) * (spec["arity"] - 1) + (n,)
+        t0 = g[1] + (n,) if spec["single_first"] else made
+        at = 1 + spec["single_first"]
+        tn = [g[at] + (n,) if spec["single_last"] else made] if spec["copy_last"] else []
+        groups[key] = [g[0], t0, *tn, *g[at + spec["single_last"]:]]
+    return [groups, *state[1:]]
+
+
+def _unnumbered(spec: dict[str, Any], state: list) -> list:
+    """A channel copy's window state in the width-1 layout: the numbers dropped, and the
+    first or last tuple a copy keeps only for its number."""
+    groups = {}
+    for key, g in state[0].items():
+        if spec.get("first") is None:
+            groups[key] = [row[:-1] for row in g]
+            continue
+        t0 = [g[1][:-1]] if spec["single_first"] else []
+        tn = [g[2][:-1]] if spec["single_last"] else []
+        groups[key] = [g[0], *t0, *tn, *g[2 + spec["copy_last"]:]]
+    return [groups, *state[1:]]
+
+
+def _fission_state(spec: dict[str, Any], state: list, width: int, where: str) -> list:
+    """A split's or merge's state at ``width`` (1: only checked, a merge must hold nothing)."""
+    if spec.get("keep"):
+        return state
+    try:
+        out = []
+        for slot, v in zip(spec["slots"], state, strict=True):
+            if slot == "seq_merge" and width == 1 and SeqMerge.held(v):
+                raise ValueError(f"it holds {len(SeqMerge.held(v))} tuple(s) a channel delivered ahead of another, "
+                                 f"which width 1 (no merge) would have passed on already")
+            out.append(SeqMerge.resized(v, width) if slot == "seq_merge" else v)
+        return out
+    except ValueError as exc:
+        raise RescaleRefused(f"{where} cannot move to width {width} at this checkpoint: {exc}; resume at the "
+                             f"width it was taken at, or from another checkpoint") from None
+
+
+def split_state(spec: dict[str, Any], states: list[list], width: int, route, where: str) -> list[list]:
+    """The state of ``width`` channel copies from the copies' ``states`` (each a list of
+    the objects the copy registered, in order) as ``spec`` (a kind's ``rescale`` fact) says.
+
+    >>> spec = {"slots": ["groups", "clock", "sum"], "key": ["k"], "first": 1}
+    >>> a = [{"x": [2, ("x", 9, 5)]}, [4, None, None], [1]]
+    >>> b = [{"y": [1, ("y", 3, 2)], "z": [1, ("z", 8, 7)]}, [4, None, None], [2]]
+    >>> split_state(spec, [a, b], 1, lambda v: 0, "w")
+    [[{'y': [1, ('y', 3, 2)], 'x': [2, ('x', 9, 5)], 'z': [1, ('z', 8, 7)]}, [4, None, None], [3]]]
+    """
+    slots = spec["slots"]
+    if any(type(s) is not list or len(s) != len(slots) for s in states):
+        raise RescaleRefused(f"{where}: its state in the checkpoint is not the {len(slots)} object(s) its kind "
+                             f"registers; rebuild and resume at the old width")
+    out: list[list] = [[None] * len(slots) for _ in range(width)]
+    for i, slot in enumerate(slots):
+        vals = [s[i] for s in states]
+        if slot == "groups":
+            for c, d in enumerate(_split_groups(vals, spec, width, route, where)):
+                out[c][i] = d
+        elif slot == "clock":
+            best = max(vals, key=lambda v: (v[0] is not None, v[0] if v[0] is not None else 0))
+            for c in range(width):
+                out[c][i] = copy.deepcopy(best)
+        elif slot == "sum":
+            for c in range(width):
+                out[c][i] = [sum(col) if c == 0 else 0 * col[0] for col in zip(*vals, strict=True)]
+        else:
+            raise RescaleRefused(f"{where}: state slot '{slot}' is not known to this version")
+    return out
+
+
+def _split_groups(dicts: list[dict], spec: dict[str, Any], width: int, route, where: str) -> list[dict]:
+    """The copies' groups merged in their first tuples' number order, dealt by key."""
+    first, by = spec.get("first"), spec["key"]
+    merged: list[tuple[Any, Any]] = []
+    for d in dicts:
+        merged.extend(d.items())
+    if len({k for k, _ in merged}) != len(merged):
+        raise RescaleRefused(f"{where}: a key's group is in two channel copies (not split by the region key)")
+
+    def number(item: tuple[Any, Any]) -> Any:
+        g = item[1]
+        return (g[first] if first is not None else g[0])[-1]
+
+    merged.sort(key=number)
+    out: list[dict] = [{} for _ in range(width)]
+    for k, g in merged:
+        values = {by[0]: k} if len(by) == 1 else dict(zip(by, k, strict=True))
+        try:
+            c = route(values)
+        except KeyError as exc:
+            raise RescaleRefused(f"{where}: its group key {by} lacks the region key attribute {exc}") from None
+        out[c][k] = g
+    return out

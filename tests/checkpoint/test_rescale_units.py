@@ -1,0 +1,168 @@
+"""Moving a region's state to another width (issue 39), without PEs: the key split is the
+split's own routing, the build's rescale facts, and what is refused."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from zlib import crc32
+
+import pytest
+
+from spadeopt.codegen.rescale_facts import rescale_facts
+from spadeopt.deploy.checkpoint_rescale import (
+    RescaleRefused,
+    rescale_entries,
+    rescale_plan,
+    split_state,
+)
+from spadeopt.kinds.lowering import stable_hash
+from spadeopt.model.schema import Schema
+from spadeopt.optimize.strategies import plan_for
+from spadeopt.plan.fission import physical_graph
+from spadeopt.protocol import key_channel
+from tests.apps.ckpt import ckpt
+
+
+@pytest.mark.parametrize("attrs", [("s",), ("i",), ("f",), ("b",), ("i", "s"), ("f", "b", "i")])
+def test_the_key_split_is_the_generated_splits_routing(attrs):
+    schema = Schema.parse("s:str, i:int, f:float, b:bytes")
+    parts = [stable_hash(a, schema) for a in attrs]  # what kinds.fission_split writes into the split
+    code = parts[0] if len(parts) == 1 else f"hash(({', '.join(parts)}))"
+    types = tuple(schema.type_of(a) for a in attrs)
+    for n in range(200):
+        t = (f"k{n}", n * 7919 - 500, n / 3 if n % 17 else float("nan"), bytes([n % 256, 1]))
+        values = tuple(t[schema.index(a)] for a in attrs)
+        for width in (1, 2, 3, 5, 8):
+            assert key_channel(values, types, width) == eval(code, {"_crc32": crc32, "t": t}) % width
+
+
+def _facts(width, **params):
+    g = ckpt.build({"n": 100, "width": 2, **params})
+    return g, rescale_facts(g, dataclasses.replace(plan_for(g, "none", widths={"wins": width}), checkpoints=True))
+
+
+def _ops(g, width):
+    plan = plan_for(g, "none", widths={"wins": width})
+    return sorted(op.name for op in physical_graph(g, plan.regions).operators)
+
+
+def test_the_facts_say_how_each_copy_moves():
+    g, facts = _facts(3)
+    r = facts["regions"]["wins"]
+    assert r["width"] == 3 and r["key"] == [["k", "str"]] and r["fed"] == "split"
+    assert r["copies"]["win"] == {"slots": ["groups", "clock", "sum"], "key": ["k"], "first": 1,
+                                  "single_first": False, "single_last": False, "copy_last": False, "arity": 4}
+    assert r["fission"] == {"wins__split": {"keep": True, "clock": True}, "wins__merge": {"slots": ["seq_merge"]}}
+    assert _facts(1)[1]["regions"]["wins"]["copies"] == r["copies"]  # at width 1: as its copies would be
+    rs = rescale_plan(_ops(g, 2), _ops(g, 3), facts)
+    assert rs is not None and rs.widths == {"wins": (2, 3)}
+    assert rescale_plan(_ops(g, 3), _ops(g, 3), facts) is None  # no width differs
+    with pytest.raises(RescaleRefused, match="only there: wins__win__wsplit0; only here: -.*exchanges"):
+        rescale_plan(_ops(g, 2) + ["wins__win__wsplit0"], _ops(g, 3), facts)
+
+
+def test_a_window_copys_groups_move_to_the_channel_owning_their_key_in_opening_order():
+    spec = {"slots": ["groups", "clock", "sum"], "key": ["k"], "first": 1}
+    keys = [f"k{i}" for i in range(9)]
+    olds = [[{}, [4, None, None], [c]] for c in range(2)]
+    for n, k in enumerate(reversed(keys)):  # opened in reverse key order; numbers n
+        olds[key_channel((k,), ("str",), 2)][0][k] = [1, (k, 1.0, 5, n), 5]
+    new = split_state(spec, olds, 3, lambda v: key_channel((v["k"],), ("str",), 3), "win")
+    for c, (groups, clock, late) in enumerate(new):
+        assert all(key_channel((k,), ("str",), 3) == c for k in groups)
+        assert [g[1][-1] for g in groups.values()] == sorted(g[1][-1] for g in groups.values())
+        assert clock == [4, None, None] and late == [1 if c == 0 else 0]
+    assert sorted(k for groups, _, _ in new for k in groups) == sorted(keys)
+
+
+def test_a_custom_operators_opaque_state_is_refused_naming_it():
+    g = ckpt.build({"n": 100, "width": 2, "keyed": 1})
+
+    def plan(w):
+        return dataclasses.replace(plan_for(g, "none", widths={"wins": w, "runs": w}), checkpoints=True)
+
+    old, new = (sorted(op.name for op in physical_graph(g, plan(w).regions).operators) for w in (2, 3))
+    rs = rescale_plan(old, new, rescale_facts(g, plan(3)))
+    flat = {"ops": {"run__0": [{"k1": [1, 1]}], "run__1": [{"k2": [2, 2]}]}, "sources": {}, "sinks": {}, "commits": {}}
+    with pytest.raises(RescaleRefused, match="operator 'run' of region 'runs': a custom operator's snapshot.* "
+                                             "keep the region's width 2"):
+        rescale_entries(flat, rs)
+
+
+def _window(groups):
+    return {"ops": {"win": [groups, [7, None, None], [3]]}, "sources": {}, "sinks": {}, "commits": {}}
+
+
+def test_widening_from_one_numbers_the_groups_in_opening_order_and_makes_split_and_merge():
+    g, facts = _facts(3)
+    flat = _window({f"k{i}": [i + 1, 10 * i] for i in range(6)})  # width 1: [count, sum(v)]
+    rescale_entries(flat, rescale_plan(_ops(g, 1), _ops(g, 3), facts))
+    ops = flat["ops"]
+    assert ops["wins__split"] == [[6], [7]]  # the next number after the 6 groups; the window's clock
+    assert ops["wins__merge"][0]["floor"] == [-1, -1, -1]
+    seen = {}
+    for c in range(3):
+        groups, clock, late = ops[f"win__{c}"]
+        assert clock == [7, None, None] and late == [3 if c == 0 else 0]
+        for k, (n, t0, tot) in groups.items():
+            assert key_channel((k,), ("str",), 3) == c and t0 == (None, None, None, int(k[1:]))
+            seen[k] = (n, tot)
+    assert seen == {f"k{i}": (i + 1, 10 * i) for i in range(6)}
+    back = {"ops": {k: v for k, v in ops.items() if k.startswith("win__") or k.startswith("wins__")},
+            "sources": {}, "sinks": {}, "commits": {}}
+    rescale_entries(back, rescale_plan(_ops(g, 3), _ops(g, 1), _facts(1)[1]))  # and narrowing back to 1
+    assert back["ops"] == _window({f"k{i}": [i + 1, 10 * i] for i in range(6)})["ops"]
+    assert list(back["ops"]["win"][0]) == [f"k{i}" for i in range(6)]  # opening order, as width 1 keeps it
+
+
+def test_a_merge_holding_tuples_keeps_them_in_an_ended_channel_and_narrowing_to_one_is_refused():
+    g, facts = _facts(3)
+    merge = {"queues": [[("a", 1)], []], "heads": [0, 0], "live": [True, True], "floor": [0, 0], "taken": None,
+             "above": False}
+    flat = {"ops": {"wins__merge": [merge]}, "sources": {}, "sinks": {}, "commits": {}}
+    rescale_entries(flat, rescale_plan(_ops(g, 2), _ops(g, 3), facts))
+    moved = flat["ops"]["wins__merge"][0]
+    assert moved["queues"] == [[], [], [], [("a", 1)]] and moved["live"] == [True, True, True, False]
+    flat = {"ops": {"wins__merge": [merge]}, "sources": {}, "sinks": {}, "commits": {}}
+    with pytest.raises(RescaleRefused, match="'wins__merge' of region 'wins' cannot move .* holds 1 tuple"):
+        rescale_entries(flat, rescale_plan(_ops(g, 2), _ops(g, 1), _facts(1)[1]))
+
+
+def test_a_count_windows_groups_keep_their_first_and_last_tuples_across_width_one():
+    from tests.apps.ckpt import ckregion
+
+    g = ckregion.build({"width": 2})
+
+    def plan(w):
+        return dataclasses.replace(plan_for(g, "none", widths={"chans": w}), checkpoints=True)
+
+    def ops(w):
+        return sorted(op.name for op in physical_graph(g, plan(w).regions).operators)
+
+    spec = rescale_facts(g, plan(2))["regions"]["chans"]["copies"]["cnt4"]
+    assert spec["slots"] == ["groups", "clock"] and spec["copy_last"] and not spec["single_last"]
+    single = {"ops": {"cnt4": [{"k1": [2, 9.5, 7, 3], "k2": [1, 1.0, 4, 4]}, [None, None, None]]},
+              "sources": {}, "sinks": {}, "commits": {}}  # [n, max(ts), max(v), min(v)]
+    wide = copy.deepcopy(single)
+    rescale_entries(wide, rescale_plan(ops(1), ops(3), rescale_facts(g, plan(3))))
+    groups = {k: v for c in range(3) for k, v in wide["ops"][f"cnt4__{c}"][0].items()}
+    assert groups["k1"][:2] == [2, (None,) * 3 + (0,)] and groups["k1"][3:] == [9.5, 7, 3]
+    assert wide["ops"]["chans__split"] == [[2]]  # no clock: a count window
+    back = {"ops": {k: v for k, v in wide["ops"].items()}, "sources": {}, "sinks": {}, "commits": {}}
+    rescale_entries(back, rescale_plan(ops(3), ops(1), rescale_facts(g, plan(1))))
+    assert back["ops"] == single["ops"]
+
+
+def test_a_region_led_by_a_splittable_source_is_refused_naming_the_source():
+    from tests.apps.splits import splits
+
+    g = splits.build({"case": "dynamic", "width": 2})
+
+    def plan(w):
+        return dataclasses.replace(plan_for(g, "none", widths={"reg": w}), checkpoints=True)
+
+    old, new = (sorted(op.name for op in physical_graph(g, plan(w).regions).operators) for w in (2, 3))
+    with pytest.raises(RescaleRefused, match="region 'reg' is led by source 'src', whose channel copies read "
+                                             "splits c, c\\+2, .* keep the region's width 2"):
+        rescale_plan(old, new, rescale_facts(g, plan(3)))
