@@ -9,7 +9,8 @@ channel is cut into at most ``p`` contiguous segments of near-equal profiled loa
 region's operators in declaration order), each segment one PE in every channel, and all
 operators outside the channels (sources and sinks outside regions, splits, merges,
 exchange operators) one more PE, or the PEs GreedyFuse makes of them alone at MaxFrac 1
-(:func:`outside_groups`), when that is legal (colocation groups whole, no two
+(:func:`outside_groups`), or two: upstream and downstream of the channels
+(:func:`outside_ends`, the manual fusion's shape), when that is legal (colocation groups whole, no two
 members of an exlocation or unfusable group, no two channels of a region in one PE).
 Each plan is placed as FATM places GreedyFuse's and scored by the same prediction; the
 width search ranks both families together (``fatm_search.WidthScorer``).
@@ -84,6 +85,44 @@ def outside_groups(outside: Sequence[str], problem: FusionProblem) -> list[list[
                               colocate=within(problem.colocate),
                               exlocate=within(problem.exlocate), unfusable=within(problem.unfusable))
     return [list(part) for part in greedy_then_absorb(sub).partitions]
+
+
+def outside_ends(outside: Sequence[str], in_channel: set[str], problem: FusionProblem) -> list[list[str]] | None:
+    """The operators outside the channels as two PEs: those upstream of a channel (sources,
+    splits) and the rest, downstream (merges, sinks), as the developer's manual fusion
+    places a region's split with its producer and its merge with its consumer; ``None``
+    when either side is empty or an operator is both (it sits between two regions: one
+    PE on either side would loop through the channels).
+
+    >>> from spadeopt.optimize.problem import LinearCommModel
+    >>> pr = FusionProblem.build(["s", "x", "c0", "c1", "m", "k"], dict.fromkeys("s x c0 c1 m k".split(), 0.1),
+    ...     [Link("s", "x", 1.0, 8.0), Link("x", "c0", 1.0, 8.0), Link("x", "c1", 1.0, 8.0),
+    ...      Link("c0", "m", 1.0, 8.0), Link("c1", "m", 1.0, 8.0), Link("m", "k", 1.0, 8.0)], LinearCommModel(1e-6))
+    >>> outside_ends(["s", "x", "m", "k"], {"c0", "c1"}, pr)
+    [['s', 'x'], ['m', 'k']]
+    """
+    succ: dict[str, list[str]] = {}
+    pred: dict[str, list[str]] = {}
+    for lk in problem.links:
+        if lk.src is not None and lk.dst is not None:
+            succ.setdefault(lk.src, []).append(lk.dst)
+            pred.setdefault(lk.dst, []).append(lk.src)
+
+    def reach(start: set[str], step: dict[str, list[str]]) -> set[str]:
+        seen, work = set(), list(start)
+        while work:
+            for nxt in step.get(work.pop(), ()):
+                if nxt not in seen:
+                    seen.add(nxt)
+                    work.append(nxt)
+        return seen
+
+    up, down = reach(in_channel, pred), reach(in_channel, succ)
+    first = [o for o in outside if o in up]
+    rest = [o for o in outside if o not in up]
+    if not first or not rest or any(o in down for o in first):
+        return None
+    return [first, rest]
 
 
 def symmetric_groups(physical_ops: Sequence[str], regions: Sequence[Region], load: Mapping[str, float],
@@ -170,6 +209,9 @@ def family(entry, prof, logical_load: Mapping[str, float], comm, nodes: int, cor
             variants.append(outside_groups(outside, problem))
         except SpadeoptError:
             pass
+        ends = outside_ends(outside, in_channel, problem)
+        if ends is not None:
+            variants.append(ends)
     for p, fused_outside in itertools.product(SEGMENTS, variants):
         groups = symmetric_groups(physical_ops, regions, logical_load, p, fused_outside)
         key = tuple(tuple(g) for g in groups)
