@@ -7,6 +7,11 @@ campaign through the opaque Python function :func:`campaign_of` (the benchmark's
 lookup, here a table in memory), and counted per campaign in 10 s event-time tumbling
 windows. The counts go to a counting sink (``sink="file"``: the window rows, whose order
 is part of the answer). Nothing is declared parallel: FATM finds the regions.
+
+The default of 1 M events makes a run last about a second on one core, as the other
+apps' defaults do: at 200 k (0.2 s) a plan's start and drain were most of what
+``compare`` timed (FATM's 3-PE plan on 2 cores 0.91x FALL at 200 k, 1.97x at 1 M, the
+same day; docs/results/compare/ysb-s44*).
 """
 
 from __future__ import annotations
@@ -39,7 +44,7 @@ _TABLE = [ad // ADS_PER_CAMPAIGN for ad in range(CAMPAIGNS * ADS_PER_CAMPAIGN)]
 
 
 @app
-def ysb(tuples: int = 200_000, window: int = 10_000, gap: int = 1, sink: str = "count", split: int = 4096) -> App:
+def ysb(tuples: int = 1_000_000, window: int = 10_000, gap: int = 1, sink: str = "count", split: int = 4096) -> App:
     a = App("ysb")
     ev = a.source("events", "user:int, ad:int, etype:int, ts:int", generator=events,
                   args={"n": tuples, "gap": gap, "split": split})
