@@ -77,13 +77,13 @@ class Switch:
                                               "predicted", "refused", "pause_s", "profile", "timings")}
 
 
-def options_from(app_ref: str, fusion: str, widths, resume, adapt_after, interval, directory, keep: int,
+def options_from(app_ref: str, fusion: str | None, widths, resume, adapt_after, interval, directory, keep: int,
                  attempts: int, calibration) -> AdaptOptions:
     """``run --adaptive``'s flags as ``AdaptOptions``; what it cannot combine with, refused."""
     if api.is_build(app_ref):
         raise UsageError(f"--adaptive plans from the app itself: give the app (apps/x.py), not the build "
                          f"directory {app_ref}")
-    if fusion not in ("none", "all"):  # "none" is run's default: --fusion was not given
+    if fusion is not None:  # given on the command line
         raise UsageError(f"--adaptive starts from FALL and plans with FATM: drop --fusion {fusion}")
     if widths:
         raise UsageError("--adaptive lets FATM choose the region widths: drop --width")

@@ -133,7 +133,8 @@ def _run_adaptive(args: argparse.Namespace) -> int:
 
     if not args.adaptive:
         raise UsageError("--adapt-after is --adaptive's measurement window: add --adaptive")
-    adapt = adaptive.options_from(args.app, args.fusion, args.width, args.resume, args.adapt_after,
+    fusion = args.fusion if args.fusion != args.fusion_default else None  # None: --fusion not given
+    adapt = adaptive.options_from(args.app, fusion, args.width, args.resume, args.adapt_after,
                                   args.checkpoint_interval, args.checkpoint_dir, args.checkpoints_kept,
                                   args.restart_attempts, args.calibration)
     options = _options(argparse.Namespace(**{**vars(args), "checkpoint_interval": None, "resume": None}))
@@ -328,6 +329,7 @@ def _run_parser(sub) -> None:
     r = sub.add_parser("run", help="build an app (or take a build directory) and run it on Spark")
     r.add_argument("app", help="apps/bargain.py, apps.bargain:app, or a build directory")
     _app_args(r)
+    r.set_defaults(fusion_default=r.get_default("fusion"))  # --adaptive refuses a --fusion given
     _width_arg(r)
     r.add_argument("--master", help="Spark master (default local[nodes*cores]; local-cluster[n,c,mem] works)")
     r.add_argument("--out", type=Path, help="write each sink's output to OUT/<sink>.jsonl")

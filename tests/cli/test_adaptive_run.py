@@ -64,7 +64,7 @@ def test_a_run_that_ends_before_the_window_does_not_switch_and_keeps_its_answer(
 @pytest.mark.parametrize("args,said", [
     (["--adaptive", "--adapt-after", "-1"], "--adapt-after must be a number of seconds >= 0"),
     (["--adapt-after", "3"], "add --adaptive"),
-    (["--adaptive", "--fusion", "none-such"], "drop --fusion"),
+    (["--adaptive", "--fusion", "all"], "drop --fusion"),
     (["--adaptive", "--width", "wins=2"], "drop --width"),
     (["--adaptive", "--resume", "somewhere"], "cannot --resume"),
 ])
