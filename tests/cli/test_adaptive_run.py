@@ -22,7 +22,7 @@ def _params(n: int) -> list[str]:
 
 @pytest.mark.spark
 def test_an_adaptive_run_switches_once_and_its_sinks_are_a_plain_runs(tmp_path):
-    params = _params(100_000)  # ~4 s of phase 1 at the instrumented rate: long enough to switch mid-way
+    params = _params(80_000)  # ~3 s of phase 1 at the instrumented rate: long enough to switch mid-way
     ref = cli("run", APP, "--fusion", "all", *params, "--out", tmp_path / "ref", "--build-dir", tmp_path / "rb")
     assert ref.returncode == 0, ref.stderr
     got = cli("run", APP, "--adaptive", "--adapt-after", "1.5", "--checkpoint-interval", "0.5", *params,
