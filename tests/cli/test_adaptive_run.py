@@ -73,3 +73,35 @@ def test_bad_adaptive_options_exit_2_before_anything_is_written(tmp_path, args, 
     assert got.returncode == 2, (got.stdout, got.stderr)
     assert said in got.stderr and "Traceback" not in got.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_a_plan_with_a_pe_holding_a_source_and_input_links_is_not_resumed(tmp_path):
+    """Record 037's known gap, reproduced by kill -9 (record 069): such a plan is skipped."""
+    import dataclasses
+
+    from spadeopt.adaptive import _cannot_resume
+    from spadeopt.codegen.render import generate
+    from spadeopt.deploy.checkpoint_store import CheckpointStore
+    from spadeopt.plan.plan import make_plan
+    from tests.apps.ckpt import ckpt
+
+    g = ckpt.build({"n": 1000})
+    rest = ["both", "win", "avg", "means", "cnt", "counts", "run", "runs"]
+    store = CheckpointStore(tmp_path / "chk")  # empty: nothing else is refused
+
+    def build(groups, name):
+        plan = make_plan(g, "all", groups, [0] * len(groups), 1, 2, honours=frozenset())
+        return generate(g, dataclasses.replace(plan, checkpoints=True), tmp_path / name, APP)
+
+    said = _cannot_resume(build([["ra"], ["rb", *rest]], "mixed"), store, g)
+    assert said and "pe1" in said and "source and input links" in said
+    assert _cannot_resume(build([["ra"], ["rb"], rest], "apart"), store, g) is None
+
+
+@pytest.mark.parametrize("value", [-1.0, float("nan"), float("inf")])
+def test_the_measurement_window_must_be_a_finite_number_of_seconds(value):
+    from spadeopt.adaptive import AdaptOptions
+    from spadeopt.errors import UsageError
+
+    with pytest.raises(UsageError, match="--adapt-after must be"):
+        AdaptOptions(adapt_after=value)
