@@ -196,7 +196,8 @@ def _measure(build, plan, store, adapt: AdaptOptions, options: RunOptions, run_d
     if not stop:
         store.commit_sinks(coord.finish())
         return result, None
-    stop["started"], stop["finished"] = t0, time.time()
+    # one more may have completed before the sources saw the stop: the resume takes the newest
+    stop.update(checkpoint=coord.completed[-1], t_checkpoint=coord.t_last, started=t0, finished=time.time())
     return result, stop
 
 
