@@ -310,7 +310,7 @@ def _link_args(p: argparse.ArgumentParser) -> None:
                    "batch waits for more records before it is sent on (default 5 ms; 0: at once)")
     p.add_argument("--batch-size", type=int, metavar="N", help="tuples a source hands on per batch, and so "
                    "at most per message between PEs (default: the build's: 512, or what FATM chose from "
-                   "the profile, 512-4096)")
+                   "the profile, 512-2048)")
 
 
 def _width_arg(p: argparse.ArgumentParser) -> None:

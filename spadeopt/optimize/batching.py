@@ -11,7 +11,7 @@ holds it for seconds (1.5 ms tuples x 2,048 = 3 s, which starved the kill tests 
 checkpoints). So the batch is a per-plan choice from what the tuples cost.
 
 Rule (:func:`plan_batch`): the largest power of two from :data:`DEFAULT_BATCH` up to
-:data:`MAX_PLAN_BATCH` such that
+:data:`MAX_PLAN_BATCH` (2,048) such that
 
 * one batch costs at most :data:`BATCH_BUDGET_S` of CPU through the *whole* graph
   (the profile's summed operator loads per source tuple: what FALL's one PE spends on
@@ -30,13 +30,13 @@ result is a power of two in [``DEFAULT_BATCH``, ``MAX_PLAN_BATCH``]. Cost: O(ope
 
 >>> from spadeopt.optimize.fatm_problem import OperatorProfile
 >>> cheap = OperatorProfile("a", "f", {"src": 0.2, "f": 0.3}, (("src", "f", 500_000.0, 40.0),), 500_000.0)
->>> plan_batch(cheap)  # 1 us a source tuple: 4,096 tuples cost 4.1 ms
-4096
+>>> plan_batch(cheap)  # 1 us a source tuple: 2,048 tuples cost 2 ms (4,096 would fit too: the cap)
+2048
 >>> slow = OperatorProfile("a", "f", {"src": 0.01, "f": 0.99}, (("src", "f", 1_000.0, 40.0),), 1_000.0)
 >>> plan_batch(slow)  # 1 ms a tuple: the default
 512
 >>> wide = OperatorProfile("a", "f", {"src": 0.2, "f": 0.3}, (("src", "f", 500_000.0, 600.0),), 500_000.0)
->>> plan_batch(wide)  # 600-byte tuples: 1,024 of them fill a 1 MiB frame
+>>> plan_batch(wide)  # 600-byte tuples: 1,024 of them fit in a 1 MiB frame, 2,048 do not
 1024
 """
 
@@ -51,9 +51,12 @@ BATCH_BUDGET_S = 0.005
 """CPU seconds one batch may cost through the whole graph (a barrier's or a live tuple's
 wait per batch, at most)."""
 
-MAX_PLAN_BATCH = 4096
-"""The largest batch a plan chooses; past it the frame share of a tuple's cost is under
-2 % of a link end's (``predict.FRAME_S`` / 4,096 = 15 ns against ~0.35 us)."""
+MAX_PLAN_BATCH = 2048
+"""The largest batch a plan chooses. Measured on the YSB-style app (docs/decisions/001):
+2,048 cut its 2-core plan's CPU by a sixth and, in an earlier run, its 16-core plan's by a
+fifth; 4,096 made the 16-core plan's PEs dearer (6.5 s against 5.2-5.6 s for 2 M events,
+one interleaved run of three rounds: big lists under time-slicing), and the frame share
+it would still save is ~15 ns a tuple (``predict.FRAME_S`` / 4,096)."""
 
 
 def plan_batch(prof: OperatorProfile) -> int:

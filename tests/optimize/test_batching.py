@@ -38,7 +38,7 @@ def _build(tmp_path, work_us: float):
 
 
 def test_fatm_runs_a_cheap_app_with_a_big_batch_written_into_its_build(tmp_path):
-    auto, deploy, plan = _build(tmp_path, work_us=0.1)  # 8 operators x 0.1 us: 4,096 tuples cost 3.3 ms
+    auto, deploy, plan = _build(tmp_path, work_us=0.1)  # 8 operators x 0.1 us: 2,048 tuples cost 1.6 ms
     assert auto.plan.batch == MAX_PLAN_BATCH == plan["batch"] == deploy["batch_size"]
     assert Deployment.from_json(deploy).settings.batch_size == MAX_PLAN_BATCH  # what the agents hand the PEs
     assert Plan.from_json(plan) == auto.plan
@@ -55,8 +55,10 @@ def test_a_slow_app_keeps_the_default_batch(tmp_path):
 def test_the_batch_stops_where_a_batch_would_fill_a_frame():
     graph, prof = _chain(0.01, size=3000.0)  # cheap, but 3 KB tuples: 349 of them fill 1 MiB
     assert plan_batch(prof) == DEFAULT_BATCH
+    graph, prof = _chain(0.01, size=700.0)
+    assert plan_batch(prof) == 1024  # 1,024 x 700 B fit in 1 MiB, 2,048 do not
     graph, prof = _chain(0.01, size=500.0)
-    assert plan_batch(prof) == 2048  # 2,048 x 500 B fit in 1 MiB, 4,096 do not
+    assert plan_batch(prof) == 2048  # 2,048 x 500 B fit
 
 
 def test_a_bigger_batch_predicts_cheaper_links_and_never_dearer():
@@ -67,8 +69,8 @@ def test_a_bigger_batch_predicts_cheaper_links_and_never_dearer():
     def rate(plan, batch):
         return predict_physical(graph, prof, Plan(**{**plan.__dict__, "batch": batch}), comm, DEFAULT_MODEL,
                                 0.0).rate
-    assert rate(none, 4096) > rate(none, 512) == rate(none, None)  # frames of 4,096 save their share
-    assert rate(fall, 4096) == rate(fall, 512)  # nothing crosses: nothing to save
+    assert rate(none, 2048) > rate(none, 512) == rate(none, None)  # frames of 2,048 save their share
+    assert rate(fall, 2048) == rate(fall, 512)  # nothing crosses: nothing to save
 
 
 def test_plan_json_refuses_a_batch_that_is_not_a_count():
