@@ -115,6 +115,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     if args.json:
         claim_file(args.json, "result", "--json", args.force)
+    if args.adaptive or args.adapt_after is not None:
+        return _run_adaptive(args)
     result = api.run(args.app, args.fusion, _params(args.p), nodes=args.nodes, cores=args.cores,
                      build_dir=args.build_dir, widths=parse_widths(args.width), collapse=not args.no_collapse,
                      options=_options(args))
@@ -122,6 +124,27 @@ def cmd_run(args: argparse.Namespace) -> int:
     show_result(result)
     if args.json:
         api.write_json(args.json, {"kind": "spadeopt-run-result", **result.to_json()})
+    return 0
+
+
+def _run_adaptive(args: argparse.Namespace) -> int:
+    """``run --adaptive``: the logic is ``spadeopt.adaptive``'s; here only its flags."""
+    from spadeopt import adaptive, api
+
+    if not args.adaptive:
+        raise UsageError("--adapt-after is --adaptive's measurement window: add --adaptive")
+    fusion = args.fusion if args.fusion != args.fusion_default else None  # None: --fusion not given
+    adapt = adaptive.options_from(args.app, fusion, args.width, args.resume, args.adapt_after,
+                                  args.checkpoint_interval, args.checkpoint_dir, args.checkpoints_kept,
+                                  args.restart_attempts, args.calibration)
+    options = _options(argparse.Namespace(**{**vars(args), "checkpoint_interval": None, "resume": None}))
+    result, switch = adaptive.run_adaptive(args.app, _params(args.p), nodes=args.nodes, cores=args.cores,
+                                           work=args.build_dir, options=options, adapt=adapt)
+    end_status()
+    show_result(result)
+    print("\n" + "\n".join(adaptive.switch_lines(switch)))
+    if args.json:
+        api.write_json(args.json, {"kind": "spadeopt-run-result", **result.to_json(), "adaptive": switch.to_json()})
     return 0
 
 
@@ -306,6 +329,7 @@ def _run_parser(sub) -> None:
     r = sub.add_parser("run", help="build an app (or take a build directory) and run it on Spark")
     r.add_argument("app", help="apps/bargain.py, apps.bargain:app, or a build directory")
     _app_args(r)
+    r.set_defaults(fusion_default=r.get_default("fusion"))  # --adaptive refuses a --fusion given
     _width_arg(r)
     r.add_argument("--master", help="Spark master (default local[nodes*cores]; local-cluster[n,c,mem] works)")
     r.add_argument("--out", type=Path, help="write each sink's output to OUT/<sink>.jsonl")
@@ -321,6 +345,13 @@ def _run_parser(sub) -> None:
                    "source at width 1 and under the plan, and stop (exit 1) if any sink differs: for custom "
                    "operators whose declared state kind might be wrong")
     checkpoint_args(r)
+    r.add_argument("--adaptive", action="store_true", help="start under FALL, instrumented; after --adapt-after "
+                   "seconds re-plan with FATM from what was measured and switch once at a checkpoint (sinks as a "
+                   "run that never switched; bounded sources, one node)")
+    r.add_argument("--adapt-after", type=float, metavar="S", help="with --adaptive: seconds of measurement "
+                   "before the switch (default 5; the switch waits for the next checkpoint after them)")
+    r.add_argument("--calibration", type=Path, help="with --adaptive: the calibration FATM plans with "
+                   "(default: this host's, else the newest in profiles/calibration/)")
     _metrics_args(r)
     r.set_defaults(func=cmd_run)
 

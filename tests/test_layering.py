@@ -122,6 +122,7 @@ FLOORS = (
     "plan", "optimize", "codegen",  # the compiler, in pipeline order
     "profiling", "runtime", "live", "deploy",  # the runners: a build goes in, results come out
     "orchestrate", "refine", "api",  # build-then-run, profiles and calibration, one call per command
+    "adaptive",  # run --adaptive: measure, re-plan, switch at a checkpoint (record 069)
     "bench", "console", "submit", "cli_services", "cli", "__main__",  # entry points and their terminal output
 )
 """Every package (and top-level module) in pipeline order: each imports only the floors

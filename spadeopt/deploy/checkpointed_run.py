@@ -111,12 +111,13 @@ class CheckpointReport:
     mean_size_bytes: float = 0.0
     mean_checkpoint_s: float = 0.0
     stages: int = 0  # Spark barrier stages run (1 + the restarts that needed a new stage)
+    running_at: float | None = None  # driver's clock: every PE of the first attempt restored and running
 
     def to_json(self) -> dict[str, Any]:
         return {"checkpoints": self.checkpoints, "stages": self.stages,
                 "restarts": [r.to_json() for r in self.restarts],
                 "resumed_from": self.resumed_from, "mean_size_bytes": self.mean_size_bytes,
-                "mean_checkpoint_s": self.mean_checkpoint_s}
+                "mean_checkpoint_s": self.mean_checkpoint_s, "running_at": self.running_at}
 
 
 def run(build_dir: Path, options: Any, ck: CheckpointOptions) -> Any:
@@ -204,6 +205,7 @@ class Recovery:
         self.times: list[float] = []
         self._lock = threading.Lock()
         self.coord = Coordinator(store, deploy, ck.interval, restore, local=local)
+        self.first = self.coord  # its t_running: when the run (a resumed one: from its checkpoint) ran
 
     def restart(self, exc: BaseException, failed_at: float, how: str) -> Coordinator | None:
         with self._lock:
@@ -256,6 +258,7 @@ class Recovery:
         if last is not None and last.recovered_s is None:
             _recovered(last, coord)
         tails = coord.finish()
+        self.report.running_at = self.first.t_running
         _account(coord, self.report, self.sizes, self.times)
         self.report.mean_size_bytes = sum(self.sizes) / len(self.sizes) if self.sizes else 0.0
         self.report.mean_checkpoint_s = sum(self.times) / len(self.times) if self.times else 0.0

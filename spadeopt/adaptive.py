@@ -1,0 +1,407 @@
+"""``spadeopt run APP --adaptive``: measure under FALL, re-plan with FATM once, switch at a
+checkpoint (issue 39; docs/decisions/069-adaptive-run-switches-once-at-a-checkpoint.md).
+
+Phase 1 runs the app's FALL plan as an *instrumented* build with checkpoints on (the
+build ``spadeopt profile`` runs, plus state hooks). After ``adapt_after`` seconds, at the
+next checkpoint that completes, the driver asks the PEs to end their sources (the stop
+file ``--duration`` and Ctrl-C use): they drain and write their samples; what they
+emit after that checkpoint is discarded, since the run resumes from it. The samples
+become a profile by the same Spark refinement ``spadeopt refine`` runs; FATM plans
+from it (``api.optimize``) for the run's cores; the new build resumes from the
+checkpoint (``deploy.checkpointed_run``: state regrouped by operator, 066, keyed
+regions moved to other widths, 068). A width change the checkpoint cannot make is
+answered by FATM's plan with every region at the width phase 1 ran (1), then by FALL.
+One switch per run; the explanation is ``Switch.to_json``.
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from spadeopt import api
+from spadeopt.deploy.launcher import RunResult, run_build
+from spadeopt.deploy.options import RunOptions, SettingsChange
+from spadeopt.errors import SpadeoptError, UsageError
+
+DEFAULT_ADAPT_AFTER = 5.0  # s of measurement before the switch
+DEFAULT_INTERVAL = 1.0  # s between checkpoints when --checkpoint-interval is not given
+GAIN = 1.05  # FATM's predicted rate must beat FALL's by this factor to be chosen
+
+
+@dataclass(frozen=True)
+class AdaptOptions:
+    """``--adaptive``'s settings: the measurement window, the checkpoints, the sampling."""
+
+    adapt_after: float = DEFAULT_ADAPT_AFTER
+    interval: float = DEFAULT_INTERVAL
+    checkpoint_dir: Path | None = None  # default: WORK/checkpoints
+    keep: int = 3
+    restart_attempts: int = 3
+    sample_rate: float = api.PROFILE_SAMPLE_RATE
+    calibration: Path | None = None
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.adapt_after, int | float) and math.isfinite(self.adapt_after)
+                and self.adapt_after >= 0):
+            raise UsageError(f"--adapt-after must be a number of seconds >= 0 (how long phase 1 measures "
+                             f"before the switch), got {self.adapt_after!r}")
+        if not (self.interval > 0):
+            raise UsageError(f"--checkpoint-interval must be a positive number of seconds, got {self.interval!r}")
+
+
+@dataclass
+class Switch:
+    """What ``--adaptive`` saw and did; ``to_json`` is the run's ``adaptive`` record."""
+
+    switched: bool = False
+    reason: str = ""
+    checkpoint: int | None = None
+    measured_s: float = 0.0
+    before: dict[str, Any] = field(default_factory=dict)  # phase 1: plan, rate, per-PE busy
+    after: dict[str, Any] = field(default_factory=dict)  # phase 2: plan, rate
+    predicted: dict[str, Any] = field(default_factory=dict)  # FATM's model: fall, chosen, gain
+    refused: list[str] = field(default_factory=list)  # plans the checkpoint could not resume
+    pause_s: float | None = None  # stopping checkpoint completed -> every new PE running
+    profile: str | None = None
+    timings: dict[str, float] = field(default_factory=dict)  # refine_s, plan_s: parts of the pause
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in ("switched", "reason", "checkpoint", "measured_s", "before", "after",
+                                              "predicted", "refused", "pause_s", "profile", "timings")}
+
+
+def options_from(app_ref: str, fusion: str | None, widths, resume, adapt_after, interval, directory, keep: int,
+                 attempts: int, calibration) -> AdaptOptions:
+    """``run --adaptive``'s flags as ``AdaptOptions``; what it cannot combine with, refused."""
+    if api.is_build(app_ref):
+        raise UsageError(f"--adaptive plans from the app itself: give the app (apps/x.py), not the build "
+                         f"directory {app_ref}")
+    if fusion is not None:  # given on the command line
+        raise UsageError(f"--adaptive starts from FALL and plans with FATM: drop --fusion {fusion}")
+    if widths:
+        raise UsageError("--adaptive lets FATM choose the region widths: drop --width")
+    if resume is not None:
+        raise UsageError("--adaptive starts a run afresh: it cannot --resume (resume its checkpoint directory "
+                         "with `spadeopt run BUILD --resume DIR`)")
+    if keep < 1 or attempts < 0:
+        raise UsageError(f"--checkpoints-kept must be >= 1 and --restart-attempts >= 0 (got {keep}, {attempts})")
+    return AdaptOptions(DEFAULT_ADAPT_AFTER if adapt_after is None else adapt_after,
+                        DEFAULT_INTERVAL if interval is None else interval, directory, keep, attempts,
+                        calibration=calibration)
+
+
+def run_adaptive(app_ref: str, params: Mapping[str, str] | None, *, nodes: int, cores: int,
+                 work: Path | None, options: RunOptions, adapt: AdaptOptions) -> tuple[RunResult, Switch]:
+    """Phase 1 (instrumented FALL, checkpoints), at most one switch, phase 2 (FATM's build
+    resumed from the stopping checkpoint). The last phase's ``RunResult`` and the switch."""
+    from spadeopt.deploy.checkpoint_store import CheckpointStore
+    from spadeopt.deploy.preflight import preflight
+    from spadeopt.output_paths import claim_dir
+
+    _refuse_options(options)
+    if nodes != 1:
+        raise UsageError(f"--adaptive runs on one node today (--nodes {nodes} given): drop --nodes")
+    graph, ref = api.load_graph(app_ref, params)
+    _refuse_unbounded(graph)
+    if adapt.checkpoint_dir is not None and Path(adapt.checkpoint_dir).exists() \
+            and any(Path(adapt.checkpoint_dir).iterdir()):
+        raise UsageError(f"--checkpoint-dir {adapt.checkpoint_dir} is not empty: --adaptive starts afresh; choose "
+                         f"a new or empty directory")
+    if options.out is not None:
+        claim_dir(options.out, "sinks", "--out", options.force)
+    flag = "--build-dir" if work is not None else "--build-dir (default)"
+    work = Path(work) if work is not None else Path("build") / graph.name / "adaptive"
+    claim_dir(work, "build", flag, options.force)
+    store = CheckpointStore(adapt.checkpoint_dir or work / "checkpoints", adapt.keep, options.say)
+    flat = {name: 1 for name, _, _ in graph.annotations.parallel}  # phase 1: every region at width 1
+    plan = replace(api.make_plan(graph, "all", nodes, cores, flat), instrumented=True, checkpoints=True)
+    preflight(graph, options.master, plan.nodes, plan.cores, options.progress)
+    run_dir = work / "phase1"
+    build1 = api.generate(graph, plan, run_dir / "build", ref)
+    store.root.mkdir(parents=True, exist_ok=True)
+    sw = Switch()
+    options.say(f"adaptive: phase 1 runs '{graph.name}' under FALL, instrumented, checkpoints every "
+                f"{adapt.interval:g} s; it re-plans after {adapt.adapt_after:g} s at the next checkpoint")
+    result, stop = _measure(build1, plan, store, adapt, options, run_dir, work / "phase1-out")
+    sw.before = _phase(result, build1.deploy)
+    if stop is None:
+        sw.reason = ("the sources ended before the measurement window and a checkpoint after it: "
+                     "no switch, the run is phase 1's")
+        options.say(f"adaptive: {sw.reason}")
+        _finish_unswitched(store, work / "phase1-out", options.out)
+        if options.out is not None:
+            _mark_sinks(options.out, result)
+        return result, sw
+    sw.checkpoint, sw.measured_s = stop["checkpoint"], stop["measured_s"]
+    _write_manifest(graph, plan, run_dir, result, adapt)
+    build2 = _replan(app_ref, ref, params, graph, run_dir, work, store, adapt, options, nodes, cores, sw)
+    final = _resume(build2, store, adapt, options, sw, stop["t_checkpoint"])
+    if options.out is not None:
+        _mark_sinks(options.out, final)
+    return final, sw
+
+
+def _refuse_options(options: RunOptions) -> None:
+    if options.checkpoints is not None:
+        raise UsageError("--adaptive takes its own checkpoints: give their interval and directory in AdaptOptions")
+    if options.verify_fission is not None:
+        raise UsageError("--adaptive cannot be combined with --verify-fission")
+    if options.insecure_links:
+        raise UsageError("--adaptive switches at a checkpoint, and checkpoints need authenticated links: "
+                         "drop --insecure-links")
+    if options.duration is not None:
+        raise UsageError("--adaptive is for bounded sources: --duration is not supported with it yet")
+
+
+def _refuse_unbounded(graph) -> None:
+    """Live sources without an end are not re-planned yet (no step detection, record 069)."""
+    from spadeopt.connectors.declared import is_unbounded
+    from spadeopt.deploy.preflight import connectors
+
+    live = [op for op, factory, args in connectors(graph) if is_unbounded(*factory.split(":", 1), args)]
+    if live:
+        raise UsageError(f"--adaptive is for bounded sources today: {', '.join(live)} is a live source with no end "
+                         f"of its own (no step detection on live data yet): run it without --adaptive")
+
+
+def _measure(build, plan, store, adapt: AdaptOptions, options: RunOptions, run_dir: Path,
+             scratch: Path) -> tuple[RunResult, dict[str, Any] | None]:
+    """Run phase 1; stop its sources at the first checkpoint completed after the window.
+    The run's result, and the stop (checkpoint id, times) or None when the run ended first."""
+    from spadeopt.deploy.checkpoint_coordinator import Coordinator
+    from spadeopt.deploy.launcher import request_stop
+    from spadeopt.deploy.masters import is_local
+    from spadeopt.plan.deployment import Sampling
+
+    coord = Coordinator(store, build.deploy, adapt.interval, None, local=is_local(options.master or
+                                                                                  build.deploy.spark.master))
+    t0 = time.time()
+    stop: dict[str, Any] = {}
+    done = threading.Event()
+
+    def watch() -> None:
+        seen = 0
+        while not done.wait(0.02):
+            running = coord.t_running  # the window starts when every PE runs (not at Spark's start)
+            if not running or time.time() - running < adapt.adapt_after:
+                seen = len(coord.completed)
+                continue
+            if len(coord.completed) > seen:  # a checkpoint completed after the window: stop at it
+                stop.update(checkpoint=coord.completed[-1], t_checkpoint=coord.t_last,
+                            measured_s=round(time.time() - running, 3))
+                request_stop(build.directory / "progress")
+                return
+
+    threading.Thread(target=watch, daemon=True, name="adaptive-watch").start()
+    sampling = Sampling(adapt.sample_rate, 5000, 0, str(run_dir.resolve()))
+    try:
+        result = run_build(build.directory, options.replace(out=scratch), sampling=sampling,
+                           settings=SettingsChange(checkpoint=coord.channel()))
+    finally:
+        done.set()
+        coord.close()
+    if not stop:
+        store.commit_sinks(coord.finish())
+        return result, None
+    # one more may have completed before the sources saw the stop: the resume takes the newest
+    stop.update(checkpoint=coord.completed[-1], t_checkpoint=coord.t_last, started=t0, finished=time.time())
+    return result, stop
+
+
+def _finish_unswitched(store, scratch: Path, out: Path | None) -> None:
+    """Phase 1 ran to its end: its sinks are the run's (committed lines, then its tail)."""
+    from spadeopt.deploy.checkpoint_store import finish_sinks
+
+    if out is None:
+        return
+    Path(out).mkdir(parents=True, exist_ok=True)
+    for p in sorted(scratch.glob("*.jsonl")):
+        shutil.move(str(p), str(Path(out) / p.name))
+    finish_sinks(store, Path(out), {})
+
+
+def _phase(result: RunResult, deploy) -> dict[str, Any]:
+    """A phase's plan and what was measured of it: source rate, each PE's busy (CPU / wall)."""
+    busy = {p["pe"]: round(p["cpu_s"] / p["wall_s"], 3) for p in result.per_pe
+            if p.get("wall_s") and "cpu_s" in p and "pe" in p}
+    return {"strategy": deploy.strategy, "pes": len(deploy.pes),
+            "plan": {p.pe: list(p.operators) for p in deploy.pes}, "widths": _widths(deploy),
+            "instrumented": bool(getattr(deploy, "instrumented", False)),
+            "rate": result.throughput, "steady_rate": result.steady_throughput, "tuples": result.tuples,
+            "wall_s": result.wall_s, "busy": busy}
+
+
+def _widths(deploy) -> dict[str, int]:
+    """Region -> width, from the channel copies' names (``op__c``) of each region's operators."""
+    import re
+
+    copies: dict[str, int] = {}
+    for p in deploy.pes:
+        for op in p.operators:
+            m = re.fullmatch(r"(.+)__(\d+)", op)
+            if m:
+                copies[m.group(1)] = max(copies.get(m.group(1), 0), int(m.group(2)) + 1)
+    return dict(sorted(copies.items()))
+
+
+def _write_manifest(graph, plan, run_dir: Path, result: RunResult, adapt: AdaptOptions) -> None:
+    """Phase 1's run directory as ``spadeopt profile`` writes it, so ``refine`` reads it."""
+    import platform
+
+    from spadeopt.profiling import Manifest, host_info, write_manifest
+    from spadeopt.profiling.records import pe_file
+
+    host = host_info()
+    t_end = time.time()
+    write_manifest(run_dir, Manifest(
+        app=graph.name, graph_fingerprint=graph.fingerprint, plan=plan.to_json(), params=dict(graph.params),
+        host=host.host or platform.node(), cores=host.cores, cpu_model=host.cpu_model, duration=result.wall_s,
+        seed=0, sample_rate=adapt.sample_rate, reservoir_size=5000, started=t_end - result.wall_s,
+        finished=t_end, pe_files=tuple(pe_file(pe.pe_id) for pe in plan.pes)))
+
+
+def _replan(app_ref: str, ref: str, params, graph, run_dir: Path, work: Path, store, adapt: AdaptOptions,
+            options: RunOptions, nodes: int, cores: int, sw: Switch):
+    """Phase 1's samples -> a profile (``refine``, on Spark) -> the build phase 2 runs: FATM's
+    plan when the model predicts a gain and the checkpoint can move to it; else FATM at
+    phase 1's widths; else FALL's production build (every step said in ``sw``)."""
+    from spadeopt.refine.job import refine
+
+    profile_path = work / "profile.json"
+    options.say("adaptive: refining phase 1's samples into a profile (Spark, as `spadeopt refine`)")
+    t0 = time.time()
+    refine([run_dir], profile_path, options.master, progress=options.say, conf=options.conf)
+    sw.profile, sw.timings["refine_s"], t0 = str(profile_path), round(time.time() - t0, 3), time.time()
+    build = _choose(app_ref, ref, params, graph, profile_path, work, store, adapt, nodes, cores, sw)
+    sw.timings["plan_s"] = round(time.time() - t0, 3)
+    return build
+
+
+def _choose(app_ref: str, ref: str, params, graph, profile_path: Path, work: Path, store, adapt: AdaptOptions,
+            nodes: int, cores: int, sw: Switch):
+    """FATM's build if predicted faster and resumable; else FATM at phase 1's widths; else FALL."""
+    flat = {name: 1 for name, _, _ in graph.annotations.parallel}
+    fall = api.make_plan(graph, "all", nodes, cores, flat)
+    fall_rate = _predict(graph, profile_path, fall, adapt)
+    sw.predicted = {"fall": fall_rate}
+    tries = (("FATM", "fatm", {}), ("FATM at phase 1's widths", "fatm-kept", {"fission": False}))
+    for label, name, kw in tries:
+        try:
+            build, explain = api.optimize(app_ref, profile_path, work / name, adapt.calibration, params,
+                                          nodes=nodes, cores=cores, checkpoints=True, **kw)
+        except SpadeoptError as exc:
+            sw.refused.append(f"{label}: {str(exc).splitlines()[0]}")
+            continue
+        rate = (explain.get("rate") or {}).get("predicted")
+        sw.predicted[name] = rate
+        if not rate or not fall_rate or rate < fall_rate * GAIN:
+            sw.reason = (f"{label} is predicted at {_r(rate)}/s, FALL at {_r(fall_rate)}/s: no gain of "
+                         f"{GAIN:g}x; phase 2 runs FALL's production build (not instrumented)")
+            break
+        problem = _cannot_resume(build, store, graph)
+        if problem:
+            sw.refused.append(f"{label}: {problem}")
+            continue
+        sw.reason = (f"{label} is predicted at {_r(rate)}/s, FALL at {_r(fall_rate)}/s "
+                     f"({rate / fall_rate:.2f}x): the plan no longer fits; switching to it")
+        sw.predicted.update(chosen=name, gain=rate / fall_rate)
+        return build
+    else:
+        sw.reason = "no FATM plan could resume phase 1's checkpoint: phase 2 runs FALL's production build"
+    sw.predicted.update(chosen="fall", gain=1.0)
+    return api.generate(graph, replace(fall, checkpoints=True), work / "fall", ref)
+
+
+def _cannot_resume(build, store, graph) -> str | None:
+    """Why the checkpoint cannot resume under ``build`` exactly once (a width 068 does not
+    move, a PE cycle no barrier crosses, a PE with sources and input links), or None.
+    Tried on a quiet view of the store."""
+    from spadeopt.deploy.checkpoint_rescale import load_facts
+    from spadeopt.deploy.checkpoint_store import CheckpointStore
+    from spadeopt.deploy.checkpointed_run import pe_cycle
+
+    cycle = pe_cycle(build.deploy)
+    if cycle:
+        return f"its PEs form a cycle ({' -> '.join(cycle)}), which an aligned barrier cannot cross"
+    sources = {op.name for op in graph.operators if not op.inputs}
+    mixed = [p.pe for p in build.deploy.pes
+             if p.inputs and any(o.split("__")[0] in sources for o in p.operators)]
+    if mixed:  # record 037's known gap: such a PE's restore from a checkpoint is not exactly once yet
+        return (f"PE(s) {', '.join(mixed)} hold a source and input links, and a checkpointed run of such a PE "
+                f"does not yet restore exactly once (record 037's known gap; record 069)")
+    try:
+        CheckpointStore(store.root, store.keep, lambda line: None).latest(build.deploy, load_facts(build.directory))
+    except SpadeoptError as exc:
+        return str(exc).splitlines()[0]
+    return None
+
+
+def _predict(graph, profile_path: Path, plan, adapt: AdaptOptions) -> float | None:
+    """FATM's model's source rate of ``plan`` from the profile (``api.predict_build``'s)."""
+    from spadeopt.optimize.fatm import predict_plan
+    from spadeopt.refine.comm import CommCost
+    from spadeopt.refine.profile import Profile
+
+    calibration = Path(adapt.calibration or api.default_calibration())
+    comm = CommCost.for_this_host(calibration, None)
+    try:
+        pred = predict_plan(graph, api.operator_profile(Profile.load_file(profile_path)), plan, comm,
+                            api.perf_model(calibration, comm.scale))
+    except SpadeoptError:
+        return None
+    return pred.rate
+
+
+def _resume(build, store, adapt: AdaptOptions, options: RunOptions, sw: Switch, t_checkpoint: float) -> RunResult:
+    """Phase 2: ``build`` resumed from the newest checkpoint (regrouped, rescaled), to the end."""
+    from spadeopt.deploy import checkpointed_run
+
+    ck = checkpointed_run.CheckpointOptions(adapt.interval, store.root, adapt.keep, adapt.restart_attempts,
+                                            resume=True)
+    options.say(f"adaptive: phase 2 resumes checkpoint {sw.checkpoint} under {build.deploy.strategy} "
+                f"({len(build.deploy.pes)} PE(s))")
+    result = checkpointed_run.run(build.directory, options, ck)
+    sw.switched = True
+    sw.after = _phase(result, build.deploy)
+    running = (result.checkpoints or {}).get("running_at")
+    sw.pause_s = round(running - t_checkpoint, 3) if running and t_checkpoint else None
+    return result
+
+
+def switch_lines(sw: Switch) -> list[str]:
+    """The switch explained, for the run's output."""
+    b, a = sw.before, sw.after
+    if not sw.switched:
+        return [f"adaptive: {sw.reason}"]
+    busy = ", ".join(f"{pe} {v:.0%}" for pe, v in sorted(b.get("busy", {}).items()))
+    pause = f"{sw.pause_s:.2f} s" if sw.pause_s is not None else "not measured"
+    return [
+        f"adaptive switch at checkpoint {sw.checkpoint} after {sw.measured_s:.1f} s of phase 1 "
+        f"({b['strategy']}, {b['pes']} PE(s), instrumented) measured {_r(b['steady_rate'])} tuples/s, busy {busy}",
+        f"  decision: {sw.reason}",
+        *(f"  refused: {r}" for r in sw.refused),
+        f"  phase 2 ({a['strategy']}, {a['pes']} PE(s) {_pes(a['plan'])}, widths {a['widths'] or 'all 1'}) "
+        f"measured {_r(a['steady_rate'])} tuples/s",
+        f"  pause {pause}: checkpoint {sw.checkpoint} completed -> every new PE running (stop, drain, refine "
+        f"{sw.timings.get('refine_s', 0):.1f} s, plan {sw.timings.get('plan_s', 0):.1f} s, restore)"]
+
+
+def _pes(plan: dict[str, list[str]]) -> str:
+    return "[" + "; ".join(f"{pe}: {' '.join(ops)}" for pe, ops in sorted(plan.items())) + "]"
+
+
+def _r(rate: float | None) -> str:
+    return "?" if rate is None else f"{rate:,.0f}"
+
+
+def _mark_sinks(out: Path, result: RunResult) -> None:
+    from spadeopt.output_paths import mark_dir
+
+    mark_dir(out, "sinks", (f"{name}.jsonl" for name in result.sinks if (Path(out) / f"{name}.jsonl").exists()))

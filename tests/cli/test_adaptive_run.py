@@ -1,0 +1,113 @@
+"""``spadeopt run APP --adaptive`` (issue 39, record 069), as a user types it: phase 1 runs
+the app's FALL plan instrumented with checkpoints, stops at a checkpoint after the
+measurement window, refines what it measured, re-plans with FATM and resumes the new
+build from the checkpoint. Its sinks must be a plain ``--fusion all`` run's, byte for
+byte; ``--json`` records the switch. Real Spark in local mode, real PEs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.cli.clitools import cli
+
+APP = "tests/apps/ckpt.py"  # two sources merged by time, keyed windows, a stateful custom operator
+SINKS = ("means", "counts", "runs")
+
+
+def _params(n: int) -> list[str]:
+    return ["-p", f"n={n}", "-p", "spin_us=2000", "-p", "width=2"]
+
+
+@pytest.mark.spark
+def test_an_adaptive_run_switches_once_and_its_sinks_are_a_plain_runs(tmp_path):
+    params = _params(80_000)  # ~3 s of phase 1 at the instrumented rate: long enough to switch mid-way
+    ref = cli("run", APP, "--fusion", "all", *params, "--out", tmp_path / "ref", "--build-dir", tmp_path / "rb")
+    assert ref.returncode == 0, ref.stderr
+    got = cli("run", APP, "--adaptive", "--adapt-after", "1.5", "--checkpoint-interval", "0.5", *params,
+              "--out", tmp_path / "out", "--json", tmp_path / "r.json", "--build-dir", tmp_path / "work")
+    assert got.returncode == 0, got.stderr
+    for name in SINKS:
+        assert (tmp_path / "out" / f"{name}.jsonl").read_bytes() == (tmp_path / "ref" / f"{name}.jsonl").read_bytes(), name
+    doc = json.loads((tmp_path / "r.json").read_text())
+    sw = doc["adaptive"]
+    assert sw["switched"] and sw["checkpoint"] >= 1 and sw["measured_s"] >= 1.5, sw
+    before, after = sw["before"], sw["after"]
+    assert before["strategy"] == "all" and before["instrumented"] and before["pes"] == 1
+    assert before["rate"] > 0 and set(before["busy"]) == {"pe0"} and before["tuples"] > 0
+    assert not after["instrumented"] and after["rate"] > 0
+    assert sw["predicted"]["fall"] and sw["predicted"]["chosen"] in ("fatm", "fatm-kept", "fall")
+    assert sw["pause_s"] is not None and sw["pause_s"] > 0 and sw["timings"]["refine_s"] > 0
+    assert sw["reason"] and sw["profile"]
+    # the second plan's PEs ran: the run's result is phase 2's, from the chosen build
+    assert doc["pes"] == after["pes"] == len(after["plan"])
+    assert {p["pe"] for p in doc["per_pe"]} == set(after["plan"])
+    assert doc["checkpoints"]["resumed_from"] == sw["checkpoint"]
+    assert "adaptive switch at checkpoint" in got.stdout and "pause" in got.stdout
+
+
+@pytest.mark.spark
+def test_a_run_that_ends_before_the_window_does_not_switch_and_keeps_its_answer(tmp_path):
+    params = _params(4_000)
+    ref = cli("run", APP, "--fusion", "all", *params, "--out", tmp_path / "ref", "--build-dir", tmp_path / "rb")
+    assert ref.returncode == 0, ref.stderr
+    got = cli("run", APP, "--adaptive", "--adapt-after", "60", *params, "--out", tmp_path / "out",
+              "--json", tmp_path / "r.json", "--build-dir", tmp_path / "work")
+    assert got.returncode == 0, got.stderr
+    for name in SINKS:
+        assert (tmp_path / "out" / f"{name}.jsonl").read_bytes() == (tmp_path / "ref" / f"{name}.jsonl").read_bytes(), name
+    sw = json.loads((tmp_path / "r.json").read_text())["adaptive"]
+    assert not sw["switched"] and "no switch" in sw["reason"]
+
+
+@pytest.mark.parametrize("args,said", [
+    (["--adaptive", "--adapt-after", "-1"], "--adapt-after must be a number of seconds >= 0"),
+    (["--adapt-after", "3"], "add --adaptive"),
+    (["--adaptive", "--fusion", "all"], "drop --fusion"),
+    (["--adaptive", "--width", "wins=2"], "drop --width"),
+    (["--adaptive", "--resume", "somewhere"], "cannot --resume"),
+])
+def test_bad_adaptive_options_exit_2_before_anything_is_written(tmp_path, args, said):
+    got = cli("run", APP, *args, "--out", tmp_path / "out")
+    assert got.returncode == 2, (got.stdout, got.stderr)
+    assert said in got.stderr and "Traceback" not in got.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_live_source_without_an_end_is_refused_before_anything_is_written(tmp_path):
+    got = cli("run", "tests/apps/tcp_relay.py", "--adaptive", "--out", tmp_path / "out")
+    assert got.returncode == 2 and "is a live source with no end" in got.stderr, got.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_plan_with_a_pe_holding_a_source_and_input_links_is_not_resumed(tmp_path):
+    """Record 037's known gap, reproduced by kill -9 (record 069): such a plan is skipped."""
+    import dataclasses
+
+    from spadeopt.adaptive import _cannot_resume
+    from spadeopt.codegen.render import generate
+    from spadeopt.deploy.checkpoint_store import CheckpointStore
+    from spadeopt.plan.plan import make_plan
+    from tests.apps.ckpt import ckpt
+
+    g = ckpt.build({"n": 1000})
+    rest = ["both", "win", "avg", "means", "cnt", "counts", "run", "runs"]
+    store = CheckpointStore(tmp_path / "chk")  # empty: nothing else is refused
+
+    def build(groups, name):
+        plan = make_plan(g, "all", groups, [0] * len(groups), 1, 2, honours=frozenset())
+        return generate(g, dataclasses.replace(plan, checkpoints=True), tmp_path / name, APP)
+
+    said = _cannot_resume(build([["ra"], ["rb", *rest]], "mixed"), store, g)
+    assert said and "pe1" in said and "source and input links" in said
+    assert _cannot_resume(build([["ra"], ["rb"], rest], "apart"), store, g) is None
+
+
+@pytest.mark.parametrize("value", [-1.0, float("nan"), float("inf")])
+def test_the_measurement_window_must_be_a_finite_number_of_seconds(value):
+    from spadeopt.adaptive import AdaptOptions
+    from spadeopt.errors import UsageError
+
+    with pytest.raises(UsageError, match="--adapt-after must be"):
+        AdaptOptions(adapt_after=value)
