@@ -62,6 +62,7 @@ from spadeopt.optimize.rate import (
     resume_rate,
     scale,
 )
+from spadeopt.optimize.rate_bound import rate_bound
 from spadeopt.optimize.result import FusionResult
 from spadeopt.optimize.symmetric import as_result, family
 from spadeopt.optimize.widths import physical_profile
@@ -311,13 +312,7 @@ def predict_physical(graph: AppGraph, prof: OperatorProfile, plan: Plan, comm: C
     when it serves ``comm`` and ``model``), its PEs and nodes evaluated."""
     entry = (cache if cache is not None and cache.serves(comm, model)
              else PhysicalCache(graph, prof, comm, model)).get(plan.regions)
-    if entry.predict_problem is None:
-        entry.predict_problem = problem_for(entry.graph, entry.prof, comm, 1.0, 1.0, entry.memo)
-    batches = None
-    if model.batch > 0:
-        batches = entry.batches.get(model.batch)
-        if batches is None:
-            batches = entry.batches[model.batch] = link_batches(entry.predict_problem, model.batch)
+    batches = prediction_inputs(entry, comm, model)
     collapsing = plan.collapse and (model.collapse_saves_s > 0 or frac > 0)
     if collapsing:
         pe_of = plan.pe_of
@@ -328,6 +323,32 @@ def predict_physical(graph: AppGraph, prof: OperatorProfile, plan: Plan, comm: C
     return predict(entry.predict_problem, [(pe.pe_id, pe.operators, pe.node) for pe in plan.pes], plan.nodes,
                    plan.cores, prof.source_rate, model, unattributed_call_s(prof, model), collapsed, frac, batches,
                    primitives)
+
+
+def prediction_inputs(entry: PhysicalEntry, comm: CommModel, model: PerfModel
+                      ) -> dict[tuple[str | None, str | None], float] | None:
+    """Sets ``entry.predict_problem`` (the physical problem at the profiled rate, MaxFrac
+    and MinUtil 1) if unset; returns its :func:`link_batches` under ``model`` (``None``
+    when ``model.batch`` is 0), kept in ``entry``."""
+    if entry.predict_problem is None:
+        entry.predict_problem = problem_for(entry.graph, entry.prof, comm, 1.0, 1.0, entry.memo)
+    if model.batch <= 0:
+        return None
+    batches = entry.batches.get(model.batch)
+    if batches is None:
+        batches = entry.batches[model.batch] = link_batches(entry.predict_problem, model.batch)
+    return batches
+
+
+def vector_bound(ctx: SearchContext, regions: Regions) -> float:
+    """:func:`spadeopt.optimize.rate_bound.rate_bound` of the physical problem of
+    ``regions`` (as given: :meth:`WidthScorer.bound` applies the key exchanges first):
+    no plan of it predicts a higher source rate."""
+    entry = ctx.cache.get(regions)
+    batches = prediction_inputs(entry, ctx.comm, ctx.model)
+    return rate_bound(entry.predict_problem, ctx.nodes, ctx.cores, ctx.prof.source_rate, ctx.model,
+                      unattributed_call_s(ctx.prof, ctx.model), frozenset(b for _, b in entry.collapsible),
+                      ctx.inlined_frac, batches)
 
 
 def predicted_rate(ctx: SearchContext, plan: Plan) -> float | None:
@@ -354,6 +375,14 @@ class WidthScorer:
         self.plans: dict[Regions, Scored] = {}
         self.rungs: dict[tuple[Regions, Any], Any] = {}  # (vector, MaxFrac) -> Scored; (vector, SYMMETRIC) -> list
         self.best_frac: dict[Regions, float] = {}
+
+    def bound(self, regions: Regions) -> float:
+        """An upper bound on :meth:`rated`'s rate for ``regions`` (:func:`vector_bound` of the
+        vector :meth:`rated` plans), without fusing it."""
+        try:
+            return vector_bound(self.ctx, choose_exchanges(self.ctx.graph, regions))
+        except OptimizeError:  # e.g. a communication model that fails: no bound, the vector is fused
+            return math.inf
 
     def __call__(self, regions: Regions) -> float | None:
         """The vector's predicted rate (``None`` when nothing fits)."""
