@@ -99,6 +99,22 @@ def rate_bound(problem: FusionProblem, nodes: int, cores: int, profiled_rate: fl
     return hi * (1 + SAFETY) * profiled_rate
 
 
+def capacity_bound(load: Mapping[str, float], nodes: int, cores: int, profiled_rate: float, model: PerfModel,
+                   inlined_frac: float) -> float:
+    """A cheaper and looser bound than :func:`rate_bound`, from the operators' loads
+    alone (no problem, no links): every operator at ``oper_scale x (1 - inlined_frac)`` of
+    its load at least (``math.inf`` when ``model.collapse_saves_s`` could take more), all
+    of them within ``nodes x cores``, the heaviest within one PE's ``pe_cap``."""
+    if model.collapse_saves_s > 0 or not (profiled_rate > 0 and math.isfinite(profiled_rate)):
+        return math.inf
+    keep = model.oper_scale * max(0.0, min(1.0, 1.0 - inlined_frac))
+    total, top = math.fsum(load.values()) * keep, max(load.values(), default=0.0) * keep
+    if total <= 0:
+        return math.inf
+    k = min(nodes * cores / total, model.pe_cap / top if top > 0 else math.inf)
+    return k * (1 + SAFETY) * profiled_rate
+
+
 def _crossings(problem: FusionProblem, model: PerfModel,
                batches: Mapping[tuple[str | None, str | None], float] | None,
                least: Mapping[str, float]) -> tuple[float, list[tuple[float, list[float]]]]:

@@ -274,7 +274,7 @@ def choose_widths(regions: tuple[Region, ...], free: tuple[str, ...], max_width:
                   evaluate: Callable[[tuple[Region, ...]], float | Rated | None],
                   exhaustive_max: int = EXHAUSTIVE_MAX,
                   caps: Mapping[str, int] | None = None,
-                  bound: Callable[[tuple[Region, ...]], float] | None = None
+                  bound: Callable[[tuple[Region, ...], float], float] | None = None
                   ) -> tuple[tuple[Region, ...], dict[str, Any]]:
     """The width vector (over the ``free`` regions; the others keep theirs) that ranks
     best (``evaluate`` gives its planned rate, or a ``ranking.Rated`` with the crossing
@@ -288,7 +288,8 @@ def choose_widths(regions: tuple[Region, ...], free: tuple[str, ...], max_width:
     width 16 on 16 cores because width 12, planned with two PEs per channel, scored below
     width 8), so the ascent returns the best vector its passes reach.
 
-    Branch and bound (``bound``: an upper bound on ``evaluate``'s rate of a vector, e.g.
+    Branch and bound (``bound(vector, floor)``: an upper bound on ``evaluate``'s rate of
+    a vector, which may be a loose one when that is at least ``floor``, e.g.
     ``fatm_search.WidthScorer.bound``): a vector compared with an incumbent whose rate
     times ``1 - TIE`` its bound does not reach is not evaluated: no rate it can have
     would win that comparison (``_better``), so it loses it as its rate would. It is
@@ -300,7 +301,7 @@ def choose_widths(regions: tuple[Region, ...], free: tuple[str, ...], max_width:
     names = [r.name for r in regions]
     idx = [names.index(n) for n in free]
     cache: dict[tuple[int, ...], WidthTry] = {}
-    bounds: dict[tuple[int, ...], float] = {}
+    bounds: dict[tuple[int, ...], tuple[float, float]] = {}
 
     def at(widths: tuple[int, ...]) -> tuple[Region, ...]:
         rs = list(regions)
@@ -312,9 +313,11 @@ def choose_widths(regions: tuple[Region, ...], free: tuple[str, ...], max_width:
         """The vector's try; a rate-less stand-in when its bound loses to ``against``."""
         if widths not in cache:
             if bound is not None and against is not None and against.rate is not None:
-                if widths not in bounds:
-                    bounds[widths] = bound(at(widths))
-                if bounds[widths] < against.rate * (1 - TIE):
+                floor = against.rate * (1 - TIE)
+                known = bounds.get(widths)  # (bound, the floor it was asked for: a looser one may do above it)
+                if known is None or (known[0] >= floor > known[1]):
+                    bounds[widths] = known = (bound(at(widths), floor), floor)
+                if known[0] < floor:
                     return WidthTry(widths, None)
             got = evaluate(at(widths))
             rated = got if isinstance(got, Rated) else Rated(got)
@@ -335,25 +338,24 @@ def choose_widths(regions: tuple[Region, ...], free: tuple[str, ...], max_width:
         best = _ascend(score, per)
     leader = best.widths if best is not None and best.rate is not None else tuple(1 for _ in idx)
     if best is not None and best.rate is not None:  # ranking's tie-break among every vector tried
-        for widths, b in sorted(bounds.items()):  # a bounded vector that may tie the leader is evaluated
+        for widths, (b, _) in sorted(bounds.items()):  # a bounded vector that may tie the leader is evaluated
             if widths not in cache and b >= best.rate * (1 - TIE_WINDOW):
                 score(widths)
         tried = sorted(cache.values(), key=lambda t: (sum(t.widths), t.widths))
         best = tie_break(best, tried, lambda t: Rated(t.rate, t.crossing))
     chosen = best.widths if best is not None and best.rate is not None else leader
-    record = _record(search, max_width, free, leader, chosen, cache)
-    if bound is not None:
-        record["bounded"] = [{"widths": dict(zip(free, w, strict=True)), "rate_bound": b}
-                             for w, b in sorted(bounds.items()) if w not in cache]
+    record = _record(search, max_width, free, leader, chosen, cache, bounds if bound is not None else None)
     if caps:
         record["caps"] = {n: caps[n] for n in free if n in caps}
     return at(chosen), record
 
 
 def _record(search: str, max_width: int, free: tuple[str, ...], leader: tuple[int, ...], chosen: tuple[int, ...],
-            cache: Mapping[tuple[int, ...], WidthTry]) -> dict[str, Any]:
-    """``choose_widths``' record of the search for ``explain.json`` (the vectors evaluated)."""
-    return {
+            cache: Mapping[tuple[int, ...], WidthTry],
+            bounds: Mapping[tuple[int, ...], tuple[float, float]] | None) -> dict[str, Any]:
+    """``choose_widths``' record of the search for ``explain.json``: the vectors evaluated
+    and, with branch and bound (``bounds``), those never evaluated with their bounds."""
+    record = {
         "search": search, "max_width": max_width, "vectors_tried": len(cache), "tie": TIE,
         "model_error": MODEL_ERROR, "tie_window": TIE_WINDOW, "rate_leader": dict(zip(free, leader, strict=True)),
         "regions": {
@@ -364,6 +366,10 @@ def _record(search: str, max_width: int, free: tuple[str, ...], leader: tuple[in
         "vectors": [{"widths": dict(zip(free, t.widths, strict=True)), "planned_rate": t.rate, "crossing": t.crossing}
                     for t in sorted(cache.values(), key=lambda t: t.widths)],
     }
+    if bounds is not None:
+        record["bounded"] = [{"widths": dict(zip(free, w, strict=True)), "rate_bound": b}
+                             for w, (b, _) in sorted(bounds.items()) if w not in cache]
+    return record
 
 
 Score = Callable[..., WidthTry]  # choose_widths' score(widths, against=None)
