@@ -54,7 +54,9 @@ picks, among every vector tried whose rate is within the model's error of the le
 the one whose plan sends the fewest tuples across PE links (when ``evaluate`` gives them,
 as FATM's scorer does with a ``ranking.Rated``). resolution. Widths pinned with
 ``--width`` are not searched. Every evaluation is deterministic (the profile,
-calibration and constants decide it), so the choice is too.
+calibration and constants decide it), so the choice is too. With a ``bound`` (FATM's:
+``optimize.rate_bound``), a vector that provably loses the comparison it is in is not
+evaluated (branch and bound, :func:`choose_widths`); the choice is the same.
 """
 
 from __future__ import annotations
