@@ -313,7 +313,8 @@ def _search_widths(graph: AppGraph, prof: OperatorProfile, regions: Regions, fre
     added: list[str] = []
     for _ in range(BOTTLENECK_ROUNDS + 1):
         chosen, fission_doc["search"] = choose_widths(regions, free, max_width, evaluate.rated,
-                                                      caps=region_caps(graph, regions, free))
+                                                      caps=region_caps(graph, regions, free),
+                                                      bound=evaluate.bound if BOUND_WIDTHS else None)
         chosen = choose_exchanges(graph, chosen)  # as the scorer planned them (fatm_search.WidthScorer)
         hot = _bottleneck_regions(evaluate, chosen, skipped) if skipped and len(added) < MAX_SEARCHED else []
         if not hot:
@@ -330,6 +331,11 @@ def _search_widths(graph: AppGraph, prof: OperatorProfile, regions: Regions, fre
 
 
 BOTTLENECK_ROUNDS = 3
+BOUND_WIDTHS = True
+"""Branch and bound in the width search (``choose_widths``' ``bound``: a vector whose
+:func:`spadeopt.optimize.rate_bound.rate_bound` cannot win is not fused). It changes no
+decision of the search; off, every vector compared is fused
+(``tests/optimize/test_width_bound.py`` plans both ways)."""
 
 
 def _bottleneck_regions(evaluate, chosen: Regions, skipped: Mapping[str, float]) -> list[str]:

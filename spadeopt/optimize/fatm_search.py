@@ -62,6 +62,7 @@ from spadeopt.optimize.rate import (
     resume_rate,
     scale,
 )
+from spadeopt.optimize.rate_bound import capacity_bound, rate_bound
 from spadeopt.optimize.result import FusionResult
 from spadeopt.optimize.symmetric import as_result, family
 from spadeopt.optimize.widths import physical_profile
@@ -312,16 +313,9 @@ def predict_physical(graph: AppGraph, prof: OperatorProfile, plan: Plan, comm: C
     as full as its batch makes them (``Plan.batch``; the model's ``run_batch`` without one)."""
     entry = (cache if cache is not None and cache.serves(comm, model)
              else PhysicalCache(graph, prof, comm, model)).get(plan.regions)
-    if entry.predict_problem is None:
-        entry.predict_problem = problem_for(entry.graph, entry.prof, comm, 1.0, 1.0, entry.memo)
     if plan.batch is not None and plan.batch != model.run_batch:
         model = replace(model, run_batch=float(plan.batch))  # the batch the plan runs with
-    batches = None
-    if model.batch > 0:
-        frame = model.frame_tuples
-        batches = entry.batches.get(frame)
-        if batches is None:
-            batches = entry.batches[frame] = link_batches(entry.predict_problem, frame)
+    batches = prediction_inputs(entry, comm, model)
     collapsing = plan.collapse and (model.collapse_saves_s > 0 or frac > 0)
     if collapsing:
         pe_of = plan.pe_of
@@ -332,6 +326,33 @@ def predict_physical(graph: AppGraph, prof: OperatorProfile, plan: Plan, comm: C
     return predict(entry.predict_problem, [(pe.pe_id, pe.operators, pe.node) for pe in plan.pes], plan.nodes,
                    plan.cores, prof.source_rate, model, unattributed_call_s(prof, model), collapsed, frac, batches,
                    primitives)
+
+
+def prediction_inputs(entry: PhysicalEntry, comm: CommModel, model: PerfModel
+                      ) -> dict[tuple[str | None, str | None], float] | None:
+    """Sets ``entry.predict_problem`` (the physical problem at the profiled rate, MaxFrac
+    and MinUtil 1) if unset; returns its :func:`link_batches` under ``model`` (``None``
+    when ``model.batch`` is 0), kept in ``entry``."""
+    if entry.predict_problem is None:
+        entry.predict_problem = problem_for(entry.graph, entry.prof, comm, 1.0, 1.0, entry.memo)
+    if model.batch <= 0:
+        return None
+    frame = model.frame_tuples  # the plan's batch (PerfModel.run_batch), else the calibration's
+    batches = entry.batches.get(frame)
+    if batches is None:
+        batches = entry.batches[frame] = link_batches(entry.predict_problem, frame)
+    return batches
+
+
+def vector_bound(ctx: SearchContext, regions: Regions) -> float:
+    """:func:`spadeopt.optimize.rate_bound.rate_bound` of the physical problem of
+    ``regions`` (as given: :meth:`WidthScorer.bound` applies the key exchanges first):
+    no plan of it predicts a higher source rate."""
+    entry = ctx.cache.get(regions)
+    batches = prediction_inputs(entry, ctx.comm, ctx.model)
+    return rate_bound(entry.predict_problem, ctx.nodes, ctx.cores, ctx.prof.source_rate, ctx.model,
+                      unattributed_call_s(ctx.prof, ctx.model), frozenset(b for _, b in entry.collapsible),
+                      ctx.inlined_frac, batches)
 
 
 def predicted_rate(ctx: SearchContext, plan: Plan) -> float | None:
@@ -358,6 +379,23 @@ class WidthScorer:
         self.plans: dict[Regions, Scored] = {}
         self.rungs: dict[tuple[Regions, Any], Any] = {}  # (vector, MaxFrac) -> Scored; (vector, SYMMETRIC) -> list
         self.best_frac: dict[Regions, float] = {}
+
+    def bound(self, regions: Regions, floor: float = 0.0) -> float:
+        """An upper bound on :meth:`rated`'s rate for ``regions``, without fusing it: the
+        cores' bound (:func:`spadeopt.optimize.rate_bound.capacity_bound`) when it is below
+        ``floor`` or above ``BOUND_GATE x floor``, else the least of it and
+        :func:`vector_bound` of the vector :meth:`rated` plans (which builds the vector's
+        prediction problem: worth it only where it may fall below ``floor``)."""
+        ctx = self.ctx
+        regions = choose_exchanges(ctx.graph, regions)
+        try:
+            cheap = capacity_bound(ctx.cache.get(regions).prof.load, ctx.nodes, ctx.cores, ctx.prof.source_rate,
+                                   ctx.model, ctx.inlined_frac)
+            if cheap < floor or cheap > BOUND_GATE * floor:
+                return cheap
+            return min(cheap, vector_bound(ctx, regions))
+        except OptimizeError:  # e.g. a communication model that fails: no bound, the vector is fused
+            return math.inf
 
     def __call__(self, regions: Regions) -> float | None:
         """The vector's predicted rate (``None`` when nothing fits)."""
@@ -396,6 +434,13 @@ per MaxFrac rung: by symmetry GreedyFuse fuses every channel alike, and its rate
 on thousands of operators was most of a many-core search (a 200-operator app on 64 cores
 took minutes). The chosen vector is still fused by GreedyFuse over the ladder too
 (:func:`best_over_max_frac`)."""
+
+BOUND_GATE = 2.0
+""":meth:`WidthScorer.bound` builds a vector's full bound only when the cores' bound is
+within this factor of what it must fall below: the full bound was never under half the
+cores' bound where it pruned (at 64 cores the chain's cores' bound is 2.1 x the
+incumbent, its full bounds 1.2-1.3 x: nothing to prune, and building them cost 10 %).
+A cost rule only: any bound it returns is valid."""
 
 SYMMETRIC = "symmetric"  # the key of a vector's channel-symmetric plans in WidthScorer.rungs
 

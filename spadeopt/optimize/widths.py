@@ -54,7 +54,9 @@ picks, among every vector tried whose rate is within the model's error of the le
 the one whose plan sends the fewest tuples across PE links (when ``evaluate`` gives them,
 as FATM's scorer does with a ``ranking.Rated``). resolution. Widths pinned with
 ``--width`` are not searched. Every evaluation is deterministic (the profile,
-calibration and constants decide it), so the choice is too.
+calibration and constants decide it), so the choice is too. With a ``bound`` (FATM's:
+``optimize.rate_bound``), a vector that provably loses the comparison it is in is not
+evaluated (branch and bound, :func:`choose_widths`); the choice is the same.
 """
 
 from __future__ import annotations
@@ -273,7 +275,9 @@ def candidate_widths(max_width: int) -> tuple[int, ...]:
 def choose_widths(regions: tuple[Region, ...], free: tuple[str, ...], max_width: int,
                   evaluate: Callable[[tuple[Region, ...]], float | Rated | None],
                   exhaustive_max: int = EXHAUSTIVE_MAX,
-                  caps: Mapping[str, int] | None = None) -> tuple[tuple[Region, ...], dict[str, Any]]:
+                  caps: Mapping[str, int] | None = None,
+                  bound: Callable[[tuple[Region, ...], float], float] | None = None
+                  ) -> tuple[tuple[Region, ...], dict[str, Any]]:
     """The width vector (over the ``free`` regions; the others keep theirs) that ranks
     best (``evaluate`` gives its planned rate, or a ``ranking.Rated`` with the crossing
     tuples too; module docstring: the rate leader, then the tie-break), and a record of
@@ -285,10 +289,21 @@ def choose_widths(regions: tuple[Region, ...], free: tuple[str, ...], max_width:
     No early stop: every region's sweep tries every candidate width (an early stop skipped
     width 16 on 16 cores because width 12, planned with two PEs per channel, scored below
     width 8), so the ascent returns the best vector its passes reach.
+
+    Branch and bound (``bound(vector, floor)``: an upper bound on ``evaluate``'s rate of
+    a vector, which may be a loose one when that is at least ``floor``, e.g.
+    ``fatm_search.WidthScorer.bound``): a vector compared with an incumbent whose rate
+    times ``1 - TIE`` its bound does not reach is not evaluated: no rate it can have
+    would win that comparison (``_better``), so it loses it as its rate would. It is
+    evaluated when a later comparison or the final tie-break (a bound within
+    ``TIE_WINDOW`` of the leader) could need its rate. Every decision is the one the
+    search makes without ``bound``: the chosen vector is the same (``record["bounded"]``
+    lists the vectors never evaluated).
     """
     names = [r.name for r in regions]
     idx = [names.index(n) for n in free]
     cache: dict[tuple[int, ...], WidthTry] = {}
+    bounds: dict[tuple[int, ...], tuple[float, float]] = {}
 
     def at(widths: tuple[int, ...]) -> tuple[Region, ...]:
         rs = list(regions)
@@ -296,8 +311,16 @@ def choose_widths(regions: tuple[Region, ...], free: tuple[str, ...], max_width:
             rs[i] = replace(rs[i], width=w)
         return tuple(rs)
 
-    def score(widths: tuple[int, ...]) -> WidthTry:
+    def score(widths: tuple[int, ...], against: WidthTry | None = None) -> WidthTry:
+        """The vector's try; a rate-less stand-in when its bound loses to ``against``."""
         if widths not in cache:
+            if bound is not None and against is not None and against.rate is not None:
+                floor = against.rate * (1 - TIE)
+                known = bounds.get(widths)  # (bound, the floor it was asked for: a looser one may do above it)
+                if known is None or (known[0] >= floor > known[1]):
+                    bounds[widths] = known = (bound(at(widths), floor), floor)
+                if known[0] < floor:
+                    return WidthTry(widths, None)
             got = evaluate(at(widths))
             rated = got if isinstance(got, Rated) else Rated(got)
             cache[widths] = WidthTry(widths, rated.rate, rated.crossing)
@@ -309,7 +332,7 @@ def choose_widths(regions: tuple[Region, ...], free: tuple[str, ...], max_width:
         search = "exhaustive"
         best: WidthTry | None = None
         for widths in itertools.product(*per):
-            t = score(widths)
+            t = score(widths, best)
             if _better(t, best):
                 best = t
     else:
@@ -317,9 +340,23 @@ def choose_widths(regions: tuple[Region, ...], free: tuple[str, ...], max_width:
         best = _ascend(score, per)
     leader = best.widths if best is not None and best.rate is not None else tuple(1 for _ in idx)
     if best is not None and best.rate is not None:  # ranking's tie-break among every vector tried
+        for widths, (b, _) in sorted(bounds.items()):  # a bounded vector that may tie the leader is evaluated
+            if widths not in cache and b >= best.rate * (1 - TIE_WINDOW):
+                score(widths)
         tried = sorted(cache.values(), key=lambda t: (sum(t.widths), t.widths))
         best = tie_break(best, tried, lambda t: Rated(t.rate, t.crossing))
     chosen = best.widths if best is not None and best.rate is not None else leader
+    record = _record(search, max_width, free, leader, chosen, cache, bounds if bound is not None else None)
+    if caps:
+        record["caps"] = {n: caps[n] for n in free if n in caps}
+    return at(chosen), record
+
+
+def _record(search: str, max_width: int, free: tuple[str, ...], leader: tuple[int, ...], chosen: tuple[int, ...],
+            cache: Mapping[tuple[int, ...], WidthTry],
+            bounds: Mapping[tuple[int, ...], tuple[float, float]] | None) -> dict[str, Any]:
+    """``choose_widths``' record of the search for ``explain.json``: the vectors evaluated
+    and, with branch and bound (``bounds``), those never evaluated with their bounds."""
     record = {
         "search": search, "max_width": max_width, "vectors_tried": len(cache), "tie": TIE,
         "model_error": MODEL_ERROR, "tie_window": TIE_WINDOW, "rate_leader": dict(zip(free, leader, strict=True)),
@@ -331,22 +368,26 @@ def choose_widths(regions: tuple[Region, ...], free: tuple[str, ...], max_width:
         "vectors": [{"widths": dict(zip(free, t.widths, strict=True)), "planned_rate": t.rate, "crossing": t.crossing}
                     for t in sorted(cache.values(), key=lambda t: t.widths)],
     }
-    if caps:
-        record["caps"] = {n: caps[n] for n in free if n in caps}
-    return at(chosen), record
+    if bounds is not None:
+        record["bounded"] = [{"widths": dict(zip(free, w, strict=True)), "rate_bound": b}
+                             for w, (b, _) in sorted(bounds.items()) if w not in cache]
+    return record
 
 
-def _ascend(score: Callable[[tuple[int, ...]], WidthTry], per: list[tuple[int, ...]]) -> WidthTry:
+Score = Callable[..., WidthTry]  # choose_widths' score(widths, against=None)
+
+
+def _ascend(score: Score, per: list[tuple[int, ...]]) -> WidthTry:
     """Coordinate ascent from all ones over region ``j``'s widths ``per[j]``, at most
     ``ASCENT_PASSES`` passes: each region's every width tried with the others held, a
     better one (``_better``) taken. A pass that moves no single region tries a joint step
     (``_joint_step``) before it gives up.
 
     >>> rate = {(1, 1): 100.0, (2, 1): 100.0, (1, 2): 100.0, (2, 2): 180.0}
-    >>> _ascend(lambda w: WidthTry(w, rate[w]), [(1, 2), (1, 2)]).widths
+    >>> _ascend(lambda w, _=None: WidthTry(w, rate[w]), [(1, 2), (1, 2)]).widths
     (2, 2)
     >>> rate = {1: 100.0, 2: 90.0, 3: 95.0, 4: 150.0}  # not unimodal: no early stop at 2
-    >>> _ascend(lambda w: WidthTry(w, rate[w[0]]), [(1, 2, 3, 4)]).widths
+    >>> _ascend(lambda w, _=None: WidthTry(w, rate[w[0]]), [(1, 2, 3, 4)]).widths
     (4,)
     """
     cur = tuple(1 for _ in per)
@@ -355,7 +396,7 @@ def _ascend(score: Callable[[tuple[int, ...]], WidthTry], per: list[tuple[int, .
         changed = False
         for j, choices in enumerate(per):
             for w in choices:
-                t = score(cur[:j] + (w,) + cur[j + 1:])
+                t = score(cur[:j] + (w,) + cur[j + 1:], best)
                 if _better(t, best):
                     best, changed = t, True
             cur = best.widths
@@ -372,7 +413,7 @@ JOINT_MOVES = ((1, 1), (1, 2), (2, 1), (2, 2), (1, -1), (-1, 1))
 or one up and the other down (a core moved from one region to the other)."""
 
 
-def _joint_step(score: Callable[[tuple[int, ...]], WidthTry], per: list[tuple[int, ...]], cur: tuple[int, ...],
+def _joint_step(score: Score, per: list[tuple[int, ...]], cur: tuple[int, ...],
                 best: WidthTry) -> WidthTry | None:
     """Two regions moved together by each of :data:`JOINT_MOVES` (every pair of regions;
     all of them up one step at once when more than ``JOINT_PAIRS`` can move): the best
@@ -388,14 +429,14 @@ def _joint_step(score: Callable[[tuple[int, ...]], WidthTry], per: list[tuple[in
     movable = [j for j in range(len(per)) if moved(j, 1) is not None]
     found = None
     if len(movable) > JOINT_PAIRS:
-        t = score(tuple(moved(j, 1) if j in movable else w for j, w in enumerate(cur)))
+        t = score(tuple(moved(j, 1) if j in movable else w for j, w in enumerate(cur)), best)
         return t if _better(t, best) else None
     for i, j in itertools.combinations(range(len(per)), 2):
         for di, dj in JOINT_MOVES:
             wi, wj = moved(i, di), moved(j, dj)
             if wi is None or wj is None:
                 continue
-            t = score(tuple(wi if k == i else wj if k == j else w for k, w in enumerate(cur)))
+            t = score(tuple(wi if k == i else wj if k == j else w for k, w in enumerate(cur)), found or best)
             if _better(t, found or best):
                 found = t
     return found
