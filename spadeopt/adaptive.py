@@ -305,7 +305,7 @@ def _choose(app_ref: str, ref: str, params, graph, profile_path: Path, work: Pat
             sw.reason = (f"{label} is predicted at {_r(rate)}/s, FALL at {_r(fall_rate)}/s: no gain of "
                          f"{GAIN:g}x; phase 2 runs FALL's production build (not instrumented)")
             break
-        problem = _cannot_resume(build, store, graph)
+        problem = _cannot_resume(build, store)
         if problem:
             sw.refused.append(f"{label}: {problem}")
             continue
@@ -319,9 +319,9 @@ def _choose(app_ref: str, ref: str, params, graph, profile_path: Path, work: Pat
     return api.generate(graph, replace(fall, checkpoints=True), work / "fall", ref)
 
 
-def _cannot_resume(build, store, graph) -> str | None:
+def _cannot_resume(build, store) -> str | None:
     """Why the checkpoint cannot resume under ``build`` exactly once (a width 068 does not
-    move, a PE cycle no barrier crosses, a PE with sources and input links), or None.
+    move, a PE cycle no barrier crosses), or None.
     Tried on a quiet view of the store."""
     from spadeopt.deploy.checkpoint_rescale import load_facts
     from spadeopt.deploy.checkpoint_store import CheckpointStore
@@ -330,12 +330,6 @@ def _cannot_resume(build, store, graph) -> str | None:
     cycle = pe_cycle(build.deploy)
     if cycle:
         return f"its PEs form a cycle ({' -> '.join(cycle)}), which an aligned barrier cannot cross"
-    sources = {op.name for op in graph.operators if not op.inputs}
-    mixed = [p.pe for p in build.deploy.pes
-             if p.inputs and any(o.split("__")[0] in sources for o in p.operators)]
-    if mixed:  # record 037's known gap: such a PE's restore from a checkpoint is not exactly once yet
-        return (f"PE(s) {', '.join(mixed)} hold a source and input links, and a checkpointed run of such a PE "
-                f"does not yet restore exactly once (record 037's known gap; record 069)")
     try:
         CheckpointStore(store.root, store.keep, lambda line: None).latest(build.deploy, load_facts(build.directory))
     except SpadeoptError as exc:

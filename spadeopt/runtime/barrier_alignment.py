@@ -255,6 +255,8 @@ class Checkpointer:
     def intercept(self, port: Any, frame: Any, data: Any) -> bool:
         """Called for every frame off an input socket before the PE handles it: True
         when this took it (a barrier, or a frame of a blocked link, held)."""
+        if self.release_due:  # an alignment the sources thread ended while this thread waited for
+            self.release()  # a frame: the frames it held came first, so they reach the operators first
         tag = data[:1]
         if tag == wire.BARRIER_TAG:
             self._barrier(port, frame, data)
@@ -273,6 +275,9 @@ class Checkpointer:
             if self.aligning is not None and (port.ref, self._link(port, frame)) in self.arrived:
                 self.held.append((port, frame))
                 return True
+            ended = self.release_due  # the sources thread ended the alignment while this waited for the lock
+        if ended:  # this frame came after the held ones: they reach the operators first
+            self.release()
         return False
 
     def release(self) -> None:
