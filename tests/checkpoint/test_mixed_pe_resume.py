@@ -17,15 +17,12 @@ import dataclasses
 import pytest
 
 from spadeopt.codegen.render import generate
-from spadeopt.deploy.agent import run_node
-from spadeopt.deploy.checkpoint_coordinator import Coordinator
-from spadeopt.deploy.checkpoint_store import CheckpointStore, finish_sinks
+from spadeopt.deploy.checkpoint_store import CheckpointStore
 from spadeopt.optimize.strategies import plan_for
 from spadeopt.orchestrate.build_local import build_and_run
 from spadeopt.plan.plan import make_plan
-from spadeopt.runtime.sinks import commit
 from tests.apps.ckpt import ckpt
-from tests.checkpoint.test_replan_resume import REF, SINKS, _stopped_after_checkpoints
+from tests.checkpoint.test_replan_resume import REF, SINKS, _stopped_after_checkpoints, resumed
 
 REST = ["both", "win", "avg", "means", "cnt", "counts", "run", "runs"]
 
@@ -41,12 +38,6 @@ def test_a_pe_with_a_source_and_input_links_resumes_with_the_failure_free_answer
     store = CheckpointStore(tmp_path / "chk", keep=2)
     _stopped_after_checkpoints(tmp_path, a, store, 1)
     chk = store.latest(b.deploy)
-    store.rewind_sinks(chk)
-    out = tmp_path / "out"
-    coord = Coordinator(store, b.deploy, 0.3, chk)
-    run_node(0, b.deploy.with_settings(checkpoint=coord.channel()), str(b.directory), str(out),
-             str(tmp_path / "logs-b"), progress_dir=str(tmp_path / "progress-b"))
-    commit(out)
-    finish_sinks(store, out, coord.finish())
+    out = resumed(tmp_path, b, store, chk)
     differ = [n for n in SINKS if (out / f"{n}.jsonl").read_bytes() != (ref / f"{n}.jsonl").read_bytes()]
     assert not differ, f"checkpoint {chk.id}: sinks {differ} differ from the failure-free run's"

@@ -15,6 +15,7 @@ import json
 import os
 import signal
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -30,6 +31,19 @@ from tests.apps.ckpt import ckpt
 
 REF = "tests/apps/ckpt.py"
 SINKS = ("means", "counts", "runs")
+
+
+def resumed(tmp_path, b, store: CheckpointStore, chk) -> Path:
+    """Run build ``b`` from checkpoint ``chk`` of ``store`` to the end, as ``--resume``
+    does (sinks rewound to the checkpoint, then committed); the sinks' directory."""
+    store.rewind_sinks(chk)
+    out = tmp_path / "out"
+    coord = Coordinator(store, b.deploy, 0.3, chk)
+    run_node(0, b.deploy.with_settings(checkpoint=coord.channel()), str(b.directory), str(out),
+             str(tmp_path / "logs-b"), progress_dir=str(tmp_path / "progress-b"))
+    commit(out)
+    finish_sinks(store, out, coord.finish())
+    return out
 
 
 def _stopped_after_checkpoints(tmp_path, b, store: CheckpointStore, n: int) -> int:
@@ -77,13 +91,7 @@ def test_a_stopped_run_resumes_under_another_fusion_with_the_failure_free_answer
     for pe in b.deploy.pes:
         doc = decode_state(chk.parts[pe.pe])
         assert doc["pe"] == pe.pe and set(doc["ops"]) <= set(pe.operators)
-    store.rewind_sinks(chk)
-    out = tmp_path / "out"
-    coord = Coordinator(store, b.deploy, 0.3, chk)
-    run_node(0, b.deploy.with_settings(checkpoint=coord.channel()), str(b.directory), str(out),
-             str(tmp_path / "logs-b"), progress_dir=str(tmp_path / "progress-b"))
-    commit(out)
-    finish_sinks(store, out, coord.finish())
+    out = resumed(tmp_path, b, store, chk)
     for name in SINKS:
         assert (out / f"{name}.jsonl").read_bytes() == (ref / f"{name}.jsonl").read_bytes(), name
     # the resumed run took up where the checkpoint was: it did not start from the beginning

@@ -17,16 +17,13 @@ import dataclasses
 import pytest
 
 from spadeopt.codegen.render import generate
-from spadeopt.deploy.agent import run_node
-from spadeopt.deploy.checkpoint_coordinator import Coordinator
 from spadeopt.deploy.checkpoint_rescale import load_facts
-from spadeopt.deploy.checkpoint_store import CheckpointMismatch, CheckpointStore, finish_sinks
+from spadeopt.deploy.checkpoint_store import CheckpointMismatch, CheckpointStore
 from spadeopt.optimize.strategies import plan_for
 from spadeopt.orchestrate.build_local import build_and_run
 from spadeopt.runtime.checkpoint_codec import decode_state
-from spadeopt.runtime.sinks import commit
 from tests.apps.ckpt import ckpt, ckregion
-from tests.checkpoint.test_replan_resume import REF, SINKS, _stopped_after_checkpoints
+from tests.checkpoint.test_replan_resume import REF, SINKS, _stopped_after_checkpoints, resumed
 
 
 def _build(g, tmp_path, name, fusion, width):
@@ -52,13 +49,7 @@ def test_a_stopped_run_resumes_at_another_width_with_the_failure_free_answer(tmp
         groups |= {op: st[0] for op, st in doc["ops"].items() if op.split("__")[0] == "win"}
     assert sorted(groups) == (["win"] if new == 1 else [f"win__{c}" for c in range(new)])
     assert sum(map(len, groups.values())) > 0, "the checkpoint was taken with no open window"
-    store.rewind_sinks(chk)
-    out = tmp_path / "out"
-    coord = Coordinator(store, b.deploy, 0.3, chk)
-    run_node(0, b.deploy.with_settings(checkpoint=coord.channel()), str(b.directory), str(out),
-             str(tmp_path / "logs-b"), progress_dir=str(tmp_path / "progress-b"))
-    commit(out)
-    finish_sinks(store, out, coord.finish())
+    out = resumed(tmp_path, b, store, chk)
     for name in SINKS:
         assert (out / f"{name}.jsonl").read_bytes() == (ref / f"{name}.jsonl").read_bytes(), name
     assert chk.id >= 2 and any(chk.manifest["sinks"].values()), chk.manifest
@@ -82,13 +73,7 @@ def test_a_count_window_region_whose_merge_holds_tuples_rescales(tmp_path, old, 
     except CheckpointMismatch as exc:  # narrowing to 1 while the merge held rows: refused, said
         assert new == 1 and "chans__merge' of region 'chans' cannot move to width 1" in str(exc), exc
         return
-    store.rewind_sinks(chk)
-    out = tmp_path / "out"
-    coord = Coordinator(store, b.deploy, 0.3, chk)
-    run_node(0, b.deploy.with_settings(checkpoint=coord.channel()), str(b.directory), str(out),
-             str(tmp_path / "logs-b"), progress_dir=str(tmp_path / "progress-b"))
-    commit(out)
-    finish_sinks(store, out, coord.finish())
+    out = resumed(tmp_path, b, store, chk)
     for name in ("means", "counts"):
         assert (out / f"{name}.jsonl").read_bytes() == (ref / f"{name}.jsonl").read_bytes(), name
 
