@@ -130,7 +130,7 @@ def run_adaptive(app_ref: str, params: Mapping[str, str] | None, *, nodes: int, 
     options.say(f"adaptive: phase 1 runs '{graph.name}' under FALL, instrumented, checkpoints every "
                 f"{adapt.interval:g} s; it re-plans after {adapt.adapt_after:g} s at the next checkpoint")
     result, stop = _measure(build1, plan, store, adapt, options, run_dir, work / "phase1-out")
-    sw.before = _phase(result, build1.deploy)
+    sw.before = _phase(result, build1)
     if stop is None:
         sw.reason = ("the sources ended before the measurement window and a checkpoint after it: "
                      "no switch, the run is phase 1's")
@@ -227,28 +227,18 @@ def _finish_unswitched(store, scratch: Path, out: Path | None) -> None:
     finish_sinks(store, Path(out), {})
 
 
-def _phase(result: RunResult, deploy) -> dict[str, Any]:
-    """A phase's plan and what was measured of it: source rate, each PE's busy (CPU / wall)."""
+def _phase(result: RunResult, build) -> dict[str, Any]:
+    """A phase's plan and what was measured of it: source rate, each PE's busy (CPU / wall).
+    ``widths``: the plan's regions wider than 1 (its ``plan.json``)."""
+    deploy = build.deploy
     busy = {p["pe"]: round(p["cpu_s"] / p["wall_s"], 3) for p in result.per_pe
             if p.get("wall_s") and "cpu_s" in p and "pe" in p}
     return {"strategy": deploy.strategy, "pes": len(deploy.pes),
-            "plan": {p.pe: list(p.operators) for p in deploy.pes}, "widths": _widths(deploy),
+            "plan": {p.pe: list(p.operators) for p in deploy.pes},
+            "widths": {r.name: r.width for r in build.plan.regions if r.width > 1},
             "instrumented": bool(getattr(deploy, "instrumented", False)),
             "rate": result.throughput, "steady_rate": result.steady_throughput, "tuples": result.tuples,
             "wall_s": result.wall_s, "busy": busy}
-
-
-def _widths(deploy) -> dict[str, int]:
-    """Region -> width, from the channel copies' names (``op__c``) of each region's operators."""
-    import re
-
-    copies: dict[str, int] = {}
-    for p in deploy.pes:
-        for op in p.operators:
-            m = re.fullmatch(r"(.+)__(\d+)", op)
-            if m:
-                copies[m.group(1)] = max(copies.get(m.group(1), 0), int(m.group(2)) + 1)
-    return dict(sorted(copies.items()))
 
 
 def _write_manifest(graph, plan, run_dir: Path, result: RunResult, adapt: AdaptOptions) -> None:
@@ -363,7 +353,7 @@ def _resume(build, store, adapt: AdaptOptions, options: RunOptions, sw: Switch, 
                 f"({len(build.deploy.pes)} PE(s))")
     result = checkpointed_run.run(build.directory, options, ck)
     sw.switched = True
-    sw.after = _phase(result, build.deploy)
+    sw.after = _phase(result, build)
     running = (result.checkpoints or {}).get("running_at")
     sw.pause_s = round(running - t_checkpoint, 3) if running and t_checkpoint else None
     return result

@@ -2,7 +2,7 @@
 
 This module is below both compile-time code (``plan.fission``, ``kinds``, ``codegen``)
 and the runtime (``runtime.merges``, ``runtime.pe``): both import the protocol from
-here, so compiling an app never imports the runtime. It imports nothing.
+here, so compiling an app never imports the runtime. It imports nothing of spadeopt.
 
 In a dynamic region every tuple in a channel carries the split's sequence number as a
 hidden last attribute named ``SEQ``; a 1-tuple ``(n,)`` is a *pulse* (nothing numbered
@@ -14,6 +14,8 @@ the stream reached its event time (``plan.eventtime``); a clocked exchange merge
 at ``n``, and the channel's event-time window advances on it and drops it.
 """
 
+from zlib import crc32
+
 SEQ = "_fission_seq"
 """The hidden sequence-number attribute of a dynamic region's channels (its wire name)."""
 
@@ -24,30 +26,48 @@ WATERMARK = -1
 """A tuple numbered ``WATERMARK - n`` (below zero) is a watermark frame: a copy of tuple ``n``."""
 
 
+def _float_hash(v: float) -> int:
+    return hash(v) if v == v else 0  # hash() of NaN is per object since Python 3.10
+
+
+KEY_HASHES = {
+    "str": ("_crc32({0}.encode())", lambda v: crc32(v.encode())),
+    "bytes": ("_crc32({0})", crc32),
+    "float": ("(hash({0}) if {0} == {0} else 0)", _float_hash),
+}
+"""How a dynamic region's split hashes a key attribute of each schema type, the same in
+every process: as Python source over an expression (what generated code spells,
+``kinds.lowering.key_hash``) and as a function of the value (``key_channel``), side by
+side so the two cannot drift. A type not listed (int, bool) is its own hash."""
+
+
+def key_hash_source(expr: str, typ: str) -> str:
+    """Python source hashing ``expr``, a key attribute of schema type ``typ`` (:data:`KEY_HASHES`).
+
+    >>> key_hash_source("t[2]", "float"), key_hash_source("t[0]", "int")
+    ('(hash(t[2]) if t[2] == t[2] else 0)', 't[0]')
+    """
+    form = KEY_HASHES.get(typ)
+    return form[0].format(expr) if form else expr
+
+
+def combined_source(parts: list[str]) -> str:
+    """Python source of a key's hash from its attributes' (``key_hash_source``): one as
+    it is, several by ``hash`` of their tuple (a tuple of ints does not depend on
+    PYTHONHASHSEED)."""
+    return parts[0] if len(parts) == 1 else f"hash(({', '.join(parts)}))"
+
+
 def key_channel(values: tuple, types: tuple[str, ...], width: int) -> int:
     """The channel of ``width`` a dynamic region's split routes a tuple to, from the values
-    of the region key's attributes (``types``: their schema types): exactly what the
-    generated split computes (``kinds.lowering.stable_hash``, ``kinds.fission_split``), in
-    Python, for moving a key's state to the channel that owns it at another width
-    (``deploy.checkpoint_rescale``). A str hashes by CRC-32 of its UTF-8, bytes by CRC-32,
-    a float by ``hash`` (NaN: 0), an int or bool as itself; several attributes by ``hash``
-    of the tuple of those (a tuple of ints does not depend on PYTHONHASHSEED).
+    of the region key's attributes (``types``: their schema types): what the generated
+    split computes (:data:`KEY_HASHES`, :func:`combined_source`), for moving a key's state
+    to the channel that owns it at another width (``deploy.checkpoint_rescale``).
 
     >>> [key_channel(("k3",), ("str",), w) for w in (1, 2, 3)]
     [0, 1, 2]
     >>> key_channel((7, "a"), ("int", "str"), 4) == hash((7, 3904355907)) % 4
     True
     """
-    from zlib import crc32
-
-    parts = []
-    for v, typ in zip(values, types, strict=True):
-        if typ == "str":
-            parts.append(crc32(v.encode()))
-        elif typ == "bytes":
-            parts.append(crc32(v))
-        elif typ == "float":
-            parts.append(hash(v) if v == v else 0)
-        else:
-            parts.append(v)
+    parts = [KEY_HASHES[t][1](v) if t in KEY_HASHES else v for v, t in zip(values, types, strict=True)]
     return (parts[0] if len(parts) == 1 else hash(tuple(parts))) % width

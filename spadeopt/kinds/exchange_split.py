@@ -24,7 +24,7 @@ from typing import Any
 
 from spadeopt.kinds.fission_split import clock_context
 from spadeopt.kinds.kind import Imports, Kind
-from spadeopt.kinds.lowering import stable_hash
+from spadeopt.kinds.lowering import key_hash
 from spadeopt.kinds.numbering import EXCHANGE_BITS
 from spadeopt.kinds.windows import Window
 from spadeopt.model.graph import AppGraph, Operator
@@ -41,10 +41,7 @@ class ExchangeSplitParams:
 
 def lower(graph: AppGraph, op: Operator, imports: Imports) -> dict[str, Any]:
     p, schema = op.params, op.in_port("in").schema  # the number is last: key positions as without it
-    h = None
-    if p.key:
-        parts = [stable_hash(a, schema) for a in p.key]
-        h = parts[0] if len(parts) == 1 else f"hash(({', '.join(parts)}))"
+    h = key_hash(p.key, schema) if p.key else None
     return {"hash": h, "width": p.width, "block": p.block, "bits": EXCHANGE_BITS,
             "clock": clock_context(p.clock, schema)}
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from spadeopt.kinds.kind import Imports, Kind
-from spadeopt.kinds.lowering import number, stable_hash
+from spadeopt.kinds.lowering import key_hash, number
 from spadeopt.kinds.windows import Window
 from spadeopt.model.graph import AppGraph, Operator
 
@@ -31,11 +31,7 @@ class FissionSplitParams:
 
 def lower(graph: AppGraph, op: Operator, imports: Imports) -> dict[str, Any]:
     p, schema = op.params, op.in_port("in").schema
-    h = None
-    if p.key:
-        parts = [stable_hash(a, schema) for a in p.key]
-        # hash() of a tuple of ints (and of floats) does not depend on PYTHONHASHSEED
-        h = parts[0] if len(parts) == 1 else f"hash(({', '.join(parts)}))"
+    h = key_hash(p.key, schema) if p.key else None
     mode = "static" if p.ordering == "static" else ("hash" if p.key else "round_robin")
     return {"mode": mode, "hash": h, "width": p.width, "block": p.block, "clock": clock_context(p.clock, schema)}
 

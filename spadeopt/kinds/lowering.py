@@ -16,12 +16,14 @@ cost nothing per tuple.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 from spadeopt.errors import CodegenError
 from spadeopt.kinds.kind import Imports
 from spadeopt.model.graph import Operator, SymbolRef
 from spadeopt.model.schema import Schema
+from spadeopt.protocol import combined_source, key_hash_source
 
 
 def alias(ref: SymbolRef, imports: Imports) -> str:
@@ -102,14 +104,12 @@ def number(x: float) -> str:
 
 
 def stable_hash(attr: str, schema: Schema) -> str:
-    """A hash of attribute ``attr`` of ``t`` that is the same in every process."""
-    i = schema.index(attr)
-    typ = schema.type_of(attr)
-    if typ == "str":
-        return f"_crc32(t[{i}].encode())"
-    if typ == "bytes":
-        return f"_crc32(t[{i}])"
-    if typ == "float":
-        # hash() of a float is its value's, except NaN's (per object since Python 3.10)
-        return f"(hash(t[{i}]) if t[{i}] == t[{i}] else 0)"
-    return f"t[{i}]"
+    """A hash of attribute ``attr`` of ``t`` that is the same in every process
+    (``protocol.KEY_HASHES``)."""
+    return key_hash_source(f"t[{schema.index(attr)}]", schema.type_of(attr))
+
+
+def key_hash(key: Sequence[str], schema: Schema) -> str:
+    """The hash of a region key's attributes of ``t``, as a split routes by it
+    (``protocol.key_channel`` computes the same from values)."""
+    return combined_source([stable_hash(a, schema) for a in key])
