@@ -97,6 +97,11 @@ class Annotations:
     # physical graphs only (plan.fission): each replicated region's channels, as the
     # copies in each channel; fusion never puts two channels of one region in one PE
     channels: tuple[tuple[tuple[str, ...], ...], ...] = ()
+    # physical graphs only (plan.fission): the two sides of each key exchange (the
+    # upstream region's channels with their senders, the receivers with the downstream
+    # region's channels); no PE holds operators of both: two such PEs would send to each
+    # other, and a cycle of single-threaded PEs with bounded queues can deadlock
+    apart: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = ()
 
 
 @dataclass(frozen=True)

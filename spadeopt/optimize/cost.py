@@ -266,7 +266,7 @@ class BookLayout:
                 self.groups.append(exclusion.get(self.keys[pid], empty))
             else:
                 self.groups.append(frozenset().union(*(exclusion.get(op, empty) for op in members)))
-        self.chans = [channels_of(m, problem) for m in self.members] if problem.channels else None
+        self.chans = [channels_of(m, problem) for m in self.members] if problem.channels or problem.apart else None
         self.n_ext = [0] * len(self.members)
         pair_index: dict[tuple[int, int], int] = {}
         self.pairs: list[tuple[int, int]] = []

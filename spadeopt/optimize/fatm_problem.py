@@ -133,6 +133,7 @@ def problem_for(graph: AppGraph, prof: OperatorProfile, comm: CommModel, max_fra
         exlocate=[frozenset(g) for g in graph.annotations.exlocate],
         unfusable=parts["unfusable"],
         channels=graph.annotations.channels,
+        apart=graph.annotations.apart,
     )
 
 

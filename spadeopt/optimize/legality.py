@@ -14,6 +14,13 @@ Three annotations constrain fusion (digest §5, DESIGN §6):
   never share a thread): such a PE runs its channels one after the other and feeds the
   ordered merge over several links at once. Tracked per partition as a map region ->
   channel (:func:`channels_of`, :func:`channel_clash`).
+* ``apart``: the two sides of a key exchange (the upstream region's channels and their
+  senders; the receivers and the downstream region's channels). No PE holds operators of
+  both: a PE of upstream channel c and downstream channel d sends to every receiver and
+  receives from every sender, so two such PEs send to each other, and single-threaded PEs
+  in a cycle with bounded queues deadlock once both queues fill (seen: YSB at 8 M events,
+  8 channels fused across the exchange). Tracked in the same map as the channels, under
+  keys after the regions' (``FusionProblem.sides_of``).
 
 A colocation that would force two members of an exclusion group together is a
 contradiction in the annotations; :func:`initial_partitions` raises ``OptimizeError``
@@ -92,6 +99,11 @@ def fusion_legal(a: frozenset[str], b: frozenset[str], problem: FusionProblem) -
     clash = channel_clash(channels_of(a, problem), channels_of(b, problem))
     if clash is not None:
         r, c1, c2 = clash
+        if r >= len(problem.channels):
+            pair = problem.apart[r - len(problem.channels)]
+            ops = {c: sorted(union & pair[c])[0] for c in (c1, c2)}
+            return Verdict(False, f"both sides of a key exchange would share a PE ({ops[0]} and {ops[1]}): "
+                                  f"PEs holding both send to each other")
         ops = {c: sorted(union & problem.channels[r][c])[0] for c in (c1, c2)}
         return Verdict(False, f"channels {c1} and {c2} of a parallel region would share a PE "
                               f"({ops[c1]} and {ops[c2]})")
@@ -99,17 +111,20 @@ def fusion_legal(a: frozenset[str], b: frozenset[str], problem: FusionProblem) -
 
 
 def channels_of(members, problem: FusionProblem) -> dict[int, int] | None:
-    """Region -> channel of the channel copies among ``members`` (``None``: none is one);
-    raises ``UsageError`` if they already hold two channels of one region."""
-    where = problem.channel_of
+    """Region -> channel of the channel copies among ``members``, and ``apart`` item ->
+    side (keys after the regions', ``FusionProblem.sides_of``); ``None`` when none is
+    either. Raises ``UsageError`` if they already hold two channels of one region or both
+    sides of a key exchange."""
+    where = problem.sides_of
     if not where:
         return None
     out: dict[int, int] = {}
     for op in members:
-        rc = where.get(op)
-        if rc is not None and out.setdefault(rc[0], rc[1]) != rc[1]:
-            msg = f"partition holds channels {out[rc[0]]} and {rc[1]} of one parallel region ({op})"
-            raise UsageError(msg)
+        for key, value in where.get(op, ()):
+            if out.setdefault(key, value) != value:
+                what = ("both sides of a key exchange" if key >= len(problem.channels)
+                        else f"channels {out[key]} and {value} of one parallel region")
+                raise UsageError(f"partition holds {what} ({op})")
     return out or None
 
 

@@ -114,7 +114,9 @@ class FusionProblem:
     ``unfusable`` groups have at least two members and mean "pairwise in different PEs";
     each item of ``channels`` is one parallel region's channels (at least two disjoint,
     non-empty operator sets; an operator in at most one region) and means "no PE holds
-    operators of two channels of one region" (paper 000's first rule).
+    operators of two channels of one region" (paper 000's first rule); each item of
+    ``apart`` is two disjoint, non-empty operator sets and means "no PE holds operators of
+    both" (the two sides of a key exchange, ``Annotations.apart``).
 
     Use :meth:`build` to construct one from lists, dicts or plain tuples.
     """
@@ -129,6 +131,7 @@ class FusionProblem:
     exlocate: tuple[frozenset[str], ...] = ()
     unfusable: tuple[frozenset[str], ...] = ()
     channels: tuple[tuple[frozenset[str], ...], ...] = ()
+    apart: tuple[tuple[frozenset[str], frozenset[str]], ...] = ()
 
     def __post_init__(self) -> None:
         problems = _validate(self)
@@ -152,6 +155,7 @@ class FusionProblem:
         exlocate: Iterable[Iterable[str]] = (),
         unfusable: Iterable[Iterable[str]] = (),
         channels: Iterable[Iterable[Iterable[str]]] = (),
+        apart: Iterable[tuple[Iterable[str], Iterable[str]]] = (),
     ) -> FusionProblem:
         """Build a problem from any iterables; links may be ``(src, dst, rate, size)``."""
         return cls(
@@ -165,6 +169,7 @@ class FusionProblem:
             exlocate=tuple(frozenset(g) for g in exlocate),
             unfusable=tuple(frozenset(g) for g in unfusable),
             channels=tuple(tuple(frozenset(c) for c in region) for region in channels),
+            apart=tuple((frozenset(a), frozenset(b)) for a, b in apart),
         )
 
     def rescaled(self, load: Mapping[str, float], links: tuple[Link, ...]) -> FusionProblem:
@@ -178,12 +183,12 @@ class FusionProblem:
         values = (*load.values(), *(lk.rate for lk in links))
         if not all(type(v) is float and 0.0 <= v < inf for v in values):
             return FusionProblem(self.operators, load, links, self.comm, self.max_frac, self.min_util,
-                                 self.colocate, self.exlocate, self.unfusable, self.channels)
+                                 self.colocate, self.exlocate, self.unfusable, self.channels, self.apart)
         new = object.__new__(FusionProblem)
         for name, value in (("operators", self.operators), ("load", load), ("links", links), ("comm", self.comm),
                             ("max_frac", self.max_frac), ("min_util", self.min_util), ("colocate", self.colocate),
                             ("exlocate", self.exlocate), ("unfusable", self.unfusable),
-                            ("channels", self.channels)):
+                            ("channels", self.channels), ("apart", self.apart)):
             object.__setattr__(new, name, value)
         new.__dict__["shared"] = self.shared
         return new
@@ -199,6 +204,20 @@ class FusionProblem:
     def channel_of(self) -> Mapping[str, tuple[int, int]]:
         """Operator -> (index of its region in ``channels``, its channel), for channel members."""
         return {op: (r, c) for r, region in enumerate(self.channels) for c, chan in enumerate(region) for op in chan}
+
+    @cached_property
+    def sides_of(self) -> Mapping[str, tuple[tuple[int, int], ...]]:
+        """Operator -> every ``(key, value)`` fusion must keep single-valued per PE: its
+        channel ``(r, c)`` (``channel_of``) and, for each ``apart`` item ``i`` it is in,
+        ``(len(channels) + i, side)``. A PE is legal iff no key takes two values in it
+        (``legality.channels_of``)."""
+        acc: dict[str, list[tuple[int, int]]] = {op: [rc] for op, rc in self.channel_of.items()}
+        base = len(self.channels)
+        for i, pair in enumerate(self.apart):
+            for side, ops in enumerate(pair):
+                for op in ops:
+                    acc.setdefault(op, []).append((base + i, side))
+        return {op: tuple(v) for op, v in acc.items()}
 
     @cached_property
     def operator_set(self) -> frozenset[str]:
@@ -278,6 +297,24 @@ def _validate(p: FusionProblem) -> list[str]:
     ):
         problems += _validate_groups(kind, groups, min_size, seen)
     problems += _validate_channels(p.channels, seen)
+    problems += _validate_apart(p.apart, seen)
+    return problems
+
+
+def _validate_apart(apart: object, ops: set[str]) -> list[str]:
+    if not isinstance(apart, tuple) or not all(
+            isinstance(x, tuple) and len(x) == 2 and all(isinstance(s, frozenset) for s in x) for x in apart):
+        return ["apart must be a tuple of pairs of frozensets (use FusionProblem.build)"]
+    problems: list[str] = []
+    for i, (a, b) in enumerate(apart):
+        if not a or not b:
+            problems.append(f"apart item #{i} has an empty side")
+        unknown = sorted((a | b) - ops)
+        if unknown:
+            problems.append(f"apart item #{i} names unknown operator(s) {', '.join(unknown)}")
+        both = sorted(a & b)
+        if both:
+            problems.append(f"apart item #{i} has operator(s) on both sides: {', '.join(both)}")
     return problems
 
 

@@ -344,6 +344,7 @@ def _annotations(ann: Annotations, region: Region, members: set[str], producers:
         fuse=tuple(fuse),
         parallel=tuple(p for p in ann.parallel if p[0] != region.name),
         channels=(*ann.channels, tuple(tuple(Region.channel_op(o, c) for o in region.operators) for c in range(k))),
+        apart=ann.apart,
     )
 
 
@@ -435,13 +436,20 @@ def _exchange(graph: AppGraph, up: Region, down: Region) -> AppGraph:
     fuse += [(src.op, down.exchange_split(c)) for c, src in into]
     fuse += [(down.exchange_merge(d), dst.op) for d, dst in outof]
     channels = []
+    before: tuple[str, ...] = ()
+    after: tuple[str, ...] = ()
     for chans in ann.channels:
         if Region.channel_op(up.operators[0], 0) in chans[0]:
             chans = tuple((*ch, down.exchange_split(c)) for c, ch in enumerate(chans))
+            before = tuple(o for ch in chans for o in ch)
         elif Region.channel_op(down.operators[0], 0) in chans[0]:
             chans = tuple((down.exchange_merge(d), *ch) for d, ch in enumerate(chans))
+            after = tuple(o for ch in chans for o in ch)
         channels.append(chans)
-    ann = dataclasses.replace(ann, fuse=tuple(fuse), channels=tuple(channels))
+    # no PE holds both sides: a PE of upstream channel c and downstream channel d sends to
+    # every receiver and hears every sender, so two of them would send to each other
+    apart = (*ann.apart, (before, after)) if before and after else ann.apart
+    ann = dataclasses.replace(ann, fuse=tuple(fuse), channels=tuple(channels), apart=apart)
     return AppGraph(graph.name, tuple(ops), tuple(streams), ann, graph.params, graph.module)
 
 

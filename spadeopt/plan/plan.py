@@ -190,6 +190,15 @@ def check_plan(plan: Plan, graph: AppGraph, honours: frozenset[str] = KEPT_BY_DE
             pes = [pe_of[o] for o in group]
             if len(set(pes)) < len(pes):
                 problems.append(f"exlocate({', '.join(group)}) has operators sharing a PE")
+        for before, after in graph.annotations.apart:  # a key exchange's two sides (plan.fission)
+            both = {pe_of[o] for o in before} & {pe_of[o] for o in after}
+            if both:
+                pe = min(both)
+                a = next(o for o in before if pe_of[o] == pe)
+                b = next(o for o in after if pe_of[o] == pe)
+                problems.append(f"PE {pe} holds both sides of a key exchange ({a} and {b}): PEs holding both "
+                                f"send to each other, and such a cycle of PEs can deadlock; keep what is before "
+                                f"the exchange and what is after it in different PEs")
     if not problems:
         cycles = recursion_cycles_by_pe(graph, plan.pe_of)
         for pe in plan.pes:

@@ -139,3 +139,52 @@ def test_a_plan_that_claims_an_exchange_it_cannot_have_is_refused():
     kinds = [op.kind for op in physical_graph(g, kept.regions).operators]
     assert "exchange_split" not in kinds and "fission_split" in kinds
     assert choose_exchanges(g, kept.regions) == plan.regions
+
+
+def test_no_pe_holds_both_sides_of_a_key_exchange():
+    """A PE of upstream channel c and downstream channel d sends to every receiver and
+    hears every sender, so two such PEs send to each other: single-threaded PEs in a cycle
+    with bounded queues deadlocked (YSB at 8 M events on 16 cores, 8 channels fused across
+    the exchange). The physical graph keeps the sides apart, fusion refuses to mix them and
+    check_plan refuses a plan that does."""
+    from spadeopt.optimize.fatm import OperatorProfile, fuse_auto
+    from spadeopt.optimize.fatm_problem import problem_for
+    from spadeopt.optimize.legality import fusion_legal
+    from spadeopt.optimize.problem import LinearCommModel
+
+    g = _graph()
+    plan = plan_for(g, "manual")
+    phys = physical_graph(g, plan.regions)
+    (before, after), = phys.annotations.apart
+    assert {"desk__xsplit0", "desk__xsplit1", "per_acct__0", "per_acct__1"} <= set(before)
+    assert {"desk__xmerge0", "desk__xmerge2", "per_sym__0", "per_sym__2"} <= set(after)
+    names = [op.name for op in phys.operators]
+    prof = OperatorProfile(g.name, phys.fingerprint, {n: 0.01 for n in names},
+                           tuple((s.src.op, s.dst.op, 1000.0, 40.0) for s in phys.streams), 1000.0)
+    problem = problem_for(phys, prof, LinearCommModel(1e-6, 1e-9), 0.9, 0.1)
+    verdict = fusion_legal(frozenset({"per_acct__0", "desk__xsplit0"}), frozenset({"desk__xmerge0", "per_sym__0"}),
+                           problem)
+    assert not verdict.ok and "both sides of a key exchange" in verdict.reason
+    assert fusion_legal(frozenset({"per_acct__0"}), frozenset({"desk__xsplit0"}), problem).ok
+    # a plan that fuses channel 0 across the exchange is refused, naming the PE and what to do
+    pes = []
+    for pe in plan.pes:
+        ops = pe.operators
+        if "desk__xmerge0" in ops:
+            continue
+        if "desk__xsplit0" in ops:
+            merged = next(p for p in plan.pes if "desk__xmerge0" in p.operators)
+            ops = (*ops, *merged.operators)
+        pes.append(dataclasses.replace(pe, operators=ops))
+    bad = dataclasses.replace(plan, pes=tuple(pes))
+    with pytest.raises(PlanError, match="holds both sides of a key exchange .*different PEs"):
+        check_plan(bad, g)
+    # FATM on many cores keeps them apart too
+    logical = [op.name for op in g.operators]
+    lprof = OperatorProfile(g.name, g.fingerprint, {n: 0.2 for n in logical},
+                            tuple((s.src.op, s.dst.op, 1000.0, 40.0) for s in g.streams), 1000.0)
+    auto = fuse_auto(g, lprof, LinearCommModel(1e-6, 1e-9), 1, 16, rate="max")
+    check_plan(auto.plan, g)
+    aphys = physical_graph(g, auto.plan.regions)
+    for before, after in aphys.annotations.apart:
+        assert not {auto.plan.pe_of[o] for o in before} & {auto.plan.pe_of[o] for o in after}
