@@ -192,7 +192,7 @@ def check_plan(plan: Plan, graph: AppGraph, honours: frozenset[str] = KEPT_BY_DE
                 problems.append(f"exlocate({', '.join(group)}) has operators sharing a PE")
         for before, after in graph.annotations.apart:  # a key exchange's two sides (plan.fission)
             both = {pe_of[o] for o in before} & {pe_of[o] for o in after}
-            if both:
+            if both and len({pe_of[o] for o in (*before, *after)}) > 1:  # all in one PE (FALL) sends to no PE
                 pe = min(both)
                 a = next(o for o in before if pe_of[o] == pe)
                 b = next(o for o in after if pe_of[o] == pe)

@@ -60,8 +60,19 @@ def plan(graph: AppGraph, fusion: str, widths: Mapping[str, int] | None = None) 
     if fusion != "mixed":
         return plan_for(graph, fusion, widths=dict(widths or {}))
     regions = resolve_regions(graph, dict(widths or {}))
-    names = [op.name for op in physical_graph(graph, regions).operators]
-    groups = [names[i:i + 2] for i in range(0, len(names), 2)]
+    physical = physical_graph(graph, regions)
+    names = [op.name for op in physical.operators]
+    side: dict[str, dict[int, int]] = {}  # a key exchange's two sides never share a PE (check_plan)
+    for i, pair in enumerate(physical.annotations.apart):
+        for s, ops in enumerate(pair):
+            for o in ops:
+                side.setdefault(o, {})[i] = s
+    groups = []
+    for i in range(0, len(names), 2):
+        pair = names[i:i + 2]
+        x, y = side.get(pair[0], {}), side.get(pair[-1], {})
+        apart = any(x[k] != y[k] for k in x.keys() & y.keys())
+        groups.extend([[o] for o in pair] if apart else [pair])
     return make_plan(graph, "mixed", groups, [0] * len(groups), 1, 2, regions=regions)
 
 
