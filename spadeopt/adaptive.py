@@ -127,6 +127,11 @@ def run_adaptive(app_ref: str, params: Mapping[str, str] | None, *, nodes: int, 
     build1 = api.generate(graph, plan, run_dir / "build", ref)
     store.root.mkdir(parents=True, exist_ok=True)
     sw = Switch()
+    session = (options.master or build1.deploy.spark.master, plan.cores)  # the runs' Spark session
+    options.say("adaptive: warming up the refinement's Spark query (so the switch does not wait for it)")
+    from spadeopt.refine.job import warm_up
+
+    sw.timings["warm_up_s"] = round(warm_up(*session, conf=options.conf), 3)
     options.say(f"adaptive: phase 1 runs '{graph.name}' under FALL, instrumented, checkpoints every "
                 f"{adapt.interval:g} s; it re-plans after {adapt.adapt_after:g} s at the next checkpoint")
     result, stop = _measure(build1, plan, store, adapt, options, run_dir, work / "phase1-out")
@@ -141,7 +146,7 @@ def run_adaptive(app_ref: str, params: Mapping[str, str] | None, *, nodes: int, 
         return result, sw
     sw.checkpoint, sw.measured_s = stop["checkpoint"], stop["measured_s"]
     _write_manifest(graph, plan, run_dir, result, adapt)
-    build2 = _replan(app_ref, ref, params, graph, run_dir, work, store, adapt, options, nodes, cores, sw)
+    build2 = _replan(app_ref, ref, params, graph, run_dir, work, store, adapt, options, nodes, cores, sw, session)
     final = _resume(build2, store, adapt, options, sw, stop["t_checkpoint"])
     if options.out is not None:
         _mark_sinks(options.out, final)
@@ -258,7 +263,7 @@ def _write_manifest(graph, plan, run_dir: Path, result: RunResult, adapt: AdaptO
 
 
 def _replan(app_ref: str, ref: str, params, graph, run_dir: Path, work: Path, store, adapt: AdaptOptions,
-            options: RunOptions, nodes: int, cores: int, sw: Switch):
+            options: RunOptions, nodes: int, cores: int, sw: Switch, session: tuple[str | None, int]):
     """Phase 1's samples -> a profile (``refine``, on Spark) -> the build phase 2 runs: FATM's
     plan when the model predicts a gain and the checkpoint can move to it; else FATM at
     phase 1's widths; else FALL's production build (every step said in ``sw``)."""
@@ -267,7 +272,7 @@ def _replan(app_ref: str, ref: str, params, graph, run_dir: Path, work: Path, st
     profile_path = work / "profile.json"
     options.say("adaptive: refining phase 1's samples into a profile (Spark, as `spadeopt refine`)")
     t0 = time.time()
-    refine([run_dir], profile_path, options.master, progress=options.say, conf=options.conf)
+    refine([run_dir], profile_path, session[0], session[1], progress=options.say, conf=options.conf)
     sw.profile, sw.timings["refine_s"], t0 = str(profile_path), round(time.time() - t0, 3), time.time()
     build = _choose(app_ref, ref, params, graph, profile_path, work, store, adapt, nodes, cores, sw)
     sw.timings["plan_s"] = round(time.time() - t0, 3)

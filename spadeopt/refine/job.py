@@ -23,6 +23,7 @@ line is at fault).
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -188,8 +189,32 @@ def _pes_of(run: _Run) -> dict[str, tuple[str, ...]]:
 
 
 # ---- 2. the Spark part ---------------------------------------------------------------------
+def warm_up(master: str | None, cores: int = DEFAULT_CORES, conf: Mapping[str, str] | None = None) -> float:
+    """Run the refinement's Spark query once on one made-up sample line and return the
+    seconds it took. Spark SQL's first query in a JVM loads and generates its classes:
+    ~4 s of a 5.5 s refine on the 2-core VM. ``run --adaptive`` pays that before phase 1
+    (the session is the run's: same master, cores and conf), not in its pause."""
+    import json
+    import tempfile
+
+    t0 = time.time()
+    with tempfile.TemporaryDirectory(prefix="spadeopt-warm-up-") as d:
+        f = Path(d) / "pe0.jsonl"
+        f.write_text(json.dumps({"pe": "pe0", "op": "a", "port": "out", "dir": "out", "sub": None,
+                                 "metric": "count", "ts": 1.0, "value": 1.0}) + "\n", encoding="utf-8")
+        _aggregate_files([[f]], master or DEFAULT_MASTER, cores, conf)
+    return time.time() - t0
+
+
 def _aggregate(runs: list[_Run], master: str, cores: int, conf: Mapping[str, str] | None = None
                ) -> tuple[dict[int, dict[tuple, Agg]], dict[int, tuple[float, float]]]:
+    return _aggregate_files([r.files for r in runs], master, cores, conf)
+
+
+def _aggregate_files(run_files: list[Sequence[Path]], master: str, cores: int, conf: Mapping[str, str] | None = None
+                     ) -> tuple[dict[int, dict[tuple, Agg]], dict[int, tuple[float, float]]]:
+    """Spark: every run's sample files (``run_files[i]``, run ``i``) aggregated per
+    (op, port, dir, sub, metric), and each run's first and last sample time."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import DoubleType, StringType, StructField, StructType
 
@@ -204,8 +229,8 @@ def _aggregate(runs: list[_Run], master: str, cores: int, conf: Mapping[str, str
                         + [StructField("ts", DoubleType()), StructField("value", DoubleType()),
                            StructField("_corrupt", StringType())])
     frames = []
-    for i, r in enumerate(runs):
-        files = [str(f) for f in r.files if f.stat().st_size > 0]
+    for i, paths in enumerate(run_files):
+        files = [str(f) for f in paths if f.stat().st_size > 0]
         if not files:
             continue
         if shipped:
@@ -224,27 +249,31 @@ def _aggregate(runs: list[_Run], master: str, cores: int, conf: Mapping[str, str
     df = frames[0]
     for other in frames[1:]:
         df = df.unionByName(other)
-    df = df.cache()
-    try:
-        bad = df.where(_bad_row(F)).select("file", "_corrupt", "pe", "op", "port", "dir", "sub", "metric",
-                                           "ts", "value").limit(1).collect()
-        if bad:
-            _raise_bad_row(bad[0].asDict())
-        rows = (df.groupBy("run", "op", "port", "dir", "sub", "metric")
-                .agg(F.count(F.lit(1)).alias("n"), F.avg("value").alias("mean"),
-                     F.min("ts").alias("first_ts"), F.max("ts").alias("last_ts"),
-                     F.min_by("value", "ts").alias("first_v"), F.max_by("value", "ts").alias("last_v"))
-                .collect())
-        spans = df.groupBy("run").agg(F.min("ts").alias("t0"), F.max("ts").alias("t1")).collect()
-    finally:
-        df.unpersist()
+    # one pass: the aggregates and, per group, whether a line is malformed; only then a
+    # second pass finds the first such line to name it (three jobs over a cached frame
+    # were 2-3x slower: the refine in `run --adaptive`'s pause, record 069)
+    bad = _bad_row(F)
+    rows = (df.groupBy("run", "op", "port", "dir", "sub", "metric")
+            .agg(F.count(F.lit(1)).alias("n"), F.avg("value").alias("mean"),
+                 F.min("ts").alias("first_ts"), F.max("ts").alias("last_ts"),
+                 F.min_by("value", "ts").alias("first_v"), F.max_by("value", "ts").alias("last_v"),
+                 F.max(bad.cast("int")).alias("bad"))
+            .collect())
+    if any(row["bad"] for row in rows):
+        first = df.where(bad).select("file", "_corrupt", "pe", "op", "port", "dir", "sub", "metric",
+                                     "ts", "value").limit(1).collect()
+        _raise_bad_row(first[0].asDict())
+    spans: dict[int, tuple[float, float]] = {}
+    for row in rows:  # a run's span: its first and last sample, over its groups
+        t0, t1 = spans.get(row["run"], (math.inf, -math.inf))
+        spans[row["run"]] = (min(t0, float(row["first_ts"])), max(t1, float(row["last_ts"])))
     aggs: dict[int, dict[tuple, Agg]] = {}
     for row in rows:
         key = (row["op"], row["port"], row["dir"], row["sub"], row["metric"])
         aggs.setdefault(row["run"], {})[key] = Agg(int(row["n"]), float(row["mean"]), float(row["first_ts"]),
                                                    float(row["first_v"]), float(row["last_ts"]),
                                                    float(row["last_v"]))
-    return aggs, {row["run"]: (float(row["t0"]), float(row["t1"])) for row in spans}
+    return aggs, spans
 
 
 def _bad_row(F: Any) -> Any:

@@ -39,6 +39,7 @@ def test_an_adaptive_run_switches_once_and_its_sinks_are_a_plain_runs(tmp_path):
     assert not after["instrumented"] and after["rate"] > 0
     assert sw["predicted"]["fall"] and sw["predicted"]["chosen"] in ("fatm", "fatm-kept", "fall")
     assert sw["pause_s"] is not None and sw["pause_s"] > 0 and sw["timings"]["refine_s"] > 0
+    assert sw["timings"]["warm_up_s"] > 0  # the refinement's first Spark query ran before phase 1
     assert sw["reason"] and sw["profile"]
     # the second plan's PEs ran: the run's result is phase 2's, from the chosen build
     assert doc["pes"] == after["pes"] == len(after["plan"])
