@@ -22,7 +22,7 @@ EXAMPLES = [
                      host=None, batch_size=512, hwm=32, profile={"sample_rate": 0.01, "run_dir": "/r"},
                      duration=2.5, progress_file="/p/pe0.json", insecure_links=False, max_frame=1 << 20,
                      max_batch_delay=0.005, source_limit=None, stop_file="/p/stop", out_links=["L0"],
-                     schemas={"f.in": [["a", "int"]], "g.in": None}, pythonpath=None),
+                     schemas={"f.in": [["a", "int"]], "g.in": None}, pythonpath=None, cyclic_inputs=["g.in"]),
     control.Connect({"out": [{"link": "L0", "endpoint": "ipc:///x", "server_key": KEY}]},
                     {"f.in": {"L1": {"key": KEY, "from": "PE pe1 (src.out)"}}}, CHANNEL),
     control.Start(), control.Exit(),

@@ -25,7 +25,7 @@ class PEConfig(Record):
               "host": optional(STR), "batch_size": INT, "hwm": INT, "profile": PROFILE, "duration": optional(NUM),
               "progress_file": optional(STR), "insecure_links": BOOL, "max_frame": INT, "max_batch_delay": NUM,
               "source_limit": optional(INT), "stop_file": optional(STR), "out_links": list_of(STR),
-              "schemas": map_of(STR, SCHEMA), "pythonpath": optional(STR)}
+              "schemas": map_of(STR, SCHEMA), "pythonpath": optional(STR), "cyclic_inputs": list_of(STR)}
     pe: str
     module: str
     app_ref: str
@@ -45,6 +45,7 @@ class PEConfig(Record):
     out_links: list[str]
     schemas: dict[str, list | None]
     pythonpath: str | None
+    cyclic_inputs: list[str]  # input ports a cycle of PEs closes through (Deployment.cyclic_inputs)
 
 
 _OUT_LINK = shape(link=STR, endpoint=STR, server_key=optional(Z85_KEY))

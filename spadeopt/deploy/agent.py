@@ -262,7 +262,7 @@ def _pe_config(pe: str, deploy: Deployment, build_dir: str, out_dir: str | None,
         out_links=[ln.id for ln in links if ln.src_pe == pe],
         schemas={ln.dst: None if ln.schema is None else [list(a) for a in ln.schema]
                  for ln in links if ln.dst_pe == pe},
-        pythonpath=pythonpath)
+        pythonpath=pythonpath, cyclic_inputs=deploy.cyclic_inputs(pe))
 
 
 def _stop_all(procs: dict[str, _Proc]) -> None:

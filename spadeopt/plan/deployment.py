@@ -171,6 +171,22 @@ class Deployment:
     def node_of(self) -> dict[str, int]:
         return {p.pe: p.node for p in self.pes}
 
+    def cyclic_inputs(self, pe: str) -> list[str]:
+        """``pe``'s input ports (``op.port``) fed by a PE that ``pe`` reaches along links: a
+        cycle of PEs closes through them. While ``pe``'s main thread waits on a full link
+        it keeps taking their frames (``runtime.pe_inputs.InputLoop.wait_to_send``)."""
+        succ: dict[str, set[str]] = {}
+        for ln in self.links:
+            succ.setdefault(ln.src_pe, set()).add(ln.dst_pe)
+        seen: set[str] = set()
+        todo = list(succ.get(pe, ()))
+        while todo:
+            x = todo.pop()
+            if x not in seen:
+                seen.add(x)
+                todo.extend(succ.get(x, ()))
+        return sorted({ln.dst for ln in self.links if ln.dst_pe == pe and ln.src_pe in seen and ln.src_pe != pe})
+
     def with_settings(self, **changes: Any) -> Deployment:
         """This deployment with some run settings changed (None keeps one)."""
         return dataclasses.replace(self, settings=self.settings.changed(**changes))

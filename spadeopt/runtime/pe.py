@@ -147,6 +147,7 @@ class PERuntime(SourceDriving, LatencyMarkers, PESockets, InputLoop):
         self.metrics = Metrics()  # operator counters (a window's late tuples) and warnings (runtime.metrics)
         self._came_in = 0.0  # wall time the oldest record of the sources thread's next batch came in
         self.sources_cpu_s: float | None = None  # CPU of the sources thread, once it ended (reported)
+        self.cyclic_inputs: frozenset[str] = frozenset()  # input ports a cycle of PEs closes through
 
     # ---- called by generated build(rt) -----------------------------------------------
     def sender(self, ref: str, locked: bool = False) -> transport.Sender:
@@ -228,6 +229,10 @@ class PERuntime(SourceDriving, LatencyMarkers, PESockets, InputLoop):
         for t in threads:
             t.start()
         if self.inputs:
+            self._main_thread = threading.get_ident()
+            if self.cyclic_inputs & self.inputs.keys():  # a full link: take their frames while waiting
+                for s in self.senders.values():
+                    s.waiter = self.wait_to_send
             self._guard("main", self._main_loop)
         for t in threads:
             while t.is_alive() and not self._failed.is_set():

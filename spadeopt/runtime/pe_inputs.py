@@ -9,7 +9,9 @@ per upstream link.
 from __future__ import annotations
 
 import sys
+import threading
 import time
+from collections import deque
 from collections.abc import Iterable
 from time import perf_counter
 
@@ -19,10 +21,78 @@ from spadeopt import wire
 from spadeopt.runtime.pe_ports import InputPort, LinkError
 
 WAIT_MS = 100  # ms the main thread waits for a frame before it looks at stop, checkpoints, dropped links
+BACKLOG_FRAMES = 256
+"""Frames per input port the main thread takes off its socket while it waits to send on a
+full link (:meth:`InputLoop.wait_to_send`). A PE that sends to another and hears from it
+(a split and its merge in one PE, a channel in another; only one thread reads and sends)
+would otherwise block on the other's full queue while the other blocks on its own: a
+deadlock, seen with every key in one channel (``tests/e2e/test_pe_cycle_no_deadlock.py``).
+What the other sends back while we wait is bounded by what it holds from us (its queue of
+``hwm`` frames, a frame or two out per frame in), far below this; beyond it a port is
+left to backpressure, as before."""
 
 
 class InputLoop:
     """The main loop of a ``PERuntime`` (see the module doc)."""
+
+    _backlog: dict[str, tuple[InputPort, deque]] | None = None  # frames taken while waiting to send, per port
+    _main_thread: int | None = None  # the thread running _main_loop (the one that reads the inputs)
+
+    def wait_to_send(self, sock: zmq.Socket, data) -> None:
+        """Send ``data`` on ``sock``, whose queue is full. From the main thread: while
+        waiting, take frames off the input ports a cycle of PEs closes through
+        (``cyclic_inputs``, ``Deployment.cyclic_inputs``) into per-port backlogs (up to
+        :data:`BACKLOG_FRAMES` each), which the main loop hands on first, in arrival
+        order; the other inputs are left to backpressure (taking them too only queued more
+        work that sends into the full link). From any other thread (a sources thread: the
+        main thread reads meanwhile), a blocking send."""
+        if threading.get_ident() != self._main_thread:
+            sock.send(data)
+            return
+        if self._backlog is None:
+            self._backlog = {}
+        backlog = self._backlog
+        while True:
+            poller = zmq.Poller()
+            poller.register(sock, zmq.POLLOUT)
+            for ref in self.cyclic_inputs:
+                port = self.inputs.get(ref)
+                if port is not None and port.finals < port.links \
+                        and len(backlog.get(ref, (None, ()))[1]) < BACKLOG_FRAMES:
+                    poller.register(port.socket, zmq.POLLIN)
+            ready = dict(poller.poll(WAIT_MS))
+            if ready.get(sock, 0) & zmq.POLLOUT:
+                try:
+                    sock.send(data, zmq.NOBLOCK)
+                    return
+                except zmq.Again:
+                    pass
+            for ref in self.cyclic_inputs:
+                port = self.inputs.get(ref)
+                if port is not None and ready.get(port.socket, 0) & zmq.POLLIN:
+                    q = backlog.setdefault(ref, (port, deque()))[1]
+                    while len(q) < BACKLOG_FRAMES:
+                        try:
+                            q.append(port.socket.recv(zmq.NOBLOCK, copy=False))
+                        except zmq.Again:
+                            break
+            if self.stop:
+                sock.send(data)  # failing: the guard ends the PE; as a blocking send did
+                return
+
+    def _take_backlog(self) -> list[InputPort]:
+        """Hand on the frames :meth:`wait_to_send` took, port by port in arrival order
+        (more may be taken meanwhile); the ports whose last final was among them."""
+        finished = []
+        backlog = self._backlog
+        while backlog:
+            ref, (port, q) = next(iter(backlog.items()))
+            while q:
+                if self._take(port, q.popleft()):
+                    finished.append(port)
+            if not q:
+                backlog.pop(ref, None)
+        return finished
 
     def _main_loop(self) -> None:
         """Take frames off the input ports until every port has all its finals.
@@ -45,6 +115,11 @@ class InputLoop:
         open_ports = len(by_socket)
         take, guard, ck = self._take, self.guard, self.checkpoints
         while open_ports and not self.stop:
+            if self._backlog:  # frames taken while this thread waited to send: first
+                for port in self._take_backlog():
+                    poller.unregister(port.socket)
+                    open_ports -= 1
+                continue
             if ck is not None and ck.release_due:  # an alignment the sources thread completed
                 ck.release()
             if guard is not None and guard.dropped:  # promptly, for the ports still open
@@ -63,6 +138,10 @@ class InputLoop:
                         poller.unregister(sock)
                         open_ports -= 1
                         break
+                    if self._backlog:  # it waited to send and took later frames: those first
+                        break
+                if self._backlog:  # (of this port or another ready one)
+                    break
 
     def _one_port_loop(self, port: InputPort) -> None:
         """``_main_loop`` for a PE with one input port: a blocking ``recv`` per frame."""
@@ -70,6 +149,8 @@ class InputLoop:
         sock.setsockopt(zmq.RCVTIMEO, WAIT_MS)
         take, guard, ck = self._take, self.guard, self.checkpoints
         while not self.stop:
+            if self._backlog and self._take_backlog():  # frames taken while this thread waited to send
+                return
             if ck is not None and ck.release_due:  # an alignment the sources thread completed
                 ck.release()
             if guard is not None and guard.dropped:

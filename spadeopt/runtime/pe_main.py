@@ -101,6 +101,7 @@ def _set_up(cfg: control.PEConfig):
                    duration=cfg.duration, progress_file=cfg.progress_file, secure=not cfg.insecure_links,
                    max_frame=cfg.max_frame, max_batch_delay=cfg.max_batch_delay, stop_file=cfg.stop_file,
                    source_limit=cfg.source_limit)
+    rt.cyclic_inputs = frozenset(cfg.cyclic_inputs)
     rt.profile_dir = prof["run_dir"] if prof else None
     module.build(rt)
     if not rt.secure:

@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import contextlib
 import threading
+from collections.abc import Callable
 from time import perf_counter
+from typing import Any
 
 import zmq
 
@@ -61,6 +63,9 @@ class Sender:
         self._lock = threading.Lock() if locked else None
         self.owner: int | None = None  # an unlocked port: the thread that sends its batches
         self.sole = False  # True: one thread of the PE sends on its ports (markers from it need no owner check)
+        # waits for a full link's queue instead of a blocking send (the PE's main thread
+        # takes its input frames meanwhile: runtime.pe_inputs.InputLoop.wait_to_send)
+        self.waiter: Callable[[zmq.Socket, Any], None] | None = None
 
     def __call__(self, batch) -> None:
         if self._lock is None:
@@ -88,7 +93,7 @@ class Sender:
                 s.send(data, zmq.NOBLOCK)
             except zmq.Again:
                 self.blocked_since = t0 = perf_counter()  # a wait still going on counts too (pe_live)
-                s.send(data)
+                self._wait_send(s, data)
                 self.blocked_since = None
                 self.blocked_s += perf_counter() - t0
         self.batches += 1
@@ -122,7 +127,19 @@ class Sender:
         port (a barrier sent between a batch's two sockets would split the checkpoint)."""
         with self._lock or contextlib.nullcontext():
             for s, link in zip(self.sockets, self.links, strict=True):
-                s.send(frame(link))
+                data = frame(link)
+                try:
+                    s.send(data, zmq.NOBLOCK)
+                except zmq.Again:
+                    self._wait_send(s, data)
+
+    def _wait_send(self, s: zmq.Socket, data) -> None:
+        """``data`` on ``s``, whose queue is full: through the PE's ``waiter`` (which keeps
+        taking this PE's input frames while it waits) or a blocking send."""
+        if self.waiter is None:
+            s.send(data)
+        else:
+            self.waiter(s, data)
 
 
 def push_socket(ctx: zmq.Context, hwm: int) -> zmq.Socket:

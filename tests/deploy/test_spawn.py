@@ -31,7 +31,7 @@ def _cfg(module: Path) -> control.PEConfig:
     return control.PEConfig(pe="pe7", module=str(module), app_ref="nothing:here", out_dir=None, ipc_dir=None,
                             host=None, batch_size=512, hwm=32, profile=None, duration=None, progress_file=None,
                             insecure_links=False, max_frame=1 << 20, max_batch_delay=0.005, source_limit=None,
-                            stop_file=None, out_links=[], schemas={}, pythonpath=None)
+                            stop_file=None, out_links=[], schemas={}, pythonpath=None, cyclic_inputs=[])
 
 
 def test_a_forked_pe_shows_the_pe_command_line_leads_its_group_and_dies_with_the_forker(tmp_path):
