@@ -223,8 +223,8 @@ def cmd_build(args: argparse.Namespace) -> int:
 def cmd_bench(args: argparse.Namespace) -> int:
     from spadeopt.bench import registry
 
-    if args.app and args.name != "scale":
-        raise UsageError(f"bench {args.name} takes no app (only bench scale does)")
+    if args.app and args.name not in ("scale", "adaptive"):
+        raise UsageError(f"bench {args.name} takes no app (only bench scale and bench adaptive do)")
     args.params = _params(args.p)
     return registry.run(args.name, args.out, args)
 
@@ -479,9 +479,11 @@ def _bench_parser(sub) -> None:
     be.add_argument("name", help=" | ".join(sorted(BENCHMARKS)))
     be.add_argument("--out", type=Path, default=Path("out/bench"), help="directory for the figures")
     be.add_argument("--quick", action="store_true", help="smaller sizes (a smoke run)")
-    be.add_argument("app", nargs="?", help="bench scale: the app (path or module:attr)")
-    be.add_argument("--cores", help="bench scale: plan FATM for 1 x N cores (N, or a list 2,4,16; default 16)")
-    be.add_argument("-p", action="append", metavar="KEY=VALUE", help="bench scale: app parameter (repeatable)")
+    be.add_argument("app", nargs="?", help="bench scale and bench adaptive: the app (path or module:attr)")
+    be.add_argument("--cores", help="bench scale: plan FATM for 1 x N cores (N, or a list 2,4,16; default 16); "
+                                    "bench adaptive: the run's cores (default 2)")
+    be.add_argument("-p", action="append", metavar="KEY=VALUE",
+                    help="bench scale and bench adaptive: app parameter (repeatable)")
     be.add_argument("--profile", type=Path, help="bench scale: a refined profile (default: profile FALL first)")
     be.add_argument("--calibration", type=Path, help="bench scale: comm-cost calibration (default: this host's)")
     be.add_argument("--force", action="store_true", help=FORCE_HELP)

@@ -91,7 +91,13 @@ def _scale(out: Path, args: argparse.Namespace) -> dict:
     return scale.from_args(args, log=lambda m: print(m, file=sys.stderr, flush=True))
 
 
-BENCHMARKS = {"scale": _scale, "broker-throughput": _broker_throughput, "checkpoint": _checkpoint, "latency": _latency, "spark-auth": _spark_auth, "live-overhead": _live_overhead, "fission": _fission, "logical-vs-hand": _logical_vs_hand, "fusion-tradeoff": _tradeoff, "fused-overhead": _fused,
+def _adaptive(out: Path, args: argparse.Namespace) -> dict:
+    from spadeopt.bench import adaptive_bench
+
+    return adaptive_bench.from_args(args, log=lambda m: print(m, file=sys.stderr, flush=True))
+
+
+BENCHMARKS = {"scale": _scale, "adaptive": _adaptive, "broker-throughput": _broker_throughput, "checkpoint": _checkpoint, "latency": _latency, "spark-auth": _spark_auth, "live-overhead": _live_overhead, "fission": _fission, "logical-vs-hand": _logical_vs_hand, "fusion-tradeoff": _tradeoff, "fused-overhead": _fused,
               "profiling-overhead": _profiling, "optimizer": _optimizer, "collapse": _collapse}
 
 
