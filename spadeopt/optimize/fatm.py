@@ -314,7 +314,8 @@ def _search_widths(graph: AppGraph, prof: OperatorProfile, regions: Regions, fre
     for _ in range(BOTTLENECK_ROUNDS + 1):
         chosen, fission_doc["search"] = choose_widths(regions, free, max_width, evaluate.rated,
                                                       caps=region_caps(graph, regions, free),
-                                                      bound=evaluate.bound if BOUND_WIDTHS else None)
+                                                      bound=evaluate.bound if BOUND_WIDTHS else None,
+                                                      confirm=evaluate.confirm)
         chosen = choose_exchanges(graph, chosen)  # as the scorer planned them (fatm_search.WidthScorer)
         hot = _bottleneck_regions(evaluate, chosen, skipped) if skipped and len(added) < MAX_SEARCHED else []
         if not hot:
