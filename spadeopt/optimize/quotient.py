@@ -93,11 +93,13 @@ class Quotient:
     :meth:`problem` gives the quotient of a physical problem of that structure at its
     numbers (the first call builds it, later ones rescale it: one structure, many rates)."""
 
-    __slots__ = ("kept", "links", "twins", "groups", "_first")
+    __slots__ = ("kept", "links", "twins", "groups", "check", "_first")
 
     def __init__(self, kept: tuple[str, ...], links: tuple[tuple[int, str | None, str | None], ...],
-                 twins: Mapping[str, tuple[str, ...]], groups: tuple[tuple[frozenset[str], ...], ...]) -> None:
+                 twins: Mapping[str, tuple[str, ...]], groups: tuple[tuple[frozenset[str], ...], ...],
+                 check: bool = True) -> None:
         self.kept, self.links, self.twins, self.groups = kept, links, twins, groups
+        self.check = check  # whether an expansion's legality must be checked (see replicated_groups)
         self._first: dict[tuple[float, float], FusionProblem] = {}
 
     @classmethod
@@ -138,7 +140,9 @@ class Quotient:
 
         channels = tuple(tuple(chan for chan in region[:keep]) for region in problem.channels)
         groups = (within(problem.colocate), within(problem.exlocate), within(problem.unfusable), channels)
-        return cls(kept, tuple(links), {op: tuple(t) for op, t in twins.items()}, groups)
+        rep = {twin: op for op, ts in twins.items() for twin in ts}
+        check = not all(replicated_groups(g, rep) for g in (problem.colocate, problem.exlocate, problem.unfusable))
+        return cls(kept, tuple(links), {op: tuple(t) for op, t in twins.items()}, groups, check)
 
     def problem(self, physical: FusionProblem) -> FusionProblem:
         """The quotient of ``physical`` (a problem of this quotient's structure) at its
@@ -179,8 +183,34 @@ def quotient_fuse(quotient: Quotient, physical: FusionProblem, absorb: bool = Tr
     problem = quotient.problem(physical)
     got = greedy_then_absorb(problem) if absorb else greedy_fuse(problem)
     parts = quotient.expand(got.partitions)
-    if not legal(parts, physical):
+    if quotient.check and not legal(parts, physical):
         return None
     obj, comp = partition_loads(parts, physical)
     return FusionResult(parts, obj, got.objective_initial, (), saturation_warnings(parts, physical, comp),
                         method="quotient", mergable_rule=got.mergable_rule, comp_loads=comp)
+
+
+def replicated_groups(groups: Iterable[frozenset[str]], rep: Mapping[str, str]) -> bool:
+    """Whether every group of one kind (colocate, exlocate or unfusable) with a dropped
+    member (``rep``: a dropped operator's kept original) is all dropped, in one channel,
+    and the copy of a group of that kind: then no expansion of a legal quotient
+    partitioning breaks it (a kept group is kept whole or apart by GreedyFuse, a dropped
+    one is its original's copy), and :func:`quotient_fuse` skips the check.
+
+    >>> replicated_groups([frozenset({"a__1", "b__1"}), frozenset({"a__2", "b__2"})], {"a__2": "a__1", "b__2": "b__1"})
+    True
+    >>> replicated_groups([frozenset({"x", "a__2"})], {"a__2": "a__1"})
+    False
+    """
+    groups = list(groups)
+    have = set(groups)
+    for g in groups:
+        dropped = [op for op in g if op in rep]
+        if not dropped:
+            continue
+        if len(dropped) < len(g):
+            return False
+        chans = {op[len(op.rstrip("0123456789")):] for op in g}
+        if len(chans) != 1 or frozenset(rep[op] for op in g) not in have:
+            return False
+    return True
