@@ -23,8 +23,8 @@ from spadeopt.optimize.greedy_fuse import greedy_then_absorb
 from spadeopt.optimize.predict import DEFAULT_MODEL
 from spadeopt.optimize.problem import LinearCommModel
 from spadeopt.optimize.quotient import Quotient, quotient_fuse
-from spadeopt.optimize.rate import scale
 from spadeopt.optimize.ranking import Rated
+from spadeopt.optimize.rate import scale
 from spadeopt.optimize.symmetric import legal
 from spadeopt.optimize.widths import choose_widths
 from spadeopt.plan.regions import Region, choose_exchanges
