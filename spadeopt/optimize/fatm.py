@@ -30,7 +30,10 @@ depend on the rate is done once: a rate search builds its first problem with
 :func:`problem_for` and rescales it for the other rates (:class:`ScaledProblems`); one
 :class:`PhysicalCache` per call keeps each vector's physical graph, profile and
 prediction problem; the ladder reuses the width search's plan for the chosen widths at
-the user's MaxFrac.
+the user's MaxFrac. A vector with a region wider than 2 and 256-1,200 physical
+operators runs its rate searches' GreedyFuse on its channel quotient
+(:mod:`spadeopt.optimize.quotient`), and the width search confirms the vectors it may
+choose with the full rating (``widths.choose_widths``' ``confirm``).
 
 >>> from spadeopt.frontend.dsl import App
 >>> from spadeopt.optimize.problem import LinearCommModel
@@ -314,7 +317,8 @@ def _search_widths(graph: AppGraph, prof: OperatorProfile, regions: Regions, fre
     for _ in range(BOTTLENECK_ROUNDS + 1):
         chosen, fission_doc["search"] = choose_widths(regions, free, max_width, evaluate.rated,
                                                       caps=region_caps(graph, regions, free),
-                                                      bound=evaluate.bound if BOUND_WIDTHS else None)
+                                                      bound=evaluate.bound if BOUND_WIDTHS else None,
+                                                      confirm=evaluate.confirm)
         chosen = choose_exchanges(graph, chosen)  # as the scorer planned them (fatm_search.WidthScorer)
         hot = _bottleneck_regions(evaluate, chosen, skipped) if skipped and len(added) < MAX_SEARCHED else []
         if not hot:

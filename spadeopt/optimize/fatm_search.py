@@ -18,6 +18,18 @@ ranks best: the rate leader (a larger MaxFrac must beat the best so far by more 
 ``TIE``), then :func:`spadeopt.optimize.ranking.tie_break` (a rung predicted within the
 model's error of it that sends fewer tuples across PE links).
 
+Quotient ratings (issue 36): a vector with a region wider than ``quotient.KEEP`` and a
+physical graph of :data:`QUOTIENT_MIN_OPERATORS` to :data:`GREEDY_MAX_OPERATORS`
+operators is rated with each rung's GreedyFuse runs on its channel quotient
+(:mod:`spadeopt.optimize.quotient`: channels 0 and 1 of each region, the others their
+copies), expanded, costed, placed and predicted on the physical graph: every rung is a
+real physical plan, and the rating a cheaper one than the full rating. The width search
+confirms the vectors it may choose (the rate leader and those within ``TIE_WINDOW`` of
+it) with :meth:`WidthScorer.confirm`, the full rating, so the chosen vector is ranked,
+tie-broken and planned exactly as without quotients; quotient rungs are kept apart
+(``(vector, (QUOTIENT, MaxFrac))``) and the MaxFrac ladder never reuses them. What may
+differ: which vectors the ascent visits (it follows the quotient ratings).
+
 Invariants: every step is a pure function of the logical graph, the profile, ``comm``,
 the fitted model and the settings in :class:`SearchContext`, so the caches change no
 bit of the answer (``tests/optimize/test_fatm_caches.py`` plans with and without them):
@@ -53,6 +65,7 @@ from spadeopt.optimize.greedy_fuse import greedy_fuse, greedy_then_absorb
 from spadeopt.optimize.placement import Placement, pe_graph, place
 from spadeopt.optimize.predict import DEFAULT_MODEL, PerfModel, Prediction, link_batches, predict
 from spadeopt.optimize.problem import CommModel, FusionProblem, Link
+from spadeopt.optimize.quotient import KEEP, Quotient, quotient_fuse
 from spadeopt.optimize.ranking import TIE, Rated, crossing_rate, tie_break
 from spadeopt.optimize.rate import (
     SCORE_STEPS,
@@ -93,7 +106,7 @@ class PhysicalEntry:
     for them, their collapsible links (computed when first asked) and the problem
     predictions are made on (set by :func:`predict_physical`)."""
 
-    __slots__ = ("graph", "prof", "memo", "_collapsible", "predict_problem", "batches")
+    __slots__ = ("graph", "prof", "memo", "_collapsible", "predict_problem", "batches", "quotient")
 
     def __init__(self, graph: AppGraph, prof: OperatorProfile) -> None:
         self.graph, self.prof = graph, prof
@@ -101,6 +114,14 @@ class PhysicalEntry:
         self._collapsible: frozenset[tuple[str, str]] | None = None
         self.predict_problem: FusionProblem | None = None
         self.batches: dict[float, dict[tuple[str | None, str | None], float]] = {}  # link_batches per batch size
+        self.quotient: Quotient | None | bool = False  # False: not built yet (quotient_of)
+
+    def quotient_of(self, problem: FusionProblem) -> Quotient | None:
+        """The :class:`~spadeopt.optimize.quotient.Quotient` of this vector's problems
+        (``problem`` is one of them: they share operators, link ends and annotations)."""
+        if self.quotient is False:
+            self.quotient = Quotient.of(problem)
+        return self.quotient  # type: ignore[return-value]
 
     @property
     def collapsible(self) -> frozenset[tuple[str, str]]:
@@ -234,14 +255,37 @@ def _planning_profile(ctx: SearchContext, entry: PhysicalEntry) -> OperatorProfi
     return pprof
 
 
+def quotient_and_place(problem: FusionProblem, quotient: Quotient, nodes: int, cores: int, capacity_frac: float,
+                       absorb: bool) -> FusedPlacement | None:
+    """:func:`fuse_and_place` with GreedyFuse run on ``problem``'s channel quotient and
+    expanded onto it (:func:`spadeopt.optimize.quotient.quotient_fuse`); ``None`` when the
+    expansion is not legal."""
+    result = quotient_fuse(quotient, problem, absorb)
+    if result is None:
+        return None
+    pe_ids = tuple(f"p{i}" for i in range(len(result.partitions)))
+    pe_loads, pe_links = pe_graph(result.partitions, problem, pe_ids, result.comp_loads)
+    placement = place(pe_loads, pe_links, nodes, cores, capacity_frac)
+    return FusedPlacement(problem, result, placement, pe_ids)
+
+
 def _attempt(ctx: SearchContext, entry: PhysicalEntry, pprof: OperatorProfile,
-             max_frac: float) -> Callable[[float], FusedPlacement | None]:
-    """The rate search's step: the plan at ``k`` times the profiled rate, ``None`` when it does not fit."""
+             max_frac: float, quotient: bool = False) -> Callable[[float], FusedPlacement | None]:
+    """The rate search's step: the plan at ``k`` times the profiled rate, ``None`` when it
+    does not fit. With ``quotient``, GreedyFuse runs on the channel quotient
+    (:func:`quotient_and_place`) where the vector has one."""
     problems = ScaledProblems(entry.graph, pprof, ctx.comm, max_frac, ctx.min_util, entry.memo)
 
     def attempt(k: float) -> FusedPlacement | None:
+        problem = problems(k)
+        quot = entry.quotient_of(problem) if quotient else None
         try:
-            got = fuse_and_place(problems(k), ctx.nodes, ctx.cores, ctx.capacity_frac, ctx.absorb)
+            if quot is not None:
+                got = quotient_and_place(problem, quot, ctx.nodes, ctx.cores, ctx.capacity_frac, ctx.absorb)
+                if got is None:
+                    return None
+            else:
+                got = fuse_and_place(problem, ctx.nodes, ctx.cores, ctx.capacity_frac, ctx.absorb)
         except PlacementInfeasible:
             return None
         return None if got.result.warnings else got
@@ -249,17 +293,18 @@ def _attempt(ctx: SearchContext, entry: PhysicalEntry, pprof: OperatorProfile,
 
 
 def plan_physical(ctx: SearchContext, regions: Regions, max_frac: float, rate: str | float,
-                  steps: int = SEARCH_STEPS) -> FusedPlacement:
+                  steps: int = SEARCH_STEPS, quotient: bool = False) -> FusedPlacement:
     """GreedyFuse + placement of the physical graph of ``regions`` at ``rate``. Operators
     that collapse into their predecessor's loop when fused with it are costed at
     ``1 - ctx.inlined_frac`` of their profiled load (:func:`collapse_fraction`):
     GreedyFuse sees what a collapsed run costs, so it does not cut a cheap run into
     pieces. Under ``--rate max`` the bisection takes ``steps`` steps (:func:`refine`
-    takes the rest)."""
+    takes the rest), each GreedyFuse run on the channel quotient with ``quotient``
+    (:func:`quotient_and_place`; only under ``--rate max``, and never resumed by :func:`refine`)."""
     entry = ctx.cache.get(regions)
     physical, pprof = entry.graph, _planning_profile(ctx, entry)
     if rate == "max":
-        attempt = _attempt(ctx, entry, pprof, max_frac)
+        attempt = _attempt(ctx, entry, pprof, max_frac, quotient)
         capacity = ctx.nodes * ctx.cores * ctx.capacity_frac
         fused, search = max_rate(ctx.prof.source_rate, math.fsum(pprof.load.values()), capacity, attempt, steps)
         return replace(fused, factor=search.factor, search=search)
@@ -296,9 +341,9 @@ def trial_plan(graph: AppGraph, fused: FusedPlacement, nodes: int, cores: int, r
 
 
 def score_plan(ctx: SearchContext, regions: Regions, max_frac: float, rate: str | float,
-               steps: int = SEARCH_STEPS) -> Scored:
+               steps: int = SEARCH_STEPS, quotient: bool = False) -> Scored:
     """:func:`plan_physical`, its trial plan and the plan's predicted rate."""
-    fused = plan_physical(ctx, regions, max_frac, rate, steps)
+    fused = plan_physical(ctx, regions, max_frac, rate, steps, quotient)
     plan = trial_plan(ctx.graph, fused, ctx.nodes, ctx.cores, regions)
     pe_of = plan.pe_of
     crossing = crossing_rate(((a, b, r) for a, b, r, _ in ctx.cache.get(regions).prof.links), pe_of)
@@ -374,18 +419,22 @@ class WidthScorer:
     per channel was chosen over width 16 with one). ``plans`` maps each scored vector to
     its best rung's :class:`Scored`; ``rungs`` maps ``(vector, MaxFrac)`` to every rung's."""
 
-    def __init__(self, ctx: SearchContext, max_frac: float) -> None:
-        self.ctx, self.max_frac = ctx, max_frac
+    def __init__(self, ctx: SearchContext, max_frac: float, quotient: bool = True) -> None:
+        self.ctx, self.max_frac, self.quotient = ctx, max_frac, quotient
         self.plans: dict[Regions, Scored] = {}
         self.rungs: dict[tuple[Regions, Any], Any] = {}  # (vector, MaxFrac) -> Scored; (vector, SYMMETRIC) -> list
         self.best_frac: dict[Regions, float] = {}
+        self.full: dict[Regions, Rated] = {}  # vectors scored as the final plan is made (confirm)
+        self.quick: dict[Regions, Rated] = {}  # vectors rated on their channel quotient
+        self.by_quotient: set[Regions] = set()  # vectors rated with quotient rungs, not yet confirmed
 
     def bound(self, regions: Regions, floor: float = 0.0) -> float:
         """An upper bound on :meth:`rated`'s rate for ``regions``, without fusing it: the
         cores' bound (:func:`spadeopt.optimize.rate_bound.capacity_bound`) when it is below
         ``floor`` or above ``BOUND_GATE x floor``, else the least of it and
         :func:`vector_bound` of the vector :meth:`rated` plans (which builds the vector's
-        prediction problem: worth it only where it may fall below ``floor``)."""
+        prediction problem: worth it only where it may fall below ``floor``). It bounds
+        every plan whose PEs hold at most one channel per region: quotient rungs too."""
         ctx = self.ctx
         regions = choose_exchanges(ctx.graph, regions)
         try:
@@ -405,26 +454,75 @@ class WidthScorer:
         """The vector's predicted rate and crossing tuples at its best rung, as
         :mod:`spadeopt.optimize.ranking` ranks it. Two adjacent regions both wider than 1
         are planned with a key exchange between them when it is legal
-        (``plan.regions.choose_exchanges``), as the final plan runs them."""
+        (``plan.regions.choose_exchanges``), as the final plan runs them. A vector with a
+        region wider than 1 and at least :data:`QUOTIENT_MIN_OPERATORS` physical operators
+        is fused on its channel quotient (``quotient`` on): :meth:`confirm` scores it in full."""
         regions = choose_exchanges(self.ctx.graph, regions)
+        got = self.full.get(regions)
+        got = self.quick.get(regions) if got is None else got
+        if got is not None:  # rated before (a later round of the width search): the same answer
+            return got
+        if self.quotient and self._quotient_applies(regions):
+            self.by_quotient.add(regions)
+            got = self.quick[regions] = self._rated(regions, True)
+            return got
+        got = self.full[regions] = self._rated(regions, False)
+        return got
+
+    def confirm(self, regions: Regions) -> Rated:
+        """The vector's rating as the final plan is made (GreedyFuse on the full physical
+        problem at every rung, and the channel-symmetric plans): :meth:`rated`'s unless it
+        was rated on the channel quotient. ``plans`` then holds the full rating's plan."""
+        regions = choose_exchanges(self.ctx.graph, regions)
+        got = self.full.get(regions)
+        if got is None:
+            got = self.full[regions] = self._rated(regions, False)
+            self.by_quotient.discard(regions)
+        return got
+
+    def _quotient_applies(self, regions: Regions) -> bool:
+        """Whether :meth:`rated` fuses ``regions`` on its channel quotient: a region wider
+        than the quotient keeps (``quotient.KEEP`` channels), and a physical graph of
+        :data:`QUOTIENT_MIN_OPERATORS` to :data:`GREEDY_MAX_OPERATORS` operators."""
+        if all(r.width <= KEEP for r in regions):
+            return False
+        n = len(self.ctx.cache.get(regions).graph.operators)
+        return QUOTIENT_MIN_OPERATORS <= n <= GREEDY_MAX_OPERATORS
+
+    def _rated(self, regions: Regions, quotient: bool) -> Rated:
+        """:meth:`rated`'s body: every rung fused in full, or on the channel quotient
+        (kept under ``(vector, (QUOTIENT, MaxFrac))``: the MaxFrac ladder never reuses
+        them), and the channel-symmetric plans."""
         rungs: list[tuple[Scored, float]] = []
         greedy = (all(r.width == 1 for r in regions)
                   or len(self.ctx.cache.get(regions).graph.operators) <= GREEDY_MAX_OPERATORS)
         for mf in max_frac_candidates(self.max_frac, "max") if greedy else ():
             try:
-                scored = score_plan(self.ctx, regions, mf, "max", SCORE_STEPS)
+                scored = score_plan(self.ctx, regions, mf, "max", SCORE_STEPS, quotient)
             except OptimizeError:
                 continue
-            self.rungs[(regions, mf)] = scored
+            self.rungs[(regions, (QUOTIENT, mf) if quotient else mf)] = scored
             rungs.append((scored, mf))
-        built = symmetric_scored(self.ctx, regions)
-        self.rungs[(regions, SYMMETRIC)] = built
+        built = self.rungs.get((regions, SYMMETRIC))
+        if built is None:
+            built = self.rungs[(regions, SYMMETRIC)] = symmetric_scored(self.ctx, regions)
         rungs += [(scored, 1.0) for scored, _ in built]
         if not rungs:
             return Rated(None)
         best, mf = best_rung(rungs)
         self.plans[regions], self.best_frac[regions] = best, mf
         return best.rated
+
+
+QUOTIENT = "quotient"  # WidthScorer.rungs key: (vector, (QUOTIENT, MaxFrac)) for a rung fused on the quotient
+
+QUOTIENT_MIN_OPERATORS = 256
+"""A width vector whose physical graph has at least this many operators (and a region
+wider than ``quotient.KEEP``) is rated with its rungs' GreedyFuse runs on the channel
+quotient (:mod:`spadeopt.optimize.quotient`); the width search confirms in full the
+vectors that can still be chosen (``widths.choose_widths``' ``confirm``). Below it a
+full rating costs little (GreedyFuse on a few hundred operators), and small apps are
+rated exactly as before."""
 
 
 GREEDY_MAX_OPERATORS = 1200

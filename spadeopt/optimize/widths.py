@@ -52,18 +52,22 @@ smaller vector), so a width > 1 leads only when it buys more than the bisection'
 resolution. Then the ranking's tie-break (:func:`spadeopt.optimize.ranking.tie_break`)
 picks, among every vector tried whose rate is within the model's error of the leader's,
 the one whose plan sends the fewest tuples across PE links (when ``evaluate`` gives them,
-as FATM's scorer does with a ``ranking.Rated``). resolution. Widths pinned with
+as FATM's scorer does with a ``ranking.Rated``). Widths pinned with
 ``--width`` are not searched. Every evaluation is deterministic (the profile,
 calibration and constants decide it), so the choice is too. With a ``bound`` (FATM's:
 ``optimize.rate_bound``), a vector that provably loses the comparison it is in is not
-evaluated (branch and bound, :func:`choose_widths`); the choice is the same.
+evaluated (branch and bound, :func:`choose_widths`); the choice is the same. With a
+``confirm`` (FATM's full rating, where ``evaluate`` rates a vector on its channel
+quotient, ``optimize.quotient``), the rate leader and every vector within ``TIE_WINDOW``
+of it are rated again by ``confirm`` before the tie-break, until the leader and its
+window are all confirmed: the choice is ranked by ``confirm``'s ratings.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -276,7 +280,8 @@ def choose_widths(regions: tuple[Region, ...], free: tuple[str, ...], max_width:
                   evaluate: Callable[[tuple[Region, ...]], float | Rated | None],
                   exhaustive_max: int = EXHAUSTIVE_MAX,
                   caps: Mapping[str, int] | None = None,
-                  bound: Callable[[tuple[Region, ...], float], float] | None = None
+                  bound: Callable[[tuple[Region, ...], float], float] | None = None,
+                  confirm: Callable[[tuple[Region, ...]], float | Rated | None] | None = None
                   ) -> tuple[tuple[Region, ...], dict[str, Any]]:
     """The width vector (over the ``free`` regions; the others keep theirs) that ranks
     best (``evaluate`` gives its planned rate, or a ``ranking.Rated`` with the crossing
@@ -299,6 +304,14 @@ def choose_widths(regions: tuple[Region, ...], free: tuple[str, ...], max_width:
     ``TIE_WINDOW`` of the leader) could need its rate. Every decision is the one the
     search makes without ``bound``: the chosen vector is the same (``record["bounded"]``
     lists the vectors never evaluated).
+
+    Confirmation (``confirm(vector)``: the vector's rating as the final plan is made,
+    where ``evaluate`` is a cheaper rating, e.g. FATM's on the channel quotient): once the
+    search ends, every vector tried whose rate is within ``TIE_WINDOW`` of the rate leader
+    of the tried vectors (``_leader``) is rated again by ``confirm``, and again until the
+    leader and every vector within the window of it are confirmed; then the tie-break.
+    So the chosen vector, and every vector the tie-break weighs, is ranked by ``confirm``
+    (``record["confirmed"]`` lists them).
     """
     names = [r.name for r in regions]
     idx = [names.index(n) for n in free]
@@ -338,18 +351,60 @@ def choose_widths(regions: tuple[Region, ...], free: tuple[str, ...], max_width:
     else:
         search = "coordinate ascent"
         best = _ascend(score, per)
-    leader = best.widths if best is not None and best.rate is not None else tuple(1 for _ in idx)
+    confirmed: list[tuple[int, ...]] = []
     if best is not None and best.rate is not None:  # ranking's tie-break among every vector tried
         for widths, (b, _) in sorted(bounds.items()):  # a bounded vector that may tie the leader is evaluated
             if widths not in cache and b >= best.rate * (1 - TIE_WINDOW):
                 score(widths)
+        if confirm is not None:
+            best = _confirmed(cache, confirm, at, confirmed, bounds, score)
+    leader = best.widths if best is not None and best.rate is not None else tuple(1 for _ in idx)
+    if best is not None and best.rate is not None:
         tried = sorted(cache.values(), key=lambda t: (sum(t.widths), t.widths))
         best = tie_break(best, tried, lambda t: Rated(t.rate, t.crossing))
     chosen = best.widths if best is not None and best.rate is not None else leader
     record = _record(search, max_width, free, leader, chosen, cache, bounds if bound is not None else None)
     if caps:
         record["caps"] = {n: caps[n] for n in free if n in caps}
+    if confirm is not None:
+        record["confirmed"] = [dict(zip(free, w, strict=True)) for w in confirmed]
     return at(chosen), record
+
+
+def _leader(tried: Iterable[WidthTry]) -> WidthTry | None:
+    """The rate leader (``_better``) of ``tried``, taken in order of total width, then vector."""
+    best = None
+    for t in sorted(tried, key=lambda t: (sum(t.widths), t.widths)):
+        if _better(t, best):
+            best = t
+    return best
+
+
+def _confirmed(cache: dict[tuple[int, ...], WidthTry], confirm: Callable[..., float | Rated | None],
+               at: Callable[[tuple[int, ...]], tuple[Region, ...]], confirmed: list[tuple[int, ...]],
+               bounds: Mapping[tuple[int, ...], tuple[float, float]], score: Score) -> WidthTry | None:
+    """``cache`` with the rate leader and every vector within ``TIE_WINDOW`` of it rated by
+    ``confirm`` (repeated until the leader and its window are all confirmed; a bounded
+    vector whose bound reaches the window is evaluated first); the leader. Appends the
+    confirmed vectors to ``confirmed``."""
+    done: set[tuple[int, ...]] = set()
+    while True:
+        lead = _leader(cache.values())
+        if lead is None or lead.rate is None:
+            return lead
+        floor = lead.rate * (1 - TIE_WINDOW)
+        for widths, (b, _) in sorted(bounds.items()):
+            if widths not in cache and b >= floor:
+                score(widths)
+        todo = sorted(w for w, t in cache.items() if w not in done and t.rate is not None and t.rate >= floor)
+        if not todo:
+            return lead
+        for widths in todo:
+            got = confirm(at(widths))
+            rated = got if isinstance(got, Rated) else Rated(got)
+            cache[widths] = WidthTry(widths, rated.rate, rated.crossing)
+            done.add(widths)
+            confirmed.append(widths)
 
 
 def _record(search: str, max_width: int, free: tuple[str, ...], leader: tuple[int, ...], chosen: tuple[int, ...],

@@ -318,7 +318,19 @@ def check_region(graph: AppGraph, name: str, ops: tuple[str, ...]) -> Shape:
 
     Costs O(operators of the region + the streams that touch them), plus a walk of the
     operators a stream leaving the region could lead back from (none on a DAG whose
-    region sits between its entry and its exits), with the graph's :class:`RegionIndex`."""
+    region sits between its entry and its exits), with the graph's :class:`RegionIndex`;
+    a shape is computed once per graph, name and operators (``AppGraph.memo``: FATM asks
+    for each region's shape again for every width vector it scores)."""
+    shapes = graph.memo.setdefault("region_shapes", {})
+    key = (name, tuple(ops))
+    shape = shapes.get(key)
+    if shape is None:
+        shape = shapes[key] = _check_region(graph, name, ops)
+    return shape
+
+
+def _check_region(graph: AppGraph, name: str, ops: tuple[str, ...]) -> Shape:
+    """:func:`check_region`'s body (an error is raised each time, never kept)."""
     f = _facts(graph, name, ops)
     problems = [p for rule in STRUCTURE_RULES for p in rule(f)]
     _refuse(name, problems)
