@@ -139,7 +139,10 @@ class Quotient:
             return tuple(g - dropped for g in groups if len(g - dropped) > 1)
 
         channels = tuple(tuple(chan for chan in region[:keep]) for region in problem.channels)
-        groups = (within(problem.colocate), within(problem.exlocate), within(problem.unfusable), channels)
+        # a key exchange's sides hold every channel of their regions alike: the kept ones
+        # keep the rule, and a replica holds the same side as its original
+        apart = tuple((a - dropped, b - dropped) for a, b in problem.apart if a - dropped and b - dropped)
+        groups = (within(problem.colocate), within(problem.exlocate), within(problem.unfusable), channels, apart)
         rep = {twin: op for op, ts in twins.items() for twin in ts}
         check = not all(replicated_groups(g, rep) for g in (problem.colocate, problem.exlocate, problem.unfusable))
         return cls(kept, tuple(links), {op: tuple(t) for op, t in twins.items()}, groups, check)
@@ -154,9 +157,10 @@ class Quotient:
         key = (physical.max_frac, physical.min_util)
         first = self._first.get(key)
         if first is None:
-            colocate, exlocate, unfusable, channels = self.groups
+            colocate, exlocate, unfusable, channels, apart = self.groups
             first = self._first[key] = FusionProblem(self.kept, kload, links, physical.comm, physical.max_frac,
-                                                     physical.min_util, colocate, exlocate, unfusable, channels)
+                                                     physical.min_util, colocate, exlocate, unfusable, channels,
+                                                     apart)
             return first
         return first.rescaled(kload, links)
 
