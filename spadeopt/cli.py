@@ -104,9 +104,17 @@ def _ms(value: float | None) -> float | None:
 
 
 def parse_widths(pairs: list[str] | None) -> dict[str, int]:
-    from spadeopt.plan.regions import parse_widths as parse
-
-    return parse(pairs)
+    """``["REGION=K", ...]`` from the command line."""
+    out: dict[str, int] = {}
+    for pair in pairs or []:
+        name, sep, value = pair.partition("=")
+        try:
+            if not sep:
+                raise ValueError
+            out[name.strip()] = int(value)
+        except ValueError:
+            raise UsageError(f"--width expects REGION=K with an integer K, got {pair!r}") from None
+    return out
 
 
 def cmd_run(args: argparse.Namespace) -> int:

@@ -57,13 +57,19 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from spadeopt.errors import OptimizeError, PlacementInfeasible, SpadeoptError
-from spadeopt.kinds import kind_of
 from spadeopt.model.graph import AppGraph
 from spadeopt.optimize.fatm_fit import collapse_fraction, fit_production, unattributed_call_s
+from spadeopt.optimize.fatm_physical import (
+    PhysicalCache,
+    PhysicalEntry,
+    Regions,
+    predict_physical,
+    prediction_inputs,
+)
 from spadeopt.optimize.fatm_problem import OperatorProfile, problem_for
 from spadeopt.optimize.greedy_fuse import greedy_fuse, greedy_then_absorb
 from spadeopt.optimize.placement import Placement, pe_graph, place
-from spadeopt.optimize.predict import DEFAULT_MODEL, PerfModel, Prediction, link_batches, predict
+from spadeopt.optimize.predict import PerfModel
 from spadeopt.optimize.problem import CommModel, FusionProblem, Link
 from spadeopt.optimize.quotient import KEEP, Quotient, quotient_fuse
 from spadeopt.optimize.ranking import TIE, Rated, crossing_rate, tie_break
@@ -78,13 +84,8 @@ from spadeopt.optimize.rate import (
 from spadeopt.optimize.rate_bound import capacity_bound, rate_bound
 from spadeopt.optimize.result import FusionResult
 from spadeopt.optimize.symmetric import as_result, family
-from spadeopt.optimize.widths import physical_profile
-from spadeopt.plan.fission import physical_graph
 from spadeopt.plan.plan import Plan, make_plan
-from spadeopt.plan.regions import Region, choose_exchanges
-from spadeopt.plan.static_runs import collapsible_links
-
-Regions = tuple[Region, ...]  # a width vector: every declared region with its width
+from spadeopt.plan.regions import choose_exchanges
 
 MAX_FRAC_LADDER = (0.75, 1.0)
 """Under ``--rate max`` FATM also fuses the chosen widths with these MaxFrac values and
@@ -99,59 +100,6 @@ MAX_FRAC_BELOW = (0.3,)
 """Under ``--rate max`` FATM also fuses at these smaller MaxFrac values: on few cores a
 chain cut into more, lighter PEs can predict faster than the user's MaxFrac allows (the
 oracle test found plans 2 % faster at MaxFrac 0.3 on 2 and 4 cores)."""
-
-
-class PhysicalEntry:
-    """One width vector's physical graph and profile, the memo of :func:`problem_for`
-    for them, their collapsible links (computed when first asked) and the problem
-    predictions are made on (set by :func:`predict_physical`)."""
-
-    __slots__ = ("graph", "prof", "memo", "_collapsible", "predict_problem", "batches", "quotient")
-
-    def __init__(self, graph: AppGraph, prof: OperatorProfile) -> None:
-        self.graph, self.prof = graph, prof
-        self.memo: dict[str, Any] = {}
-        self._collapsible: frozenset[tuple[str, str]] | None = None
-        self.predict_problem: FusionProblem | None = None
-        self.batches: dict[float, dict[tuple[str | None, str | None], float]] = {}  # link_batches per batch size
-        self.quotient: Quotient | None | bool = False  # False: not built yet (quotient_of)
-
-    def quotient_of(self, problem: FusionProblem) -> Quotient | None:
-        """The :class:`~spadeopt.optimize.quotient.Quotient` of this vector's problems
-        (``problem`` is one of them: they share operators, link ends and annotations)."""
-        if self.quotient is False:
-            self.quotient = Quotient.of(problem)
-        return self.quotient  # type: ignore[return-value]
-
-    @property
-    def collapsible(self) -> frozenset[tuple[str, str]]:
-        if self._collapsible is None:
-            self._collapsible = collapsible_links(self.graph)
-        return self._collapsible
-
-
-class PhysicalCache:
-    """One ``fuse_auto`` call's physical graphs: a :class:`PhysicalEntry` per width vector.
-    The search visits a vector to score it, again in the MaxFrac ladder and for the final
-    prediction; all are pure functions of the logical graph, profile and ``comm``, so
-    each is built once."""
-
-    def __init__(self, graph: AppGraph, prof: OperatorProfile, comm: CommModel,
-                 model: PerfModel = DEFAULT_MODEL) -> None:
-        self.graph, self.prof, self.comm, self.model = graph, prof, comm, model
-        self._entries: dict[Regions, PhysicalEntry] = {}
-
-    def serves(self, comm: CommModel, model: PerfModel) -> bool:
-        """Whether this cache's physical profiles are the ones ``comm`` and ``model`` give."""
-        return self.comm is comm and self.model.fission_costs == model.fission_costs
-
-    def get(self, regions: Regions) -> PhysicalEntry:
-        entry = self._entries.get(regions)
-        if entry is None:
-            physical = physical_graph(self.graph, regions)
-            entry = PhysicalEntry(physical, physical_profile(self.graph, self.prof, regions, physical, self.model))
-            self._entries[regions] = entry
-        return entry
 
 
 class ScaledProblems:
@@ -348,45 +296,6 @@ def score_plan(ctx: SearchContext, regions: Regions, max_frac: float, rate: str 
     pe_of = plan.pe_of
     crossing = crossing_rate(((a, b, r) for a, b, r, _ in ctx.cache.get(regions).prof.links), pe_of)
     return Scored(fused, plan, predicted_rate(ctx, plan), crossing)
-
-
-def predict_physical(graph: AppGraph, prof: OperatorProfile, plan: Plan, comm: CommModel, model: PerfModel,
-                     frac: float, cache: PhysicalCache | None = None) -> Prediction:
-    """The predicted source rate of ``plan`` once ``model`` is fitted and the collapse
-    fraction ``frac`` known: its regions mapped onto their physical graph (from ``cache``
-    when it serves ``comm`` and ``model``), its PEs and nodes evaluated, its links' frames
-    as full as its batch makes them (``Plan.batch``; the model's ``run_batch`` without one)."""
-    entry = (cache if cache is not None and cache.serves(comm, model)
-             else PhysicalCache(graph, prof, comm, model)).get(plan.regions)
-    if plan.batch is not None and plan.batch != model.run_batch:
-        model = replace(model, run_batch=float(plan.batch))  # the batch the plan runs with
-    batches = prediction_inputs(entry, comm, model)
-    collapsing = plan.collapse and (model.collapse_saves_s > 0 or frac > 0)
-    if collapsing:
-        pe_of = plan.pe_of
-        collapsed = frozenset((a, b) for a, b in entry.collapsible if pe_of.get(a) == pe_of.get(b))
-    else:
-        collapsed = frozenset()
-    primitives = frozenset(op.name for op in entry.graph.operators if kind_of(op).fission_made)
-    return predict(entry.predict_problem, [(pe.pe_id, pe.operators, pe.node) for pe in plan.pes], plan.nodes,
-                   plan.cores, prof.source_rate, model, unattributed_call_s(prof, model), collapsed, frac, batches,
-                   primitives)
-
-
-def prediction_inputs(entry: PhysicalEntry, comm: CommModel, model: PerfModel
-                      ) -> dict[tuple[str | None, str | None], float] | None:
-    """Sets ``entry.predict_problem`` (the physical problem at the profiled rate, MaxFrac
-    and MinUtil 1) if unset; returns its :func:`link_batches` under ``model`` (``None``
-    when ``model.batch`` is 0), kept in ``entry``."""
-    if entry.predict_problem is None:
-        entry.predict_problem = problem_for(entry.graph, entry.prof, comm, 1.0, 1.0, entry.memo)
-    if model.batch <= 0:
-        return None
-    frame = model.frame_tuples  # the plan's batch (PerfModel.run_batch), else the calibration's
-    batches = entry.batches.get(frame)
-    if batches is None:
-        batches = entry.batches[frame] = link_batches(entry.predict_problem, frame)
-    return batches
 
 
 def vector_bound(ctx: SearchContext, regions: Regions) -> float:

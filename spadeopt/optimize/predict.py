@@ -357,7 +357,7 @@ DEFAULT_MODEL = PerfModel(oper_scale=0.7, sched=0.03, busy=0.0, collapse_saves_s
 docs/decisions/019-one-prediction-model-for-every-plan.md).
 ``batch`` is the run setting's default frame (``wire.DEFAULT_BATCH``), where ``v`` was
 calibrated; a plan with its own batch (``Plan.batch``, :mod:`spadeopt.optimize.batching`) is
-predicted with ``run_batch`` set to it (``fatm_search.predict_physical``)."""
+predicted with ``run_batch`` set to it (``fatm_physical.predict_physical``)."""
 
 
 def model_from_calibration(doc: Mapping[str, Any], source: str) -> PerfModel:

@@ -191,7 +191,7 @@ def placed(groups: Sequence[Sequence[str]], problem: FusionProblem, nodes: int, 
 def family(entry, prof, logical_load: Mapping[str, float], comm, nodes: int, cores: int, capacity_frac: float,
            regions: Sequence[Region]) -> Iterator[tuple[int, list[list[str]], FusionProblem, float, tuple, object]]:
     """Each legal member of the family for one width vector: ``(p, groups, problem, factor,
-    pe_ids, placement)``. ``entry`` is the vector's ``fatm_search.PhysicalEntry``, ``prof``
+    pe_ids, placement)``. ``entry`` is the vector's ``fatm_physical.PhysicalEntry``, ``prof``
     its planning profile and ``logical_load`` the logical operators' loads (segments are
     balanced on them); the problem is the physical one at the ``factor`` (times the
     profiled rate) that fills 90 % of the cores with operator load, where placement is

@@ -340,17 +340,7 @@ def choose_widths(regions: tuple[Region, ...], free: tuple[str, ...], max_width:
         return cache[widths]
 
     per = [candidate_widths(min(max_width, (caps or {}).get(n, max_width))) for n in free]
-    n_vectors = math.prod(len(c) for c in per)
-    if n_vectors <= exhaustive_max:
-        search = "exhaustive"
-        best: WidthTry | None = None
-        for widths in itertools.product(*per):
-            t = score(widths, best)
-            if _better(t, best):
-                best = t
-    else:
-        search = "coordinate ascent"
-        best = _ascend(score, per)
+    search, best = _search(score, per, exhaustive_max)
     confirmed: list[tuple[int, ...]] = []
     if best is not None and best.rate is not None:  # ranking's tie-break among every vector tried
         for widths, (b, _) in sorted(bounds.items()):  # a bounded vector that may tie the leader is evaluated
@@ -363,12 +353,23 @@ def choose_widths(regions: tuple[Region, ...], free: tuple[str, ...], max_width:
         tried = sorted(cache.values(), key=lambda t: (sum(t.widths), t.widths))
         best = tie_break(best, tried, lambda t: Rated(t.rate, t.crossing))
     chosen = best.widths if best is not None and best.rate is not None else leader
-    record = _record(search, max_width, free, leader, chosen, cache, bounds if bound is not None else None)
-    if caps:
-        record["caps"] = {n: caps[n] for n in free if n in caps}
-    if confirm is not None:
-        record["confirmed"] = [dict(zip(free, w, strict=True)) for w in confirmed]
+    record = _record(search, max_width, free, leader, chosen, cache, bounds if bound is not None else None,
+                     caps, confirmed if confirm is not None else None)
     return at(chosen), record
+
+
+def _search(score: Callable[..., WidthTry], per: list[tuple[int, ...]], exhaustive_max: int
+            ) -> tuple[str, WidthTry | None]:
+    """Every vector of the candidate widths ``per`` region when there are at most
+    ``exhaustive_max`` of them, else coordinate ascent: how, and the rate leader."""
+    if math.prod(len(c) for c in per) > exhaustive_max:
+        return "coordinate ascent", _ascend(score, per)
+    best: WidthTry | None = None
+    for widths in itertools.product(*per):
+        t = score(widths, best)
+        if _better(t, best):
+            best = t
+    return "exhaustive", best
 
 
 def _leader(tried: Iterable[WidthTry]) -> WidthTry | None:
@@ -409,9 +410,11 @@ def _confirmed(cache: dict[tuple[int, ...], WidthTry], confirm: Callable[..., fl
 
 def _record(search: str, max_width: int, free: tuple[str, ...], leader: tuple[int, ...], chosen: tuple[int, ...],
             cache: Mapping[tuple[int, ...], WidthTry],
-            bounds: Mapping[tuple[int, ...], tuple[float, float]] | None) -> dict[str, Any]:
+            bounds: Mapping[tuple[int, ...], tuple[float, float]] | None,
+            caps: Mapping[str, int] | None = None, confirmed: list[tuple[int, ...]] | None = None) -> dict[str, Any]:
     """``choose_widths``' record of the search for ``explain.json``: the vectors evaluated
-    and, with branch and bound (``bounds``), those never evaluated with their bounds."""
+    and, with branch and bound (``bounds``), those never evaluated with their bounds; the
+    regions' width caps and the vectors confirmed in full, when there are any."""
     record = {
         "search": search, "max_width": max_width, "vectors_tried": len(cache), "tie": TIE,
         "model_error": MODEL_ERROR, "tie_window": TIE_WINDOW, "rate_leader": dict(zip(free, leader, strict=True)),
@@ -426,6 +429,10 @@ def _record(search: str, max_width: int, free: tuple[str, ...], leader: tuple[in
     if bounds is not None:
         record["bounded"] = [{"widths": dict(zip(free, w, strict=True)), "rate_bound": b}
                              for w, (b, _) in sorted(bounds.items()) if w not in cache]
+    if caps:
+        record["caps"] = {n: caps[n] for n in free if n in caps}
+    if confirmed is not None:
+        record["confirmed"] = [dict(zip(free, w, strict=True)) for w in confirmed]
     return record
 
 

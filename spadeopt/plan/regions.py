@@ -594,16 +594,3 @@ def check_width(name: str, width: int, shape: Shape) -> None:
                          f"source '{shape.source}' reads; a region led by it runs one reader per channel, "
                          f"so its width must be at most {shape.partitions}")
 
-
-def parse_widths(pairs: list[str] | None) -> dict[str, int]:
-    """``["REGION=K", ...]`` from the command line."""
-    out: dict[str, int] = {}
-    for pair in pairs or []:
-        name, sep, value = pair.partition("=")
-        try:
-            if not sep:
-                raise ValueError
-            out[name.strip()] = int(value)
-        except ValueError:
-            raise UsageError(f"--width expects REGION=K with an integer K, got {pair!r}") from None
-    return out

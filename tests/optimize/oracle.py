@@ -28,7 +28,8 @@ from spadeopt.frontend.dsl import App
 from spadeopt.model.graph import AppGraph
 from spadeopt.optimize.fatm import OperatorProfile, candidate_regions, fit_production
 from spadeopt.optimize.fatm_fit import collapse_fraction
-from spadeopt.optimize.fatm_search import PhysicalCache, SearchContext, predicted_rate, score_plan
+from spadeopt.optimize.fatm_physical import PhysicalCache
+from spadeopt.optimize.fatm_search import SearchContext, predicted_rate, score_plan
 from spadeopt.optimize.placement import place
 from spadeopt.optimize.widths import region_caps
 from spadeopt.plan.plan import make_plan

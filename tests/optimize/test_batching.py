@@ -14,7 +14,7 @@ from spadeopt.deploy.options import RunOptions
 from spadeopt.errors import ArtefactError, UsageError
 from spadeopt.optimize.batching import MAX_PLAN_BATCH, plan_batch
 from spadeopt.optimize.fatm import OperatorProfile, fuse_auto
-from spadeopt.optimize.fatm_search import predict_physical
+from spadeopt.optimize.fatm_physical import predict_physical
 from spadeopt.optimize.predict import DEFAULT_MODEL
 from spadeopt.optimize.problem import LinearCommModel
 from spadeopt.plan.deployment import Deployment

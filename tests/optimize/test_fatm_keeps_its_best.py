@@ -14,7 +14,7 @@ from pathlib import Path
 
 from spadeopt import api
 from spadeopt.optimize.fatm_fit import collapse_fraction, fit_production
-from spadeopt.optimize.fatm_search import predict_physical
+from spadeopt.optimize.fatm_physical import predict_physical
 from spadeopt.optimize.strategies import plan_for
 from spadeopt.plan.plan import Plan
 from spadeopt.refine.comm import CommCost

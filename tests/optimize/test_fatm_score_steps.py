@@ -19,7 +19,8 @@ from spadeopt import api
 from spadeopt.bench.fatm_speed import RATE, chain_app
 from spadeopt.optimize.fatm import OperatorProfile, fuse_auto
 from spadeopt.optimize.fatm_fit import collapse_fraction, fit_production
-from spadeopt.optimize.fatm_search import PhysicalCache, SearchContext, plan_physical
+from spadeopt.optimize.fatm_physical import PhysicalCache
+from spadeopt.optimize.fatm_search import SearchContext, plan_physical
 from spadeopt.optimize.predict import DEFAULT_MODEL
 from spadeopt.optimize.problem import LinearCommModel
 from spadeopt.optimize.rate import SCORE_STEPS, SEARCH_STEPS, max_rate, resume_rate
