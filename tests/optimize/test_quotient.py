@@ -98,3 +98,33 @@ def test_confirm_ranks_the_chosen_vector_and_its_window():
     assert sorted(asked) == [2, 3]  # 2 led, then 3 (within TIE_WINDOW of 150) and 2 were confirmed
     assert [v["r"] for v in record["confirmed"]] == [2, 3]
     assert record["rate_leader"] == {"r": 3}
+
+
+def test_the_quotient_keeps_a_key_exchanges_sides_apart():
+    """Two regions joined by a key exchange at widths 3 and 4: the quotient problem keeps
+    the exchange's sides (their kept operators), so GreedyFuse on it never mixes them, and
+    the expansion is legal on the physical problem (record 070)."""
+    from spadeopt.optimize.fatm import OperatorProfile
+    from spadeopt.optimize.legality import fusion_legal
+    from spadeopt.optimize.strategies import plan_for
+    from spadeopt.plan.fission import physical_graph
+    from tests.apps.exchange import exchange
+
+    g = exchange.build({"case": "keyed", "tuples": 100, "wprep": 3, "wdesk": 4})
+    phys = physical_graph(g, plan_for(g, "manual").regions)
+    (before, after), = phys.annotations.apart
+    names = [op.name for op in phys.operators]
+    prof = OperatorProfile(g.name, phys.fingerprint, {n: 0.02 for n in names},
+                           tuple((s.src.op, s.dst.op, 1000.0, 40.0) for s in phys.streams), 1000.0)
+    physical = problem_for(phys, prof, COMM, 1.0, 0.95)
+    quot = Quotient.of(physical)
+    assert quot is not None
+    q = quot.problem(physical)
+    (qa, qb), = q.apart
+    assert qa == frozenset(before) & set(q.operators) and qb == frozenset(after) & set(q.operators)
+    assert not fusion_legal(frozenset({"per_acct__0"}), frozenset({"per_sym__0"}), q).ok
+    got = quotient_fuse(quot, physical)
+    assert got is None or legal(got.partitions, physical)
+    if got is not None:
+        for part in got.partitions:
+            assert not (set(part) & set(before) and set(part) & set(after)), part
