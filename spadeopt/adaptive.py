@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from spadeopt import api
-from spadeopt.deploy.launcher import RunResult, run_build
+from spadeopt.deploy.launcher import RunResult, run_build, run_master
 from spadeopt.deploy.options import RunOptions, SettingsChange
 from spadeopt.errors import SpadeoptError, UsageError
 
@@ -131,7 +131,7 @@ def run_adaptive(app_ref: str, params: Mapping[str, str] | None, *, nodes: int, 
     build1 = api.generate(graph, plan, run_dir / "build", ref)
     store.root.mkdir(parents=True, exist_ok=True)
     sw = Switch()
-    session = (options.master or build1.deploy.spark.master, plan.cores)  # the runs' Spark session
+    session = (run_master(build1.deploy, options), plan.cores)  # the runs' Spark session
     options.say("adaptive: warming up the refinement's Spark query (so the switch does not wait for it)")
     from spadeopt.refine.job import warm_up
 

@@ -39,10 +39,7 @@ def pe_cycle(deploy: Deployment) -> list[str] | None:
     cross one: a PE forwards barrier ``n`` only once it has it on every input link, and
     on a cycle each PE waits for the other (FMAN on bargain fuses the source with the
     final merges, so the source's PE feeds the group PEs that feed it back)."""
-    succ: dict[str, set[str]] = {}
-    for ln in deploy.links:
-        if ln.src_pe != ln.dst_pe:
-            succ.setdefault(ln.src_pe, set()).add(ln.dst_pe)
+    succ = deploy.pe_successors()
     state: dict[str, int] = {}
     path: list[str] = []
 

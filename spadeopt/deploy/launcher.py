@@ -104,7 +104,7 @@ def run_build(build_dir: Path, options: RunOptions | None = None, *, sampling: S
     deploy = dataclasses.replace(deploy, settings=options.apply(deploy.settings).changed(
         profile=sampling, **(settings.changes() if settings else {})))
     nodes, cores = deploy.nodes, deploy.cores
-    master = None if submitted else options.master or deploy.spark.master
+    master = None if submitted else run_master(deploy, options)
     log_dir = build_dir / "logs"
     out_dir = None if options.out is None else options.out.resolve()
     sc = _session(master, cores, nodes, options, deploy.settings.insecure_links)
@@ -168,6 +168,13 @@ def _abandon(done: threading.Event, sc: Any, local: bool, progress_dir: Path, ou
     if live is not None:
         live.end("failed")
         live.close()
+
+
+def run_master(deploy: Deployment, options: RunOptions) -> str:
+    """The Spark master a run of ``deploy`` starts its session with (not under
+    spark-submit): ``--master``, else the build's; with the build's cores it keys the
+    session (``deploy.spark_session``), which ``run --adaptive``'s refinement reuses."""
+    return options.master or deploy.spark.master
 
 
 def _session(master: str | None, cores: int, nodes: int, options: RunOptions, insecure: bool) -> Any:

@@ -171,13 +171,19 @@ class Deployment:
     def node_of(self) -> dict[str, int]:
         return {p.pe: p.node for p in self.pes}
 
+    def pe_successors(self) -> dict[str, set[str]]:
+        """PE -> the other PEs its links go to (the graph of PEs)."""
+        succ: dict[str, set[str]] = {}
+        for ln in self.links:
+            if ln.src_pe != ln.dst_pe:
+                succ.setdefault(ln.src_pe, set()).add(ln.dst_pe)
+        return succ
+
     def cyclic_inputs(self, pe: str) -> list[str]:
         """``pe``'s input ports (``op.port``) fed by a PE that ``pe`` reaches along links: a
         cycle of PEs closes through them. While ``pe``'s main thread waits on a full link
         it keeps taking their frames (``runtime.pe_inputs.InputLoop.wait_to_send``)."""
-        succ: dict[str, set[str]] = {}
-        for ln in self.links:
-            succ.setdefault(ln.src_pe, set()).add(ln.dst_pe)
+        succ = self.pe_successors()
         seen: set[str] = set()
         todo = list(succ.get(pe, ()))
         while todo:
