@@ -26,12 +26,23 @@ for its number). Widening from 1 numbers the window's groups 0, 1, ... in the di
 order (width 1's opening order) and makes the split (next number: the group count,
 clock: the window's) and an empty merge; one stateful operator per region then.
 
+A region led by a splittable source widens from 1 (an adaptive run's switch: phase 1
+runs every region at width 1): the records width 1 read are a prefix ``[0, n)``, so copy
+``c`` of ``k'`` starts after the records of its splits ``c, c + k', ...`` below ``n``
+(:func:`records_below`; it passes over them unread at the resume) and the numbers it
+stamps go on from there. A static merge (``block_merge``: blocks back in turn) starts its
+round at the block the ``n``-th tuple is in, as it does at any width from the tuples that
+entered (the split's count); it must hold nothing. A counting sink's copies' counts add
+up (summed into channel 0).
+
 Refused, naming the region or operator and saying what to do (``RescaleRefused``): a
-region led by a source or fed by a key exchange, or with window exchanges (its
-operators then differ by more than copies), an operator whose kind cannot split its
-state by key (a custom operator's opaque ``snapshot()``, sliding windows and windows
-with an allowed lateness, joins), a merge holding tuples when narrowing to 1, sources or
-sinks inside a rescaled region, two stateful operators in a region widened from 1.
+region led by a source at a width above 1 (its copies' positions are per split sequence
+``c, c + k, ...``, not a prefix) or by a partitioned broker source, a region fed by a key
+exchange, or with window exchanges (its operators then differ by more than copies), an
+operator whose kind cannot split its state by key (a custom operator's opaque
+``snapshot()``, sliding windows and windows with an allowed lateness, joins), a merge
+holding tuples when narrowing to 1, file sinks inside a rescaled region, two stateful
+operators in a region widened from 1.
 """
 
 from __future__ import annotations
@@ -46,7 +57,7 @@ from spadeopt.errors import UsageError
 from spadeopt.plan.deployment import RESCALE_FILE
 from spadeopt.plan.regions import Region
 from spadeopt.protocol import key_channel
-from spadeopt.runtime.merges import SeqMerge
+from spadeopt.runtime.merges import BlockMerge, SeqMerge
 
 FACTS_VERSION = 1
 
@@ -98,7 +109,7 @@ def _copies(r: dict[str, Any], name: str, width: int) -> set[str]:
     if width == 1:
         return set(r["operators"])
     region = Region(name, tuple(r["operators"]), width)
-    fission = set(r.get("fission") or ()) or {region.split, region.merge}
+    fission = set(r["fission"]) if "fission" in r else {region.split, region.merge}
     return {Region.channel_op(op, c) for op in r["operators"] for c in range(width)} | fission
 
 
@@ -130,14 +141,18 @@ def rescale_plan(old: list[str], new: list[str], facts: dict[str, Any] | None) -
 
 
 def _movable(name: str, r: dict[str, Any], k: int, k2: int) -> None:
-    """Refuse a region whose channels' entry is not a keyed split (``RescaleRefused``)."""
+    """Refuse a region whose channels' entry is neither a keyed split nor, from width 1, a
+    splittable source (``RescaleRefused``)."""
     if r.get("fed") == "source":
         src = r["operators"][0]
-        raise RescaleRefused(
-            f"region '{name}' is led by source '{src}', whose channel copies read splits c, c+{k}, ... and "
-            f"checkpoint how many records each passed on: at width {k2} the records they consumed are not a "
-            f"prefix of any new copy's splits, and a copy skipping them is not supported yet; keep the "
-            f"region's width {k} to resume from this checkpoint")
+        spec = r["copies"].get(src)
+        if k == 1 and type(spec) is dict and spec.get("position") == "splits":
+            return
+        why = (f"whose channel copies read splits c, c+{k}, ... and checkpoint how many records each passed "
+               f"on: at width {k2} the records they consumed are not a prefix of any new copy's splits (only "
+               f"a width-1 run's are)" if k > 1 else (spec if type(spec) is str else "which is not splittable"))
+        raise RescaleRefused(f"region '{name}' is led by source '{src}', {why}; keep the region's width {k} to "
+                             f"resume from this checkpoint")
     if r.get("fed") != "split":
         how = "a key exchange from the region before it" if r.get("fed") == "exchange" else f"'{r.get('fed')}'"
         raise RescaleRefused(
@@ -165,6 +180,7 @@ def _rescale_region(flat: dict[str, dict[str, Any]], name: str, r: dict[str, Any
         return key_channel(tuple(values[a] for a in key), types, k2)
 
     split_made: list = [0, None, None]  # widening from 1: the split's next number, clock window; the operator
+    entering: list = [None]  # tuples that entered the channels: a width-1 source's position, or the split's count
     for op in r["operators"]:
         olds = _names(op, k)
         for field, entries in flat.items():
@@ -172,16 +188,17 @@ def _rescale_region(flat: dict[str, dict[str, Any]], name: str, r: dict[str, Any
             if not held:
                 continue
             where = f"operator '{op}' of region '{name}'"
-            if field != "ops":
-                raise RescaleRefused(f"{where} holds {field} per channel copy, which are not moved to another "
-                                     f"width yet; keep the region's width {k}")
             spec = r["copies"].get(op)
             if type(spec) is not dict:
                 raise RescaleRefused(f"{where}: {spec or 'its state cannot move'}; keep the region's width "
                                      f"{k} to resume from this checkpoint")
             if len(held) != k:
-                raise RescaleRefused(f"{where}: only copies {', '.join(held)} hold state in the checkpoint")
+                raise RescaleRefused(f"{where}: only copies {', '.join(held)} hold {field} in the checkpoint")
             states = [entries.pop(o) for o in olds]
+            if field != "ops":
+                entries.update(dict(zip(_names(op, k2), _end_state(field, spec, states, k2, where, entering),
+                                        strict=True)))
+                continue
             if k == 1:
                 if split_made[2] is not None:
                     raise RescaleRefused(f"{where}: a region widened from 1 may hold one stateful operator "
@@ -194,17 +211,74 @@ def _rescale_region(flat: dict[str, dict[str, Any]], name: str, r: dict[str, Any
                 moved = [_unnumbered(spec, moved[0])]
             entries.update(dict(zip(_names(op, k2), moved, strict=True)))
     for fop, spec in r.get("fission", {}).items():
+        where = f"'{fop}' of region '{name}'"
         if type(spec) is not dict:
-            raise RescaleRefused(f"'{fop}' of region '{name}': {spec}; keep the region's width {k}")
-        if k == 1:
+            raise RescaleRefused(f"{where}: {spec}; keep the region's width {k}")
+        if spec.get("slots") == ["block_merge"]:
+            _block_merge(flat, fop, spec, k, k2, entering[0], where)
+        elif k == 1:
             made = [[split_made[0]]] + ([[split_made[1]]] if spec.get("clock") else [])
             flat["ops"][fop] = made if spec.get("keep") else [vars(SeqMerge(k2))]
+            entering[0] = split_made[0] if spec.get("keep") else entering[0]
         elif fop in flat["ops"]:
-            state = _fission_state(spec, flat["ops"][fop], k2, f"'{fop}' of region '{name}'")
+            state = _fission_state(spec, flat["ops"][fop], k2, where)
+            entering[0] = state[0][0] if spec.get("keep") else entering[0]
             if k2 == 1:
                 del flat["ops"][fop]  # a region of width 1 has no split or merge
             else:
                 flat["ops"][fop] = state
+
+
+def _end_state(field: str, spec: dict[str, Any], states: list, k2: int, where: str, entering: list) -> list:
+    """A source's or sink's entry (``field``: its position or count) for each of ``k2``
+    copies, from its ``states`` at the old width. A splittable source widens from 1 only
+    (``_movable``): the records a width-1 run read are ``[0, n)``; each copy's position is
+    how many records of its own splits lie below ``n`` (:func:`records_below`), and ``n``
+    is what entered the channels (``entering``). A counting sink's copies add up."""
+    if field == "sources" and spec.get("position") == "splits" and len(states) == 1 and type(states[0]) is int:
+        n = entering[0] = states[0]
+        return [records_below(n, c, k2, spec["size"]) for c in range(k2)]
+    if field == "sinks" and spec.get("count") and all(type(v) is int for v in states):
+        return [sum(states) if c == 0 else 0 for c in range(k2)]
+    raise RescaleRefused(f"{where} holds {field} per channel copy, which are not moved to width {k2} from "
+                         f"{states!r:.60}; keep the region's width")
+
+
+def records_below(n: int, c: int, k: int, size: int) -> int:
+    """How many of the stream's records ``[0, n)`` lie in the splits (of ``size`` records)
+    that copy ``c`` of ``k`` reads: splits ``c, c + k, ...``.
+
+    >>> [records_below(10, c, 2, 3) for c in range(2)]  # splits 0, 2 | 1, 3 (of which 1 record)
+    [6, 4]
+    >>> sum(records_below(1000, c, 3, 7) for c in range(3))
+    1000
+    """
+    whole = n // size
+    below = max(0, -(-(whole - c) // k)) * size
+    return below + (n % size if whole % k == c else 0)
+
+
+def _block_merge(flat: dict[str, dict[str, Any]], fop: str, spec: dict[str, Any], k: int, k2: int,
+                 entering: int | None, where: str) -> None:
+    """A static merge at width ``k2``: its round of blocks at the block the ``entering``-th
+    tuple is in (the split deals, or the source copies read, blocks of ``block`` in turn;
+    every channel emits one tuple per tuple, so at an aligned checkpoint the merge has
+    passed exactly the tuples that entered). Its queues must be empty."""
+    old = flat["ops"].get(fop)
+    if old is not None and (type(old) is not list or len(old) != 1 or type(old[0]) is not dict
+                            or any(len(q) > h for q, h in zip(old[0].get("queues", ()), old[0].get("heads", ()),
+                                                              strict=False))):
+        raise RescaleRefused(f"{where} cannot move to width {k2} at this checkpoint: it holds tuples or is not a "
+                             f"static merge's state; resume at the width it was taken at, or from another checkpoint")
+    if entering is None:
+        raise RescaleRefused(f"{where}: the tuples that entered its region are not known at this checkpoint; keep "
+                             f"the region's width {k}")
+    if k2 == 1:
+        flat["ops"].pop(fop, None)
+        return
+    m = BlockMerge(k2, spec["block"])
+    m.cur, m.left = (entering // m.block) % k2, m.block - entering % m.block
+    flat["ops"][fop] = [vars(m)]
 
 
 def _numbered(spec: dict[str, Any], state: list, where: str) -> list:

@@ -103,10 +103,14 @@ def checkpoint_note(graph: AppGraph, op: Operator) -> str | None:
 
 def rescale(op: Operator) -> dict[str, Any] | str:
     """A dynamic merge's queues and floors are per channel: resized when the region is
-    rescaled, the rows it held kept (``runtime.merges.SeqMerge.resized``); a static
-    merge's place in its round of blocks is not moved yet."""
+    rescaled, the rows it held kept (``runtime.merges.SeqMerge.resized``). A static
+    merge's place in its round of blocks is made only where a region led by a splittable
+    source widens from 1 (its blocks are the source's splits: the round starts at the
+    split the width-1 run stopped in, ``deploy.checkpoint_rescale``)."""
     if op.params.ordering == "dynamic":
         return {"slots": ["seq_merge"]}
+    if op.params.ordering == "static":
+        return {"slots": ["block_merge"], "block": op.params.block}
     return f"a {op.params.ordering} merge's place in its channels' order is not moved to another width yet"
 
 

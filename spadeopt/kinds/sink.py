@@ -100,5 +100,14 @@ def channel_params(op: Operator, channel: int, width: int, dynamic: bool) -> Sin
     return dataclasses.replace(op.params, report_as=op.name)  # every copy reports under the logical name
 
 
+def rescale(op: Operator) -> dict[str, Any] | str:
+    """A counting sink's copies checkpoint their counts, which add up to the run's: summed
+    into channel 0 at another width (``deploy.checkpoint_rescale``)."""
+    mode = getattr(op.params, "mode", "connector")
+    if mode == "count":
+        return {"count": True}
+    return f"a {mode} sink's output is not moved to another width yet"
+
+
 KIND = Kind("sink", declare, derive, lower, "ops/sink.py.j2", region_problem=region_problem,
-            channel_params=channel_params, checkpoint_problem=checkpoint_problem)
+            channel_params=channel_params, checkpoint_problem=checkpoint_problem, rescale=rescale)

@@ -171,8 +171,20 @@ def generator(op: Operator) -> SymbolRef | None:
     return getattr(params, "generator", None)
 
 
+def rescale(op: Operator) -> dict[str, Any] | str:
+    """A splittable source's copies checkpoint the records each read of its own splits
+    (``c, c + k, ...``): from width 1, where the records read are a prefix ``[0, n)``, each
+    new copy's position is how many of its splits' records lie below ``n`` (it reads them
+    again and passes none on), and a static merge starts at split ``n // split``'s channel
+    (``deploy.checkpoint_rescale``). A partitioned broker source's copies keep their own
+    stream keys' entry IDs, which are not moved to another width."""
+    if op.params.split:
+        return {"position": "splits", "size": op.params.split}
+    return "a partitioned source's positions are its own stream keys' entry IDs, not moved to another width yet"
+
+
 KIND = Kind("source", declare, derive_declared, lower, "ops/source.py.j2", declares_outputs=True,
-            region_problem=region_problem, channel_params=channel_params, generator=generator)
+            region_problem=region_problem, channel_params=channel_params, generator=generator, rescale=rescale)
 
 
 def generator_args(op: Operator) -> dict[str, Any] | None:

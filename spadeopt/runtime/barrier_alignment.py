@@ -110,6 +110,11 @@ class Tracked:
         if self.resumable:
             self.state = self.src.resume_state()
         skip = self.ck.rewind.pop(self.name, 0)
+        if skip > 0 and not self.resumable and callable(getattr(self.src, "skip", None)):
+            skip -= self.src.skip(skip)  # records it can pass over unread (a splittable source's copy)
+            if skip > 0:
+                raise CheckpointError(f"PE {self.ck.pe}: source '{self.name}' ended {skip} record(s) before "
+                                      f"the position its checkpoint recorded")
         while skip > 0:
             batch = self.read(min(skip, 4096))
             if batch is None:

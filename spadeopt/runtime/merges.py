@@ -365,6 +365,27 @@ class SplitRecords(IterableSource):
         self._at += len(out)
         return out
 
+    def skip(self, n: int) -> int:
+        """Pass over the next ``n`` records unread (no slice, no stamp: a resume's replay
+        by count, ``runtime.barrier_alignment.Tracked``); how many there were.
+
+        >>> r = read_splits("s", iter([[(0,), (1,)], [(4,), (5,)]]), 0, 2, 2, stamp=True)
+        >>> r.skip(3), r.read(5), r.position()
+        (3, [(5, 5)], 4)
+        """
+        done = 0
+        while done < n:
+            left = len(self._cur) - self._off
+            if left <= 0:
+                if not self._next_split():
+                    break
+                continue
+            take = min(n - done, left)
+            self._off += take
+            done += take
+        self._at += done
+        return done
+
     def __iter__(self) -> Iterator[tuple]:
         while (batch := self.read(4096)) is not None:
             yield from batch

@@ -10,6 +10,8 @@ replicated too) and ``count_split`` (the same after a split: no merge either).
 
 from __future__ import annotations
 
+from time import perf_counter
+
 from spadeopt import App, app, count_window
 from spadeopt.toolkit.sources import splittable
 from tests.toolkit.gens import replay
@@ -18,9 +20,14 @@ SCHEMA = "id:int, k:int, v:float"
 
 
 @splittable("split")
-def numbered(n: int, split: int = 7, *, part: int = 0, parts: int = 1):
-    """Splits of ``(i, i % 5, i * 0.5)``: the record is a function of its index."""
+def numbered(n: int, split: int = 7, spin_us: int = 0, *, part: int = 0, parts: int = 1):
+    """Splits of ``(i, i % 5, i * 0.5)``: the record is a function of its index. ``spin_us``
+    burns that many microseconds of CPU per split (a run long enough to stop mid-way)."""
     for s in range(part, -(-n // split), parts):
+        if spin_us:
+            end = perf_counter() + spin_us * 1e-6
+            while perf_counter() < end:
+                pass
         yield [(i, i % 5, i * 0.5) for i in range(s * split, min(n, (s + 1) * split))]
 
 
@@ -33,14 +40,15 @@ def liar(n: int, *, part: int = 0, parts: int = 1):
 
 
 @app
-def splits(case: str = "dynamic", tuples: int = 500, split: int = 7, width: int = 1) -> App:
+def splits(case: str = "dynamic", tuples: int = 500, split: int = 7, width: int = 1, spin_us: int = 0) -> App:
     a = App("splits")
     if case == "liar":
         s = a.source("src", SCHEMA, generator=liar, args={"n": tuples})
     elif case == "plain":
         s = a.source("src", SCHEMA, generator=replay, args={"rows": [(i, i % 5, i * 0.5) for i in range(tuples)]})
     else:
-        s = a.source("src", SCHEMA, generator=numbered, args={"n": tuples, "split": split})
+        s = a.source("src", SCHEMA, generator=numbered,
+                     args={"n": tuples, "split": split, **({"spin_us": spin_us} if spin_us else {})})
     if case == "keyed":
         f = a.aggregate("f", s, window=count_window(2), by=["k"], output={"k": "k", "n": "count()"})
     elif case == "static" or case == "liar":

@@ -166,3 +166,43 @@ def test_a_region_led_by_a_splittable_source_is_refused_naming_the_source():
     with pytest.raises(RescaleRefused, match="region 'reg' is led by source 'src', whose channel copies read "
                                              "splits c, c\\+2, .* keep the region's width 2"):
         rescale_plan(old, new, rescale_facts(g, plan(3)))
+
+
+def _splits(case, old, new, split=7):
+    from tests.apps.splits import splits
+
+    g = splits.build({"case": case, "width": 2, "split": split})
+
+    def plan(w):
+        return dataclasses.replace(plan_for(g, "none", widths={"reg": w}), checkpoints=True)
+
+    ops = [sorted(op.name for op in physical_graph(g, plan(w).regions).operators) for w in (old, new)]
+    return rescale_plan(*ops, rescale_facts(g, plan(new)))
+
+
+@pytest.mark.parametrize("n", [0, 5, 7, 23, 64])
+def test_a_splittable_source_widened_from_one_skips_the_width_one_prefix_in_each_copy(n):
+    """The width-1 run read records [0, n): copy c of 3 (splits c, c+3, ... of 7) starts
+    after the records of its splits below n, and the merge's round starts at split n // 7."""
+    flat = {"ops": {}, "sources": {"src": n}, "sinks": {}, "commits": {}}
+    rescale_entries(flat, _splits("static", 1, 3))
+    below = [sum(1 for i in range(n) if (i // 7) % 3 == c) for c in range(3)]
+    assert flat["sources"] == {f"src__{c}": below[c] for c in range(3)}
+    m = flat["ops"]["reg__merge"][0]
+    assert (m["cur"], m["left"], m["n"], m["block"]) == ((n // 7) % 3, 7 - n % 7, 3, 7)
+    assert m["queues"] == [[], [], []]
+    dyn = {"ops": {}, "sources": {"src": n}, "sinks": {}, "commits": {}}
+    rescale_entries(dyn, _splits("dynamic", 1, 2))  # stamped numbers: a fresh sequence-number merge
+    assert dyn["sources"] == {f"src__{c}": sum(1 for i in range(n) if (i // 7) % 2 == c) for c in range(2)}
+    assert dyn["ops"]["reg__merge"][0]["floor"] == [-1, -1]
+
+
+def test_a_counting_sink_in_the_region_moves_its_count_and_other_widths_of_a_source_led_region_are_refused():
+    flat = {"ops": {}, "sources": {"src": 30}, "sinks": {"sink": 25}, "commits": {}}
+    rescale_entries(flat, _splits("count", 1, 2))
+    assert flat["sources"] == {"src__0": 16, "src__1": 14} and flat["sinks"] == {"sink__0": 25, "sink__1": 0}
+    assert "reg__merge" not in flat["ops"]  # a counting sink in the region: no merge
+    with pytest.raises(RescaleRefused, match="region 'reg' is led by source 'src', whose channel copies read "
+                                             "splits c, c\\+2, .*only a width-1 run's are.* keep the region's "
+                                             "width 2"):
+        _splits("count", 2, 1)
