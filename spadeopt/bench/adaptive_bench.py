@@ -12,7 +12,8 @@ For one app at the given parameters, side by side in one invocation on this mach
 Reported: the pause (the stopping checkpoint completed -> every new PE running) and its
 parts (refine, plan; the warm-up before phase 1), the plan each phase ran, phase 1's and
 phase 2's steady rates, phase 2's over static FATM's, and whether the sinks of the two
-runs are byte-identical (they must be). One run of each: the 2-core VM is noisy, so a
+runs are identical (they must be): the file sinks byte for byte and every sink's count
+(a counting sink has no file). One run of each: the 2-core VM is noisy, so a
 rate ratio within ~10 % is noise.
 
     spadeopt bench adaptive apps/ysb.py -p tuples=20000000 --out OUT_DIR
@@ -75,7 +76,9 @@ def run(app_ref: str, out_dir: Path, params: Mapping[str, str] | None = None, co
            "phase2": {k: sw.after.get(k) for k in ("strategy", "pes", "widths", "steady_rate", "rate")},
            "static_fatm": {"pes": len(explain["pes"]), "widths": explain.get("fission", {}).get("widths"),
                            "steady_rate": static.steady_throughput, "rate": static.throughput},
-           "answers_identical": _digest(out_dir / "fatm-out") == _digest(out_dir / "adaptive-out")}
+           "sink_counts": {"static_fatm": dict(static.sinks), "adaptive": dict(result.sinks)},
+           "answers_identical": _digest(out_dir / "fatm-out") == _digest(out_dir / "adaptive-out")
+           and dict(static.sinks) == dict(result.sinks)}
     s2, sf = doc["phase2"]["steady_rate"], doc["static_fatm"]["steady_rate"]
     doc["phase2_over_static_fatm"] = (s2 / sf) if s2 and sf else None
     write_atomic(out_dir / "adaptive.json", json.dumps(doc, indent=2, sort_keys=True, default=str) + "\n")
@@ -104,7 +107,8 @@ def table(doc: Mapping[str, Any]) -> str:
         f"static FATM from a profiling run ({sf['pes']} PE(s), widths {sf['widths']}): steady "
         f"{rate(sf['steady_rate'])}",
         f"phase 2 / static FATM: {ratio:.2f}" if ratio else "phase 2 / static FATM: -",
-        f"answers: {'identical sinks' if doc['answers_identical'] else 'SINKS DIFFER'}",
+        f"answers: {'identical sinks' if doc['answers_identical'] else 'SINKS DIFFER'} (counts "
+        f"{doc['sink_counts']['adaptive']})",
         *(f"refused: {r}" for r in doc["refused"])])
 
 

@@ -62,6 +62,24 @@ def test_a_run_that_ends_before_the_window_does_not_switch_and_keeps_its_answer(
     assert not sw["switched"] and "no switch" in sw["reason"]
 
 
+@pytest.mark.spark
+def test_an_adaptive_run_widens_a_region_led_by_a_splittable_source_with_a_plain_runs_answer(tmp_path):
+    """Phase 1 runs region ``reg`` (a splittable source whose splits cost CPU, functors)
+    at width 1; FATM widens it, and each new copy skips its splits' records the width-1
+    run read (record 068): the sinks are a ``--fusion all`` run's, byte for byte."""
+    app = "tests/apps/splits.py"
+    params = ["-p", "case=static", "-p", "tuples=100000", "-p", "spin_us=300", "-p", "width=2"]
+    ref = cli("run", app, "--fusion", "all", *params, "--out", tmp_path / "ref", "--build-dir", tmp_path / "rb")
+    assert ref.returncode == 0, ref.stderr
+    got = cli("run", app, "--adaptive", "--adapt-after", "1", "--checkpoint-interval", "0.5", *params,
+              "--out", tmp_path / "out", "--json", tmp_path / "r.json", "--build-dir", tmp_path / "work")
+    assert got.returncode == 0, got.stderr
+    assert (tmp_path / "out" / "sink.jsonl").read_bytes() == (tmp_path / "ref" / "sink.jsonl").read_bytes()
+    sw = json.loads((tmp_path / "r.json").read_text())["adaptive"]
+    assert sw["switched"] and not sw["refused"], sw
+    assert sw["predicted"]["chosen"] == "fatm" and sw["after"]["widths"] == {"reg": 2}, sw
+
+
 @pytest.mark.parametrize("args,said", [
     (["--adaptive", "--adapt-after", "-1"], "--adapt-after must be a number of seconds >= 0"),
     (["--adapt-after", "3"], "add --adaptive"),
