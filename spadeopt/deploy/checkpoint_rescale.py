@@ -146,7 +146,7 @@ def _movable(name: str, r: dict[str, Any], k: int, k2: int) -> None:
     if r.get("fed") == "source":
         src = r["operators"][0]
         spec = r["copies"].get(src)
-        if k == 1 and type(spec) is dict and spec.get("position") == "splits":
+        if k == 1 and type(spec) is dict and spec.get("position") in ("splits", "keys"):
             return
         why = (f"whose channel copies read splits c, c+{k}, ... and checkpoint how many records each passed "
                f"on: at width {k2} the records they consumed are not a prefix of any new copy's splits (only "
@@ -216,6 +216,8 @@ def _rescale_region(flat: dict[str, dict[str, Any]], name: str, r: dict[str, Any
             raise RescaleRefused(f"{where}: {spec}; keep the region's width {k}")
         if spec.get("slots") == ["block_merge"]:
             _block_merge(flat, fop, spec, k, k2, entering[0], where)
+        elif spec.get("slots") == []:  # it holds nothing (an arrival merge)
+            flat["ops"].pop(fop, None)
         elif k == 1:
             made = [[split_made[0]]] + ([[split_made[1]]] if spec.get("clock") else [])
             flat["ops"][fop] = made if spec.get("keep") else [vars(SeqMerge(k2))]
@@ -238,10 +240,32 @@ def _end_state(field: str, spec: dict[str, Any], states: list, k2: int, where: s
     if field == "sources" and spec.get("position") == "splits" and len(states) == 1 and type(states[0]) is int:
         n = entering[0] = states[0]
         return [records_below(n, c, k2, spec["size"]) for c in range(k2)]
+    if field == "sources" and spec.get("position") == "keys" and len(states) == 1 and _entry_ids(states[0]):
+        return [_keys_share(states[0], spec["keys"][c::k2]) for c in range(k2)]
     if field == "sinks" and spec.get("count") and all(type(v) is int for v in states):
         return [sum(states) if c == 0 else 0 for c in range(k2)]
     raise RescaleRefused(f"{where} holds {field} per channel copy, which are not moved to width {k2} from "
                          f"{states!r:.60}; keep the region's width")
+
+
+def _entry_ids(state: Any) -> bool:
+    """A partitioned broker source's position: entry IDs (and ends) per stream key."""
+    return type(state) is dict and type(state.get("ids")) is dict and type(state.get("read")) is int \
+        and type(state.get("end", {})) is dict
+
+
+def _keys_share(state: dict[str, Any], keys: list[str]) -> dict[str, Any]:
+    """A width-1 reader's position cut to ``keys`` (a copy's share): each key's last entry
+    ID (and end) as it was; the records read, which only a ``count=`` limit reads (such a
+    source is refused), start at 0."""
+    missing = [k for k in keys if k not in state["ids"]]
+    if missing:
+        raise RescaleRefused(f"the checkpoint's source position has no entry ID of stream key(s) "
+                             f"{', '.join(missing)}: resume at the width it was taken at")
+    out: dict[str, Any] = {"ids": {k: state["ids"][k] for k in keys}, "read": 0}
+    if "end" in state:
+        out["end"] = {k: state["end"][k] for k in keys if k in state["end"]}
+    return out
 
 
 def records_below(n: int, c: int, k: int, size: int) -> int:

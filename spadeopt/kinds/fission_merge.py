@@ -106,11 +106,14 @@ def rescale(op: Operator) -> dict[str, Any] | str:
     rescaled, the rows it held kept (``runtime.merges.SeqMerge.resized``). A static
     merge's place in its round of blocks is made only where a region led by a splittable
     source widens from 1 (its blocks are the source's splits: the round starts at the
-    split the width-1 run stopped in, ``deploy.checkpoint_rescale``)."""
+    split the width-1 run stopped in, ``deploy.checkpoint_rescale``). An arrival merge
+    holds nothing."""
     if op.params.ordering == "dynamic":
         return {"slots": ["seq_merge"]}
     if op.params.ordering == "static":
         return {"slots": ["block_merge"], "block": op.params.block}
+    if op.params.ordering == ARRIVAL:
+        return {"slots": []}  # it holds nothing: each batch leaves in the call that brings it
     return f"a {op.params.ordering} merge's place in its channels' order is not moved to another width yet"
 
 

@@ -174,13 +174,22 @@ def generator(op: Operator) -> SymbolRef | None:
 def rescale(op: Operator) -> dict[str, Any] | str:
     """A splittable source's copies checkpoint the records each read of its own splits
     (``c, c + k, ...``): from width 1, where the records read are a prefix ``[0, n)``, each
-    new copy's position is how many of its splits' records lie below ``n`` (it reads them
-    again and passes none on), and a static merge starts at split ``n // split``'s channel
+    new copy's position is how many of its splits' records lie below ``n`` (passed over
+    unread at the resume), and a static merge starts at split ``n // split``'s channel
     (``deploy.checkpoint_rescale``). A partitioned broker source's copies keep their own
-    stream keys' entry IDs, which are not moved to another width."""
+    stream keys' entry IDs: from width 1, where one reader holds every key's, copy ``c``
+    of ``k`` takes those of its keys ``c, c + k, ...``. A ``count=`` limit counts per
+    reader, so such a source keeps its width."""
     if op.params.split:
         return {"position": "splits", "size": op.params.split}
-    return "a partitioned source's positions are its own stream keys' entry IDs, not moved to another width yet"
+    p = op.params
+    found = connector_partitioning(p.generator.module, p.generator.qualname, p.args)
+    if found is None:
+        return "a source that is neither splittable nor partitioned is not replicated"
+    if dict(p.args).get("count") is not None:
+        return ("a partitioned source with count= reads that many records per channel, so its records read do not "
+                "move to another width")
+    return {"position": "keys", "keys": list(found[0])}
 
 
 KIND = Kind("source", declare, derive_declared, lower, "ops/source.py.j2", declares_outputs=True,

@@ -206,3 +206,39 @@ def test_a_counting_sink_in_the_region_moves_its_count_and_other_widths_of_a_sou
                                              "splits c, c\\+2, .*only a width-1 run's are.* keep the region's "
                                              "width 2"):
         _splits("count", 2, 1)
+
+
+def _arrival(stateful: bool):
+    from spadeopt import App, count_window
+    from spadeopt.connectors import redis_source
+
+    a = App("arr")
+    o = a.source("o", "k:str, v:int", connector=redis_source([f"s:{i}" for i in range(5)], until="end",
+                                                             partitioned_by=["k"]))
+    f = a.functor("f", o, output={"k": "k", "w:int": "v * 2"})
+    if stateful:
+        f = a.aggregate("cnt", f, window=count_window(2), by=["k"], output={"k": "k", "n": "count()"})
+    a.sink("out", f)
+    a.parallel("o", "f", *(["cnt"] if stateful else []), width=2, name="live")
+    g = a.build()
+
+    def plan(w):
+        return dataclasses.replace(plan_for(g, "none", widths={"live": w}), checkpoints=True)
+
+    old, new = (sorted(op.name for op in physical_graph(g, plan(w).regions).operators) for w in (1, 2))
+    return rescale_plan(old, new, rescale_facts(g, plan(2)))
+
+
+def test_a_partitioned_source_widened_from_one_gives_each_copy_its_own_keys_entry_ids():
+    ids = {f"s:{i}": f"{100 + i}-0" for i in range(5)}
+    state = {"ids": ids, "read": 40, "end": {k: "900-0" for k in ids}}
+    flat = {"ops": {}, "sources": {"o": state}, "sinks": {}, "commits": {}}
+    rescale_entries(flat, _arrival(False))
+    assert flat["sources"] == {
+        "o__0": {"ids": {k: ids[k] for k in ("s:0", "s:2", "s:4")}, "read": 0, "end": dict.fromkeys(("s:0", "s:2", "s:4"), "900-0")},
+        "o__1": {"ids": {k: ids[k] for k in ("s:1", "s:3")}, "read": 0, "end": dict.fromkeys(("s:1", "s:3"), "900-0")}}
+    assert "live__merge" not in flat["ops"]  # the arrival merge holds nothing
+    flat = {"ops": {"cnt": [{"a": [1, ("a", 2)]}, [None]]}, "sources": {"o": state}, "sinks": {}, "commits": {}}
+    with pytest.raises(RescaleRefused, match="operator 'cnt' of region 'live': only a keyed window's copy in a "
+                                             "dynamic region keeps its state per key; keep the region's width 1"):
+        rescale_entries(flat, _arrival(True))
