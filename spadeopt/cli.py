@@ -354,8 +354,8 @@ def _run_parser(sub) -> None:
                    "operators whose declared state kind might be wrong")
     checkpoint_args(r)
     r.add_argument("--adaptive", action="store_true", help="start under FALL, instrumented; after --adapt-after "
-                   "seconds re-plan with FATM from what was measured and switch once at a checkpoint (sinks as a "
-                   "run that never switched; bounded sources, one node)")
+                   "seconds (with a live source: once its lag keeps growing) re-plan with FATM from what was "
+                   "measured and switch once at a checkpoint (sinks as a run that never switched; one node)")
     r.add_argument("--adapt-after", type=float, metavar="S", help="with --adaptive: seconds of measurement "
                    "before the switch (default 5; the switch waits for the next checkpoint after them)")
     r.add_argument("--calibration", type=Path, help="with --adaptive: the calibration FATM plans with "

@@ -68,9 +68,11 @@ class _Server(ThreadingHTTPServer):
 class LiveServer:
     """A daemon-thread HTTP server; ``url`` is where it listens, ``close()`` stops it."""
 
-    def __init__(self, httpd: ThreadingHTTPServer, host: str, token: str | None) -> None:
+    def __init__(self, httpd: ThreadingHTTPServer, host: str, token: str | None,
+                 state: Callable[[], dict] | None = None) -> None:
         self._httpd = httpd
         self.token = token
+        self.state = state  # the job state it serves (``run --adaptive`` watches the sources' lag in it)
         port = httpd.server_address[1]
         shown = f"[{host}]" if ":" in host else host
         self.url = f"http://{shown}:{port}/"
@@ -107,7 +109,7 @@ def serve(state: Callable[[], dict], plan: dict, *, host: str = "127.0.0.1", por
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     server_class = type("Server", (_Server,), {"address_family": family})
     httpd = server_class((host.strip("[]"), port), handler)
-    return LiveServer(httpd, host, token)
+    return LiveServer(httpd, host, token, state)
 
 
 def _finite(value: Any) -> Any:

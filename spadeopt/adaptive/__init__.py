@@ -12,6 +12,14 @@ checkpoint (``deploy.checkpointed_run``: state regrouped by operator, 066, keyed
 regions moved to other widths, 068). A width change the checkpoint cannot make is
 answered by FATM's plan with every region at the width phase 1 ran (1), then by FALL.
 One switch per run; the explanation is ``Switch.to_json``.
+
+A run with a live source (a broker stream, no end of its own) switches when its feed
+outgrows phase 1's plan, not at the end of the window: after ``adapt_after`` seconds the
+driver watches the sources' lag in the live metrics and stops at the next checkpoint
+once it keeps growing (``adaptive.lag.LagWatch``). A feed that phase 1 keeps up with is
+never re-planned; the run ends (``--duration``, Ctrl-C) under phase 1's plan. With
+``--duration`` the run ends its sources that long after phase 1 started, phase 2
+taking what is left (record 071).
 """
 
 from __future__ import annotations
@@ -73,12 +81,13 @@ class Switch:
     predicted: dict[str, Any] = field(default_factory=dict)  # FATM's model: fall, chosen, gain
     refused: list[str] = field(default_factory=list)  # plans the checkpoint could not resume
     pause_s: float | None = None  # stopping checkpoint completed -> every new PE running
+    trigger: dict[str, Any] | None = None  # a live feed's lag growth that stopped phase 1 (None: the window)
     profile: str | None = None
     timings: dict[str, float] = field(default_factory=dict)  # refine_s, plan_s: parts of the pause
 
     def to_json(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in ("switched", "reason", "checkpoint", "measured_s", "before", "after",
-                                              "predicted", "refused", "pause_s", "profile", "timings")}
+                                              "predicted", "refused", "pause_s", "profile", "timings", "trigger")}
 
 
 def options_from(app_ref: str, fusion: str | None, widths, resume, adapt_after, interval, directory, keep: int,
@@ -113,7 +122,10 @@ def run_adaptive(app_ref: str, params: Mapping[str, str] | None, *, nodes: int, 
     if nodes != 1:
         raise UsageError(f"--adaptive runs on one node today (--nodes {nodes} given): drop --nodes")
     graph, ref = api.load_graph(app_ref, params)
-    _refuse_unbounded(graph)
+    live = _live_sources(graph)
+    if live and options.metrics_port is None:
+        raise UsageError(f"--adaptive watches the lag of live source(s) {', '.join(live)} in the run's live metrics: "
+                         f"drop --no-metrics")
     if adapt.checkpoint_dir is not None and Path(adapt.checkpoint_dir).exists() \
             and any(Path(adapt.checkpoint_dir).iterdir()):
         raise UsageError(f"--checkpoint-dir {adapt.checkpoint_dir} is not empty: --adaptive starts afresh; choose "
@@ -138,19 +150,23 @@ def run_adaptive(app_ref: str, params: Mapping[str, str] | None, *, nodes: int, 
     sw.timings["warm_up_s"] = round(warm_up(*session, conf=options.conf), 3)
     options.say(f"adaptive: phase 1 runs '{graph.name}' under FALL, instrumented, checkpoints every "
                 f"{adapt.interval:g} s; it re-plans after {adapt.adapt_after:g} s at the next checkpoint")
-    result, stop = _measure(build1, plan, store, adapt, options, run_dir, work / "phase1-out")
+    t_start = time.time()
+    result, stop = _measure(build1, plan, store, adapt, options, run_dir, work / "phase1-out", bool(live))
     sw.before = _phase(result, build1)
     if stop is None:
-        sw.reason = ("the sources ended before the measurement window and a checkpoint after it: "
-                     "no switch, the run is phase 1's")
+        sw.reason = ("the live sources' lag never kept growing (phase 1's plan kept up with the feed): no switch, "
+                     "the run is phase 1's" if live else "the sources ended before the measurement window and a "
+                     "checkpoint after it: no switch, the run is phase 1's")
         options.say(f"adaptive: {sw.reason}")
         _finish_unswitched(store, work / "phase1-out", options.out)
         if options.out is not None:
             _mark_sinks(options.out, result)
         return result, sw
-    sw.checkpoint, sw.measured_s = stop["checkpoint"], stop["measured_s"]
+    sw.checkpoint, sw.measured_s, sw.trigger = stop["checkpoint"], stop["measured_s"], stop.get("lag")
     _write_manifest(graph, plan, run_dir, result, adapt)
     build2 = _replan(app_ref, ref, params, graph, run_dir, work, store, adapt, options, nodes, cores, sw, session)
+    if options.duration is not None:  # the run's sources end --duration after phase 1 started
+        options = options.replace(duration=max(1.0, options.duration - (time.time() - t_start)))
     final = _resume(build2, store, adapt, options, sw, stop["t_checkpoint"])
     if options.out is not None:
         _mark_sinks(options.out, final)
@@ -165,25 +181,23 @@ def _refuse_options(options: RunOptions) -> None:
     if options.insecure_links:
         raise UsageError("--adaptive switches at a checkpoint, and checkpoints need authenticated links: "
                          "drop --insecure-links")
-    if options.duration is not None:
-        raise UsageError("--adaptive is for bounded sources: --duration is not supported with it yet")
 
 
-def _refuse_unbounded(graph) -> None:
-    """Live sources without an end are not re-planned yet (no step detection, record 069)."""
-    from spadeopt.connectors.declared import is_unbounded
+def _live_sources(graph) -> list[str]:
+    """The app's live sources (broker streams): their lag says when the feed outgrows the plan."""
+    from spadeopt.connectors.declared import is_live
     from spadeopt.deploy.preflight import connectors
 
-    live = [op for op, factory, args in connectors(graph) if is_unbounded(*factory.split(":", 1), args)]
-    if live:
-        raise UsageError(f"--adaptive is for bounded sources today: {', '.join(live)} is a live source with no end "
-                         f"of its own (no step detection on live data yet): run it without --adaptive")
+    return [op for op, factory, _ in connectors(graph)
+            if graph.op(op).kind == "source" and is_live(*factory.split(":", 1))]
 
 
 def _measure(build, plan, store, adapt: AdaptOptions, options: RunOptions, run_dir: Path,
-             scratch: Path) -> tuple[RunResult, dict[str, Any] | None]:
-    """Run phase 1; stop its sources at the first checkpoint completed after the window.
-    The run's result, and the stop (checkpoint id, times) or None when the run ended first."""
+             scratch: Path, live: bool = False) -> tuple[RunResult, dict[str, Any] | None]:
+    """Run phase 1; stop its sources at the first checkpoint completed after the window
+    (with a live source: after the window, once its lag keeps growing, ``_LagTrigger``).
+    The run's result, and the stop (checkpoint id, times, the lag's growth) or None when
+    the run ended first."""
     from spadeopt.deploy.checkpoint_coordinator import Coordinator
     from spadeopt.deploy.launcher import request_stop
     from spadeopt.deploy.masters import is_local
@@ -194,24 +208,28 @@ def _measure(build, plan, store, adapt: AdaptOptions, options: RunOptions, run_d
     t0 = time.time()
     stop: dict[str, Any] = {}
     done = threading.Event()
+    trigger = _LagTrigger(options) if live else None
+    run_options = options.replace(out=scratch, on_live=trigger.on_live) if trigger else options.replace(out=scratch)
 
     def watch() -> None:
         seen = 0
         while not done.wait(0.02):
             running = coord.t_running  # the window starts when every PE runs (not at Spark's start)
-            if not running or time.time() - running < adapt.adapt_after:
+            if not running or time.time() - running < adapt.adapt_after or (trigger and not trigger.fired()):
                 seen = len(coord.completed)
                 continue
             if len(coord.completed) > seen:  # a checkpoint completed after the window: stop at it
                 stop.update(checkpoint=coord.completed[-1], t_checkpoint=coord.t_last,
                             measured_s=round(time.time() - running, 3))
+                if trigger:
+                    stop["lag"] = trigger.said
                 request_stop(build.directory / "progress")
                 return
 
     threading.Thread(target=watch, daemon=True, name="adaptive-watch").start()
     sampling = Sampling(adapt.sample_rate, 5000, 0, str(run_dir.resolve()))
     try:
-        result = run_build(build.directory, options.replace(out=scratch), sampling=sampling,
+        result = run_build(build.directory, run_options, sampling=sampling,
                            settings=SettingsChange(checkpoint=coord.channel()))
     finally:
         done.set()
@@ -222,6 +240,38 @@ def _measure(build, plan, store, adapt: AdaptOptions, options: RunOptions, run_d
     # one more may have completed before the sources saw the stop: the resume takes the newest
     stop.update(checkpoint=coord.completed[-1], t_checkpoint=coord.t_last, started=t0, finished=time.time())
     return result, stop
+
+
+class _LagTrigger:
+    """Phase 1's live sources' lag, from the run's live metrics (their server is handed to
+    ``on_live``), sampled at most twice a second by the watch thread; ``fired()`` once
+    ``LagWatch`` says it keeps growing (then it stays fired; ``said`` tells how)."""
+
+    def __init__(self, options: RunOptions) -> None:
+        from spadeopt.adaptive.lag import LagWatch
+
+        self._user = options.on_live
+        self._server: Any = None
+        self._watch = LagWatch()
+        self._last = 0.0
+        self.said: dict[str, Any] | None = None
+
+    def on_live(self, server: Any) -> None:
+        self._server = server
+        if self._user is not None:
+            self._user(server)
+
+    def fired(self) -> bool:
+        now = time.time()
+        if self.said is not None or self._server is None or now - self._last < 0.5:
+            return self.said is not None
+        self._last = now
+        rows = self._server.state()["sources"]
+        lags = [r["lag"] for r in rows if r.get("live") and isinstance(r.get("lag"), int)]
+        if lags and self._watch.add(now, sum(lags)):
+            grew, lag, over = self._watch.growth()
+            self.said = {"grew_by": int(grew), "lag": lag, "over_s": round(over, 3), "at": now}
+        return self.said is not None
 
 
 def _finish_unswitched(store, scratch: Path, out: Path | None) -> None:
@@ -378,6 +428,8 @@ def switch_lines(sw: Switch) -> list[str]:
     return [
         f"adaptive switch at checkpoint {sw.checkpoint} after {sw.measured_s:.1f} s of phase 1 "
         f"({b['strategy']}, {b['pes']} PE(s), instrumented) measured {_r(b['steady_rate'])} tuples/s, busy {busy}",
+        *([f"  trigger: the live sources' lag grew by {sw.trigger['grew_by']:,} entries in "
+           f"{sw.trigger['over_s']:.1f} s (to {sw.trigger['lag']:,}): the feed outgrew the plan"] if sw.trigger else []),
         f"  decision: {sw.reason}",
         *(f"  refused: {r}" for r in sw.refused),
         f"  phase 2 ({a['strategy']}, {a['pes']} PE(s) {_pes(a['plan'])}, widths {a['widths'] or 'all 1'}) "

@@ -1,0 +1,53 @@
+"""When a live feed outgrows the running plan: the sources' lag keeps growing.
+
+A live source's lag is how many entries its feed holds beyond what it read (a Redis
+stream's length past the source's position, ``connectors.redis_streams``); each PE reads
+it about once a second and the driver's live metrics carry it (``deploy.live_state``'s
+``sources``). A plan that keeps up holds the lag near a batch or two whatever the rate;
+a plan that does not sees it climb, second after second, while its sources are
+backpressured or its busiest PE saturated. ``LagWatch`` says when: over the last
+``window`` seconds of samples, the newest lag is the window's highest and at least
+``min_growth`` entries above its oldest. One noisy second cannot trip it (the newest
+must top the whole window); a backlog that drains cannot (the newest would not be the
+highest); a feed that has stopped cannot (the lag stops climbing).
+
+>>> w = LagWatch(window=3.0, min_growth=100)
+>>> [w.add(t, lag) for t, lag in [(0, 5), (1, 8), (2, 4), (3, 6), (4, 60), (5, 130), (6, 260)]]
+[False, False, False, False, False, True, True]
+>>> w.growth()
+(254.0, 260, 3.0)
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+WINDOW_S = 4.0  # s of lag samples the rule looks at (a PE reads its sources' lag once a second)
+MIN_GROWTH = 500  # entries the lag must climb over the window (a few batches: more than a batch's jitter)
+
+
+class LagWatch:
+    """The lag-growth rule of the module doc, fed one ``(time, lag)`` sample at a time."""
+
+    def __init__(self, window: float = WINDOW_S, min_growth: int = MIN_GROWTH) -> None:
+        self.window, self.min_growth = window, min_growth
+        self.samples: deque[tuple[float, int]] = deque()
+
+    def add(self, t: float, lag: int) -> bool:
+        """Take a sample; True when the lag grew over the last window (the rule above)."""
+        self.samples.append((t, lag))
+        while len(self.samples) > 2 and self.samples[1][0] <= t - self.window:
+            self.samples.popleft()  # keep one sample at or before the window's start
+        return self.growing()
+
+    def growing(self) -> bool:
+        if len(self.samples) < 2:
+            return False
+        (t0, first), (t1, last) = self.samples[0], self.samples[-1]
+        return t1 - t0 >= self.window and last >= max(lag for _, lag in self.samples) \
+            and last - first >= self.min_growth
+
+    def growth(self) -> tuple[float, int, float]:
+        """``(newest lag - oldest lag, newest lag, seconds between them)`` of the window."""
+        (t0, first), (t1, last) = self.samples[0], self.samples[-1]
+        return float(last - first), last, float(t1 - t0)

@@ -1,0 +1,63 @@
+"""``spadeopt run APP --adaptive`` on a live feed that steps (issue 39's first check).
+
+A Redis feed runs at a rate one PE handles, then steps to one it cannot. Phase 1 (the
+app's FALL plan, the region at width 1) keeps up at first: its lag stays flat, so no
+switch. After the step its lag climbs; the driver sees it in the live metrics
+(``adaptive.lag.LagWatch``), stops at the next checkpoint, re-plans with FATM and resumes
+with the region wider, each channel's source copy after its own stream keys' entry IDs
+(record 068). The run must switch after the step, not before, and read every entry: per
+key, its sink holds exactly the rows of a static run over the same entries, in order.
+Real broker, real Spark in local mode, real PEs.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+
+from tests.apps.stepfeed import feed
+from tests.connectors.conftest import broker, keyspace, redis_client  # noqa: F401 - fixtures
+from tests.cli.clitools import cli
+from tests.rows import by_key
+
+APP = "tests/apps/stepfeed.py"
+LOW, LOW_S, HIGH, HIGH_S = 150, 10.0, 1500, 12.0  # records/s and seconds of each step
+SPIN_US = 1000  # CPU per record: one PE handles under 1,000 a second, two (after the switch) under 2,000
+
+
+@pytest.mark.spark
+def test_a_feed_that_steps_is_replanned_after_the_step_with_every_answer(redis_client, keyspace, tmp_path):
+    params = ["-p", f"prefix={keyspace}", "-p", f"spin_us={SPIN_US}"]
+    steps: dict[str, float] = {}
+    up = tmp_path / "work" / "phase1" / "build" / "progress"
+
+    def feeder() -> None:  # LOW until phase 1 runs and LOW_S more (past --adapt-after), then HIGH
+        n, give_up = 0, time.time() + 120
+        while not any(up.glob("pe*.json")) and time.time() < give_up:
+            n = feed(redis_client, keyspace, n, LOW // 5, LOW)
+        n = feed(redis_client, keyspace, n, int(LOW * LOW_S), LOW)
+        steps["t_step"] = time.time()
+        steps["total"] = feed(redis_client, keyspace, n, int(HIGH * HIGH_S), HIGH)
+
+    th = threading.Thread(target=feeder, daemon=True)
+    th.start()
+    got = cli("run", APP, "--adaptive", "--adapt-after", "2", "--checkpoint-interval", "0.5", "--duration", "50",
+              *params, "--out", tmp_path / "out", "--json", tmp_path / "r.json", "--build-dir", tmp_path / "work")
+    th.join(timeout=60)
+    assert got.returncode == 0, got.stderr
+    total = steps["total"]
+    sw = json.loads((tmp_path / "r.json").read_text())["adaptive"]
+    assert sw["switched"] and sw["trigger"], (sw, got.stdout[-3000:])
+    assert sw["trigger"]["at"] > steps["t_step"], (sw["trigger"], steps)  # not while phase 1 kept up
+    assert sw["trigger"]["grew_by"] >= 500 and sw["after"]["widths"].get("live", 1) > 1, sw
+    assert "trigger: the live sources' lag grew by" in got.stdout
+    ref = cli("run", APP, "--fusion", "all", *params, "-p", "bounded=1", "--out", tmp_path / "ref",
+              "--build-dir", tmp_path / "rb")
+    assert ref.returncode == 0, ref.stderr
+    rows = [json.loads(line) for line in (tmp_path / "out" / "out.jsonl").read_text().splitlines()]
+    want = [json.loads(line) for line in (tmp_path / "ref" / "out.jsonl").read_text().splitlines()]
+    assert len(want) == total and len(rows) == total, (len(rows), len(want), total)
+    assert by_key(rows, "k") == by_key(want, "k")
