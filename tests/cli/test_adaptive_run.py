@@ -94,10 +94,11 @@ def test_bad_adaptive_options_exit_2_before_anything_is_written(tmp_path, args, 
     assert not (tmp_path / "out").exists()
 
 
-def test_a_live_source_without_an_end_is_refused_before_anything_is_written(tmp_path):
-    got = cli("run", "tests/apps/tcp_relay.py", "--adaptive", "--out", tmp_path / "out")
-    assert got.returncode == 2 and "is a live source with no end" in got.stderr, got.stderr
-    assert not (tmp_path / "out").exists()
+def test_a_live_source_without_live_metrics_is_refused_before_anything_is_written(tmp_path):
+    """The switch of a live run waits for its lag to grow, read in the live metrics (record 071)."""
+    got = cli("run", "tests/apps/tcp_relay.py", "--adaptive", "--no-metrics", "--out", tmp_path / "out")
+    assert got.returncode == 2 and "watches the lag of live source(s)" in got.stderr, got.stderr
+    assert "drop --no-metrics" in got.stderr and not (tmp_path / "out").exists()
 
 
 def test_a_plan_with_a_pe_holding_a_source_and_input_links_is_resumed(tmp_path):
