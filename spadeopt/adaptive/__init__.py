@@ -158,7 +158,7 @@ def run_adaptive(app_ref: str, params: Mapping[str, str] | None, *, nodes: int, 
                      "the run is phase 1's" if live else "the sources ended before the measurement window and a "
                      "checkpoint after it: no switch, the run is phase 1's")
         options.say(f"adaptive: {sw.reason}")
-        _finish_unswitched(store, work / "phase1-out", options.out)
+        _finish_unswitched(work / "phase1-out", options.out)
         if options.out is not None:
             _mark_sinks(options.out, result)
         return result, sw
@@ -194,27 +194,28 @@ def _live_sources(graph) -> list[str]:
 
 def _measure(build, plan, store, adapt: AdaptOptions, options: RunOptions, run_dir: Path,
              scratch: Path, live: bool = False) -> tuple[RunResult, dict[str, Any] | None]:
-    """Run phase 1; stop its sources at the first checkpoint completed after the window
-    (with a live source: after the window, once its lag keeps growing, ``_LagTrigger``).
-    The run's result, and the stop (checkpoint id, times, the lag's growth) or None when
-    the run ended first."""
-    from spadeopt.deploy.checkpoint_coordinator import Coordinator
+    """Run phase 1 as a checkpointed run (a failed PE restarts from the last checkpoint,
+    ``--restart-attempts``); stop its sources at the first checkpoint completed after the
+    window (with a live source: after the window, once its lag keeps growing,
+    ``_LagTrigger``). The run's result, and the stop (checkpoint id, times, the lag's
+    growth) or None when the run ended first (its sinks then complete in ``scratch``)."""
+    from spadeopt.deploy import checkpointed_run
     from spadeopt.deploy.launcher import request_stop
-    from spadeopt.deploy.masters import is_local
     from spadeopt.plan.deployment import Sampling
 
-    coord = Coordinator(store, build.deploy, adapt.interval, None, local=is_local(options.master or
-                                                                                  build.deploy.spark.master))
     t0 = time.time()
     stop: dict[str, Any] = {}
     done = threading.Event()
+    attempts: list = []  # the run's Recovery (its coord: the current attempt's coordinator)
     trigger = _LagTrigger(options) if live else None
     run_options = options.replace(out=scratch, on_live=trigger.on_live) if trigger else options.replace(out=scratch)
 
-    def watch() -> None:
-        seen = 0
+    def watch(rec) -> None:
+        seen, coord = 0, None
         while not done.wait(0.02):
-            running = coord.t_running  # the window starts when every PE runs (not at Spark's start)
+            if rec.coord is not coord:  # a restart: the new attempt's coordinator
+                seen, coord = 0, rec.coord
+            running = rec.first.t_running  # the window starts when every PE runs (not at Spark's start)
             if not running or time.time() - running < adapt.adapt_after or (trigger and not trigger.fired()):
                 seen = len(coord.completed)
                 continue
@@ -226,19 +227,23 @@ def _measure(build, plan, store, adapt: AdaptOptions, options: RunOptions, run_d
                 request_stop(build.directory / "progress")
                 return
 
-    threading.Thread(target=watch, daemon=True, name="adaptive-watch").start()
+    def on_start(rec) -> None:
+        attempts.append(rec)
+        threading.Thread(target=watch, args=(rec,), daemon=True, name="adaptive-watch").start()
+
+    ck = checkpointed_run.CheckpointOptions(adapt.interval, store.root, adapt.keep, adapt.restart_attempts)
     sampling = Sampling(adapt.sample_rate, 5000, 0, str(run_dir.resolve()))
     try:
-        result = run_build(build.directory, run_options, sampling=sampling,
-                           settings=SettingsChange(checkpoint=coord.channel()))
+        result = checkpointed_run.run(build.directory, run_options, ck, sampling=sampling, on_start=on_start)
     finally:
         done.set()
-        coord.close()
     if not stop:
-        store.commit_sinks(coord.finish())
         return result, None
     # one more may have completed before the sources saw the stop: the resume takes the newest
-    stop.update(checkpoint=coord.completed[-1], t_checkpoint=coord.t_last, started=t0, finished=time.time())
+    coord = attempts[0].coord
+    if coord.completed:
+        stop.update(checkpoint=coord.completed[-1], t_checkpoint=coord.t_last)
+    stop.update(started=t0, finished=time.time())
     return result, stop
 
 
@@ -274,16 +279,14 @@ class _LagTrigger:
         return self.said is not None
 
 
-def _finish_unswitched(store, scratch: Path, out: Path | None) -> None:
-    """Phase 1 ran to its end: its sinks are the run's (committed lines, then its tail)."""
-    from spadeopt.deploy.checkpoint_store import finish_sinks
-
+def _finish_unswitched(scratch: Path, out: Path | None) -> None:
+    """Phase 1 ran to its end: its sinks (completed in ``scratch`` by the checkpointed
+    run: committed lines, then its tail) are the run's."""
     if out is None:
         return
     Path(out).mkdir(parents=True, exist_ok=True)
     for p in sorted(scratch.glob("*.jsonl")):
         shutil.move(str(p), str(Path(out) / p.name))
-    finish_sinks(store, Path(out), {})
 
 
 def _phase(result: RunResult, build) -> dict[str, Any]:
@@ -297,7 +300,8 @@ def _phase(result: RunResult, build) -> dict[str, Any]:
             "widths": {r.name: r.width for r in build.plan.regions if r.width > 1},
             "instrumented": bool(getattr(deploy, "instrumented", False)),
             "rate": result.throughput, "steady_rate": result.steady_throughput, "tuples": result.tuples,
-            "wall_s": result.wall_s, "busy": busy}
+            "wall_s": result.wall_s, "busy": busy,
+            "restarts": [r["cause"] for r in (result.checkpoints or {}).get("restarts", [])]}
 
 
 def _write_manifest(graph, plan, run_dir: Path, result: RunResult, adapt: AdaptOptions) -> None:

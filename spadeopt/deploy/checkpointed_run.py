@@ -117,9 +117,13 @@ class CheckpointReport:
                 "mean_checkpoint_s": self.mean_checkpoint_s, "running_at": self.running_at}
 
 
-def run(build_dir: Path, options: Any, ck: CheckpointOptions) -> Any:
+def run(build_dir: Path, options: Any, ck: CheckpointOptions, *, sampling: Any = None,
+        on_start: Any = None) -> Any:
     """Run a checkpointing build (``deploy.launcher.run_build``) with recovery; returns
-    its ``RunResult`` with ``checkpoints`` (a ``CheckpointReport``) set."""
+    its ``RunResult`` with ``checkpoints`` (a ``CheckpointReport``) set. ``sampling``: an
+    instrumented build's (``run_build``'s); ``on_start(recovery)`` is called before the
+    first attempt (``run --adaptive`` watches ``recovery.coord``, the current attempt's
+    coordinator, to stop at a checkpoint)."""
     from spadeopt.deploy.launcher import run_build
     from spadeopt.deploy.masters import is_local
     from spadeopt.errors import RunError
@@ -159,10 +163,13 @@ def run(build_dir: Path, options: Any, ck: CheckpointOptions) -> Any:
     master = options.master or deploy.spark.master
     rec = Recovery(store, deploy, ck, report, options.say, restore, local=is_local(master), facts=facts)
     options = options.replace(live_extras=rec.live)  # the live metrics' checkpoint panel
+    if on_start is not None:
+        on_start(rec)
     while True:
         try:
             report.stages += 1
-            result = run_build(build_dir, options, settings=SettingsChange(checkpoint=rec.coord.channel()),
+            result = run_build(build_dir, options, sampling=sampling,
+                               settings=SettingsChange(checkpoint=rec.coord.channel()),
                                restart_in_place=rec.in_place if ck.restart_attempts else None)
         except RunError as exc:
             if rec.restart(exc, time.time(), NEW_STAGE) is None:
