@@ -355,7 +355,7 @@ def _run_parser(sub) -> None:
     checkpoint_args(r)
     r.add_argument("--adaptive", action="store_true", help="start under FALL, instrumented; after --adapt-after "
                    "seconds (with a live source: once its lag keeps growing) re-plan with FATM from what was "
-                   "measured and switch once at a checkpoint (sinks as a run that never switched; one node)")
+                   "measured and switch once at a checkpoint (sinks as a run that never switched)")
     r.add_argument("--adapt-after", type=float, metavar="S", help="with --adaptive: seconds of measurement "
                    "before the switch (default 5; the switch waits for the next checkpoint after them)")
     r.add_argument("--calibration", type=Path, help="with --adaptive: the calibration FATM plans with "

@@ -119,8 +119,6 @@ def run_adaptive(app_ref: str, params: Mapping[str, str] | None, *, nodes: int, 
     from spadeopt.output_paths import claim_dir
 
     _refuse_options(options)
-    if nodes != 1:
-        raise UsageError(f"--adaptive runs on one node today (--nodes {nodes} given): drop --nodes")
     graph, ref = api.load_graph(app_ref, params)
     live = _live_sources(graph)
     if live and options.metrics_port is None:

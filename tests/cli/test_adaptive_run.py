@@ -80,6 +80,26 @@ def test_an_adaptive_run_widens_a_region_led_by_a_splittable_source_with_a_plain
     assert sw["predicted"]["chosen"] == "fatm" and sw["after"]["widths"] == {"reg": 2}, sw
 
 
+@pytest.mark.spark
+def test_an_adaptive_run_switches_onto_two_nodes_of_a_local_cluster(tmp_path):
+    """Phase 1 (FALL: one PE) on a 2-executor local-cluster; FATM for 2 nodes x 1 core puts
+    a channel on each node, and phase 2 resumes across them with a plain run's answer.
+    (local-cluster: two executor JVMs on this machine; the build, the state and the sinks
+    travel through Spark and the driver's sockets, as on a standalone cluster.)"""
+    app = "tests/apps/splits.py"
+    params = ["-p", "case=static", "-p", "tuples=100000", "-p", "spin_us=300", "-p", "width=2"]
+    ref = cli("run", app, "--fusion", "all", *params, "--out", tmp_path / "ref", "--build-dir", tmp_path / "rb")
+    assert ref.returncode == 0, ref.stderr
+    got = cli("run", app, "--adaptive", "--adapt-after", "1", "--checkpoint-interval", "0.5", *params,
+              "--nodes", "2", "--cores", "1", "--master", "local-cluster[2,1,1024]",
+              "--out", tmp_path / "out", "--json", tmp_path / "r.json", "--build-dir", tmp_path / "work")
+    assert got.returncode == 0, got.stderr
+    assert (tmp_path / "out" / "sink.jsonl").read_bytes() == (tmp_path / "ref" / "sink.jsonl").read_bytes()
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert doc["adaptive"]["switched"] and doc["adaptive"]["after"]["widths"] == {"reg": 2}, doc["adaptive"]
+    assert {p["node"] for p in doc["per_pe"]} == {0, 1}, doc["per_pe"]
+
+
 @pytest.mark.parametrize("args,said", [
     (["--adaptive", "--adapt-after", "-1"], "--adapt-after must be a number of seconds >= 0"),
     (["--adapt-after", "3"], "add --adaptive"),
