@@ -6,6 +6,8 @@ order; ``keys`` keys round robin) pass through ``work``, a functor calling the o
 on the loaded 2-core development VM), into ``win``, a tumbling event-time window of ``window``
 ms per key (mean and count), written to a file sink. ``work`` and ``win`` are declared
 one parallel region ``keyed`` (hash of ``key``; FMAN runs it at ``width``, FATM chooses).
+``hot`` percent of the readings go to key 0 (a skewed key: its channel gets that share
+of the region's work at any width).
 """
 
 from __future__ import annotations
@@ -13,10 +15,11 @@ from __future__ import annotations
 from spadeopt import App, app, time_window
 
 
-def readings(n: int, keys: int):
-    """``(key, ts, value)``: cheap and deterministic, so the source is not the bottleneck."""
+def readings(n: int, keys: int, hot: int = 0):
+    """``(key, ts, value)``: cheap and deterministic, so the source is not the bottleneck.
+    ``hot`` percent of the readings (spread evenly) are key 0's: a skewed key."""
     for i in range(n):
-        yield (i % keys, i, float(i * 7919 % 1000))
+        yield (0 if hot and i * 37 % 100 < hot else i % keys, i, float(i * 7919 % 1000))
 
 
 def spin(value: float, work: int) -> float:
@@ -28,10 +31,10 @@ def spin(value: float, work: int) -> float:
 
 @app
 def keyed_window(tuples: int = 300_000, keys: int = 50, work: int = 600, window: int = 10_000,
-                 width: int = 2) -> App:
+                 width: int = 2, hot: int = 0) -> App:
     a = App("keyed_window")
     src = a.source("readings", "key:int, ts:int, value:float", generator=readings,
-                   args={"n": tuples, "keys": keys})
+                   args={"n": tuples, "keys": keys, **({"hot": hot} if hot else {})})
     w = a.functor("work", src, output={"key": "key", "ts": "ts", "value:float": f"spin(value, {work})"},
                   functions=[spin])
     win = a.aggregate("win", w, window=time_window("ts", window), by=["key"],

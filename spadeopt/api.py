@@ -487,7 +487,9 @@ def operator_profile(prof):
     return OperatorProfile(prof.app, prof.graph_fingerprint, prof.load, prof.link_tuples(), prof.source_rate,
                            one_pe_run=one_pe, production_fall_rate=fall_rate,
                            production_fall_cpu_s=max(0.0, float(cpu_per_tuple)),
-                           profiled_busy=float(busy) if isinstance(busy, int | float) and busy > 0 else 0.0)
+                           profiled_busy=float(busy) if isinstance(busy, int | float) and busy > 0 else 0.0,
+                           keys={port.split(".", 1)[0]: (dict(k.top), k.other)
+                                 for port, k in sorted(getattr(prof, "keys", {}).items())})
 
 
 def perf_model(calibration: Path, scale: float = 1.0):

@@ -69,5 +69,33 @@ def key_channel(values: tuple, types: tuple[str, ...], width: int) -> int:
     >>> key_channel((7, "a"), ("int", "str"), 4) == hash((7, 3904355907)) % 4
     True
     """
+    return key_hash(values, types) % width
+
+
+def key_hash(values: tuple, types: tuple[str, ...]) -> int:
+    """The hash a dynamic region's split takes of a key (``key_channel`` is it mod the width).
+
+    >>> key_hash(("k3",), ("str",)) % 3 == key_channel(("k3",), ("str",), 3)
+    True
+    """
     parts = [KEY_HASHES[t][1](v) if t in KEY_HASHES else v for v, t in zip(values, types, strict=True)]
-    return (parts[0] if len(parts) == 1 else hash(tuple(parts))) % width
+    return parts[0] if len(parts) == 1 else hash(tuple(parts))
+
+
+def channel_shares(top: dict[int, int], other: int, width: int) -> list[float]:
+    """Each of ``width`` channels' share of a keyed stream, from sampled key hashes: ``top``
+    the hottest hashes' counts (each goes to channel ``hash % width``, as the split routes
+    it), ``other`` the sampled tuples of every other key (spread evenly: many keys, none
+    hot). All zeros when nothing was sampled.
+
+    >>> channel_shares({7: 60, 8: 20}, 20, 2)
+    [0.3, 0.7]
+    """
+    total = sum(top.values()) + other
+    if total <= 0:
+        return [0.0] * width
+    shares = [other / width] * width
+    for h, n in top.items():
+        shares[h % width] += n
+    return [x / total for x in shares]
+

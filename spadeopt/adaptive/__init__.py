@@ -186,8 +186,10 @@ def _live_sources(graph) -> list[str]:
     from spadeopt.connectors.declared import is_live
     from spadeopt.deploy.preflight import connectors
 
+    from spadeopt.kinds import kind_of
+
     return [op for op, factory, _ in connectors(graph)
-            if graph.op(op).kind == "source" and is_live(*factory.split(":", 1))]
+            if kind_of(graph.op(op)).generator(graph.op(op)) is not None and is_live(*factory.split(":", 1))]
 
 
 def _measure(build, plan, store, adapt: AdaptOptions, options: RunOptions, run_dir: Path,

@@ -121,6 +121,21 @@ class OpSpec:
             return []
         return list(self.emit)
 
+    @property
+    def key_samples(self) -> list[tuple[str, list[int], list[str]]]:
+        """Instrumented builds: the input ports of a keyed operator whose tuples carry its
+        key, as ``(port, key attribute positions, their types)``: each port's batches have
+        their key hashes sampled (``profiling.keys``), so FATM sees how skewed the keys
+        a region would split are."""
+        if not self.instrumented or not self.op.key or kind_of(self.op).fission_made:
+            return []
+        out = []
+        for p in self.op.inputs:
+            schema = p.schema
+            if schema is not None and all(a in schema for a in self.op.key):
+                out.append((p.name, [schema.index(a) for a in self.op.key], [schema.type_of(a) for a in self.op.key]))
+        return out
+
     def _tally(self, port: str) -> str:
         """The statement counting ``out``'s tuples on ``port``. Inside a parallel region a
         batch may end with a fission pulse (a 1-tuple: ``_macros.pulse_out``, a numbering

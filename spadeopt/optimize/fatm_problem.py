@@ -40,7 +40,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from spadeopt.errors import OptimizeError
@@ -63,6 +63,9 @@ class OperatorProfile:
     production_fall_rate: float = 0.0  # steady source rate of the production FALL build (0: not measured)
     production_fall_cpu_s: float = 0.0  # its CPU seconds per source tuple (0: not measured: pe_cap / rate)
     profiled_busy: float = 0.0  # cores the one profiled PE used (its sources thread; 0: not measured: pe_cap)
+    # keyed operator -> its input's sampled key hashes: (hottest hashes' counts, the rest's count)
+    # (``profiling.keys``); empty: keys assumed uniform
+    keys: Mapping[str, tuple[Mapping[int, int], int]] = field(default_factory=dict)
 
 
 def unfusable_pairs(graph: AppGraph) -> tuple[frozenset[str], ...]:

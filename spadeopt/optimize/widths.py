@@ -10,8 +10,10 @@ logical (width-1) graph. For a candidate width vector (one width per region):
 2. The profile is mapped onto the physical operators (:func:`physical_profile`):
 
    - a channel copy gets ``1/w`` of its operator's load and of every link rate inside
-     the region (the split deals round robin, or hashes the key: we *assume uniform
-     keys*; a skewed key makes one channel hotter than planned);
+     the region (the split deals round robin, or hashes the key); a keyed region whose
+     key the profile sampled (``profiling.keys``) gets ``s/w`` instead, ``s`` = ``w`` x
+     the busiest channel's share of the sampled key hashes (:func:`skew`: a hot key makes
+     its channel the region's bottleneck at any width; every channel is costed as it);
    - a region that starts at a splittable source has no split: each copy of the source
      reads ``1/w`` of the splits, so it gets ``1/w`` of the source's load like any copy;
    - the split costs ``model.split_s(ordering)`` CPU seconds per tuple entering the
@@ -77,6 +79,7 @@ from spadeopt.optimize.predict import DEFAULT_MODEL, PerfModel
 from spadeopt.optimize.ranking import MODEL_ERROR, TIE, TIE_WINDOW, Rated, tie_break
 from spadeopt.plan.fission import channel_copies, physical_graph, rewrite_region
 from spadeopt.plan.regions import DYNAMIC, EXCHANGE, Region, check_region
+from spadeopt.protocol import channel_shares
 
 SEQ_BYTES = 9.0  # msgpack of the sequence number a dynamic region's tuples carry
 EXHAUSTIVE_MAX = 64  # width vectors tried exhaustively; above this, coordinate ascent
@@ -100,7 +103,7 @@ def physical_profile(graph: AppGraph, prof, regions: tuple[Region, ...], physica
     g = graph
     wide = [r for r in regions if r.width > 1]
     for i, r in enumerate(wide):
-        load, links = _map_region(g, r, load, links, model)
+        load, links = _map_region(g, r, load, links, model, prof.keys)
         if i < len(wide) - 1:
             g = rewrite_region(g, r, channel_copies(graph))
     by_name = {r.name: r for r in regions}
@@ -176,16 +179,42 @@ def _map_window_exchange(r: Region, op: str, at: str, feeders: set[str] | None, 
     return new_load, out
 
 
+def skew(graph: AppGraph, r: Region, keys: Mapping[str, tuple[Mapping[int, int], int]]) -> float:
+    """How much hotter than ``1/w`` a keyed region's busiest channel is: ``w`` times its
+    share of the tuples (``protocol.channel_shares`` of the sampled key hashes the profile
+    holds for a keyed operator of the region with the region's key, ``profiling.keys``;
+    the hottest keys exactly, the rest spread). 1 for a region without a key or samples:
+    uniform keys assumed. Every channel is costed as the busiest (the plans stay
+    channel-symmetric; the busiest channel is what bounds the rate).
+
+    >>> from spadeopt.plan.regions import Region
+    >>> from types import SimpleNamespace as N
+    >>> g = N(op=lambda name: N(key=("k",)))
+    >>> skew(g, Region("r", ("win",), 2, key=("k",)), {"win": ({4: 60, 5: 20}, 20)})
+    1.4
+    """
+    if r.width <= 1 or not r.key:
+        return 1.0
+    for o in r.operators:
+        if o in keys and tuple(graph.op(o).key) == tuple(r.key):
+            top, other = keys[o]
+            shares = channel_shares(dict(top), other, r.width)
+            return max(1.0, r.width * max(shares)) if any(shares) else 1.0
+    return 1.0
+
+
 def _map_region(graph: AppGraph, r: Region, load: Mapping[str, float],
-                links: list[Link], model: PerfModel) -> tuple[dict[str, float], list[Link]]:
+                links: list[Link], model: PerfModel,
+                keys: Mapping[str, tuple[Mapping[int, int], int]] | None = None) -> tuple[dict[str, float], list[Link]]:
     shape = check_region(graph, r.name, r.operators)
     members = set(r.operators)
     w = r.width
     extra = SEQ_BYTES if r.ordering == DYNAMIC else 0.0
     out_load = {n: u for n, u in load.items() if n not in members}
+    hot = skew(graph, r, keys or {})  # the busiest channel's share times w (1: uniform keys)
     for o in r.operators:
         for c in range(w):
-            out_load[Region.channel_op(o, c)] = load.get(o, 0.0) / w
+            out_load[Region.channel_op(o, c)] = load.get(o, 0.0) * hot / w
     # each entering stream: one profile link (src -> entry op) stands for it and goes to its
     # own split (a region entered by several streams has one split per entry,
     # ``Region.split_of``); none when the region starts at a source: no split, no link. Links
@@ -206,13 +235,14 @@ def _map_region(graph: AppGraph, r: Region, load: Mapping[str, float],
             split = pending[(a, b)].pop(0)
             in_rate[split] += rate
             out.append((a, split, rate, size))
-            out += [(split, Region.channel_op(b, c), rate / w, size + extra) for c in range(w)]
+            out += [(split, Region.channel_op(b, c), rate * hot / w, size + extra) for c in range(w)]
         elif a_in and b_in:
-            out += [(Region.channel_op(a, c), Region.channel_op(b, c), rate / w, size + extra) for c in range(w)]
+            out += [(Region.channel_op(a, c), Region.channel_op(b, c), rate * hot / w, size + extra)
+                    for c in range(w)]
         elif a_in and not b_in:  # the one exit port (check_region), to each subscriber
             if exit_rate is None:
                 exit_rate = rate
-                out += [(Region.channel_op(a, c), r.merge, rate / w, size + extra) for c in range(w)]
+                out += [(Region.channel_op(a, c), r.merge, rate * hot / w, size + extra) for c in range(w)]
             out.append((r.merge, b, rate, size))
         else:
             raise OptimizeError(f"the profile has more links {a} -> {b} into parallel region '{r.name}' "

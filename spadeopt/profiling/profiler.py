@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Final
 
 from spadeopt.errors import UsageError
-from spadeopt.profiling.recorder import DIRECTIONS, MetricRecorder, PointKey
+from spadeopt.profiling.keys import KeySampler
+from spadeopt.profiling.recorder import DIRECTIONS, MetricRecorder, PointKey, point_rng
 from spadeopt.profiling.records import SampleRecord, pe_file, write_pe_samples
 from spadeopt.profiling.reservoir import check_reservoir_size
 from spadeopt.profiling.sizing import msgpack_size, new_size_memo
@@ -63,6 +64,7 @@ class Profiler:
         self._sizeof = sizeof
         self._memo = new_size_memo()  # shared by the points' recorders
         self._points: dict[PointKey, MetricRecorder] = {}
+        self._keys: dict[tuple[str, str], KeySampler] = {}  # (op, port) -> its sampled key hashes
 
     def point(self, key: PointKey, subscribers: Sequence[str] = ()) -> MetricRecorder:
         """Return the recorder of ``key``, creating it on first use.
@@ -104,13 +106,27 @@ class Profiler:
             raise UsageError(msg)
         return rec
 
+    def key_sampler(self, op: str, port: str, idx: Sequence[int], types: Sequence[str]) -> KeySampler:
+        """The key sampler of keyed operator ``op``'s input ``port`` (``profiling.keys``):
+        the key attributes at positions ``idx`` of its tuples, of schema ``types``."""
+        _check_name("operator id", op)
+        _check_name("port name", port)
+        found = self._keys.get((op, port))
+        if found is None:
+            rng = point_rng(self.seed, PointKey(op, port, "in"), None, "key")
+            found = self._keys[(op, port)] = KeySampler(self.sample_rate, idx, types, rng)
+        return found
+
     def dump(self) -> list[SampleRecord]:
-        """All kept samples of this PE, one record each, sorted by point, metric and time."""
+        """All kept samples of this PE, one record each, sorted by point, metric and time;
+        then the key samplers' counts (``dir`` "in", metric ``key``)."""
         out: list[SampleRecord] = []
         for key in sorted(self._points):
             rec = self._points[key]
             for sub, metric, (ts, value) in rec.samples():
                 out.append(SampleRecord(self.pe, key.op, key.port, key.dir, sub, metric, ts, value))
+        for (op, port), keys in sorted(self._keys.items()):
+            out += [SampleRecord(self.pe, op, port, "in", sub, "key", ts, n) for sub, ts, n in keys.records()]
         return out
 
     def write(self, run_dir: str | os.PathLike[str]) -> Path:

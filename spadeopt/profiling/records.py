@@ -15,7 +15,9 @@ A sample line (keys always in this order)::
 ``total``; ``in`` points (PE input ports) have ``count``, ``size``, ``process_cpu``
 (``sub`` null: the port's own process call) and ``total``; ``thread`` points have
 ``thread_cpu`` only, with ``port`` holding the thread's label. ``sub`` is null except on
-``out`` process timings. Units: ``ts`` wall-clock seconds since the epoch; CPU values
+``out`` process timings and on ``in`` ``key`` lines: a keyed operator's input port's
+sampled key hashes (``profiling.keys``), ``sub`` the hash as a decimal string (or ``*``,
+the rarer keys' count) and ``value`` how many sampled tuples had it. Units: ``ts`` wall-clock seconds since the epoch; CPU values
 seconds per tuple (``thread_cpu``: cumulative seconds); ``size`` bytes per tuple;
 ``count`` and ``total`` tuples. For ``count`` and ``thread_cpu`` the exact first and last
 samples of the run are always among the lines (they are the smallest and largest ``ts``).
@@ -50,7 +52,7 @@ RAW_DIR: Final = "raw"
 
 METRICS: Final[dict[str, frozenset[str]]] = {
     "out": frozenset({"count", "size", "submit_cpu", "process_cpu", "total"}),
-    "in": frozenset({"count", "size", "process_cpu", "total"}),
+    "in": frozenset({"count", "size", "process_cpu", "total", "key"}),
     "thread": frozenset({"thread_cpu"}),
 }
 """Which metrics each kind of instrumentation point records."""
@@ -347,8 +349,10 @@ def _record_problem(obj: object, pe: str) -> str | None:
         return f"'dir' must be one of {sorted(METRICS)}, found {direction!r}"
     if metric not in METRICS[direction]:
         return f"metric {metric!r} does not exist for dir {direction!r}"
-    wants_sub = direction == "out" and metric == "process_cpu"
-    if wants_sub != isinstance(sub, str):
+    if metric == "key":
+        if not (isinstance(sub, str) and (sub == "*" or sub.lstrip("-").isdigit())):
+            return f"'sub' must be a key hash (an integer) or '*' for in key, found {sub!r}"
+    elif (wants_sub := direction == "out" and metric == "process_cpu") != isinstance(sub, str):
         expected = "a subscriber 'op.port'" if wants_sub else "null"
         return f"'sub' must be {expected} for {direction} {metric}, found {sub!r}"
     for key in ("ts", "value"):

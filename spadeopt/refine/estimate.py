@@ -53,7 +53,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from spadeopt.refine.profile import LinkStats, OperatorStats, PortStats, Profile, ProfileRun
+from spadeopt.refine.profile import KeyCounts, LinkStats, OperatorStats, PortStats, Profile, ProfileRun
 
 STEADY_FRACTION = 0.8
 """Warn when an operator was active for less than this share of its run."""
@@ -228,7 +228,32 @@ def estimate(runs: list[RunData], *, app: str, fingerprint: str, params: Mapping
     return Profile(app=app, graph_fingerprint=fingerprint, params=dict(params), host=host,
                    cpu_model=cpu_model, cores=cores, runs=tuple(r.info for r in runs if r.info is not None),
                    operators=operators, inputs=inputs_stats, outputs=outputs_stats,
-                   links=tuple(links), warnings=tuple(dict.fromkeys(warnings)), created=created)
+                   links=tuple(links), warnings=tuple(dict.fromkeys(warnings)), created=created,
+                   keys=key_counts(runs))
+
+
+def key_counts(runs: list[RunData]) -> dict[str, KeyCounts]:
+    """Each keyed input port's sampled key hashes over every run and PE (``profiling.keys``'s
+    lines: one per hash and PE, its count the value), the ``TOP`` hottest kept and the rest
+    folded into ``other``."""
+    from spadeopt.profiling.keys import OTHER, TOP
+
+    found: dict[str, tuple[dict[int, int], list[int]]] = {}
+    for r in runs:
+        for (op, port, direction, sub, metric), agg in r.aggs.items():
+            if direction != "in" or metric != "key" or sub is None:
+                continue
+            top, other = found.setdefault(f"{op}.{port}", ({}, [0]))
+            n = int(round(agg.mean * agg.n))
+            if sub == OTHER:
+                other[0] += n
+            else:
+                top[int(sub)] = top.get(int(sub), 0) + n
+    out = {}
+    for port, (top, other) in sorted(found.items()):
+        keep = dict(sorted(top.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP])
+        out[port] = KeyCounts(keep, other[0] + sum(top.values()) - sum(keep.values()))
+    return out
 
 
 def _refine_run(run: RunData, warnings: list[str]) -> dict[str, _OpRun]:
@@ -251,7 +276,7 @@ def _refine_run(run: RunData, warnings: list[str]) -> dict[str, _OpRun]:
     outs: dict[str, dict[str, _Series]] = {}
     feeds: dict[str, dict[str, list[_Series]]] = {}
     threads: dict[str, list[Agg]] = {}
-    points = sorted({(k[0], k[1], k[2]) for k in aggs if k[2] != "thread"})
+    points = sorted({(k[0], k[1], k[2]) for k in aggs if k[2] != "thread" and k[4] != "key"})
     for op, port, direction in points:
         if direction == "out":
             submit = aggs.get((op, port, "out", None, "submit_cpu"))

@@ -283,7 +283,9 @@ def _bad_row(F: Any) -> Any:
     for direction, metrics in METRICS.items():
         valid_pair = valid_pair | ((col("dir") == direction) & col("metric").isin(sorted(metrics)))
     wants_sub = (col("dir") == "out") & (col("metric") == "process_cpu")
-    sub_ok = F.when(wants_sub, col("sub").isNotNull() & col("sub").contains(".")).otherwise(col("sub").isNull())
+    is_key = (col("dir") == "in") & (col("metric") == "key")  # sub: a key hash or "*" (profiling.keys)
+    sub_ok = (F.when(wants_sub, col("sub").isNotNull() & col("sub").contains("."))
+              .when(is_key, col("sub").rlike(r"^(-?[0-9]+|\*)$")).otherwise(col("sub").isNull()))
     inf = [float("inf"), float("-inf")]
     file_pe = F.regexp_extract(col("file"), r"([^/]+)\.jsonl$", 1)
     bad = (col("_corrupt").isNotNull()

@@ -79,6 +79,24 @@ class OperatorStats:
 
 
 @dataclass(frozen=True)
+class KeyCounts:
+    """A keyed input port's sampled key hashes (``profiling.keys``): the hottest keys'
+    counts and the rest's. ``shares(width)`` is each channel's share of the port's tuples
+    when a region splits them by the key at that width (``protocol.channel_shares``)."""
+
+    top: Mapping[int, int]
+    other: int
+
+    def shares(self, width: int) -> list[float]:
+        from spadeopt.protocol import channel_shares
+
+        return channel_shares(dict(self.top), self.other, width)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"top": {str(h): n for h, n in sorted(self.top.items())}, "other": self.other}
+
+
+@dataclass(frozen=True)
 class LinkStats:
     """One stream connection ``src`` (``"op.port"`` output) -> ``dst`` (``"op.port"`` input)."""
 
@@ -152,6 +170,7 @@ class Profile:
     warnings: tuple[str, ...] = ()
     created: float = 0.0
     schema_version: int = field(default=SCHEMA_VERSION)
+    keys: Mapping[str, KeyCounts] = field(default_factory=dict)  # keyed input port -> sampled key hashes
 
     # ---- what the optimizer needs ------------------------------------------------------
     @property
@@ -188,6 +207,7 @@ class Profile:
                       "out": {n: p.to_json() for n, p in sorted(self.outputs.items())}},
             "links": [lk.to_json() for lk in self.links],
             "warnings": list(self.warnings),
+            "keys": {n: k.to_json() for n, k in sorted(self.keys.items())},
         }
 
     def save(self, path: str | os.PathLike[str]) -> Path:
@@ -238,6 +258,10 @@ class Profile:
         ins = {n: v.port(f"ports.in.{n}", p) for n, p in v.obj(ports_raw, "in", "ports.").items()}
         outs = {n: v.port(f"ports.out.{n}", p) for n, p in v.obj(ports_raw, "out", "ports.").items()}
         links = tuple(v.link(f"links[{i}]", lk) for i, lk in enumerate(links_raw))
+        keys = {n: v.keys(f"keys.{n}", k) for n, k in (data.get("keys") or {}).items()} \
+            if isinstance(data.get("keys", {}), dict) else {}
+        if not isinstance(data.get("keys", {}), dict):
+            problems.append("'keys' must be an object of keyed input ports")
         for lk in links:
             if lk is not None and (lk.src_op not in operators or lk.dst_op not in operators):
                 problems.append(f"link {lk.src} -> {lk.dst} names an operator not in 'operators'")
@@ -248,7 +272,8 @@ class Profile:
             raise ProfileError(msg)
         return cls(app=app, graph_fingerprint=fp, params=params, host=host, cpu_model=cpu_model,
                    cores=cores, runs=tuple(runs), operators=operators, inputs=ins, outputs=outs,
-                   links=links, warnings=tuple(str(w) for w in warnings), created=created)
+                   links=links, warnings=tuple(str(w) for w in warnings), created=created,
+                   keys={n: k for n, k in keys.items() if k is not None})
 
 
 class _Validator:
@@ -256,6 +281,15 @@ class _Validator:
 
     def __init__(self, problems: list[str]) -> None:
         self.problems = problems
+
+    def keys(self, where: str, d: Any) -> KeyCounts | None:
+        """A keyed port's ``{"top": {hash: count}, "other": count}`` (hashes as decimal strings)."""
+        ok = (isinstance(d, dict) and isinstance(d.get("top"), dict) and _count(d.get("other"))
+              and all(isinstance(h, str) and h.lstrip("-").isdigit() and _count(n) for h, n in d["top"].items()))
+        if not ok:
+            self.problems.append(f"{where} must be {{\"top\": {{hash: count}}, \"other\": count}}, found {d!r:.80}")
+            return None
+        return KeyCounts({int(h): n for h, n in d["top"].items()}, d["other"])
 
     def _get(self, d: Mapping[str, Any], key: str, what: str, ok, prefix: str = "") -> Any:
         if not isinstance(d, Mapping) or key not in d:
@@ -374,3 +408,8 @@ def read_json(path: Path, what: str, hint: str) -> Any:
         msg = (f"{path} line {e.lineno}: the {what} is not valid JSON ({e.msg}, column {e.colno}): "
                f"the file is corrupt or truncated; {hint}")
         raise ProfileError(msg) from e
+
+
+def _count(n: Any) -> bool:
+    return isinstance(n, int) and not isinstance(n, bool) and n >= 0
+
