@@ -44,7 +44,7 @@ def test_a_feed_that_steps_is_replanned_after_the_step_with_every_answer(redis_c
 
     th = threading.Thread(target=feeder, daemon=True)
     th.start()
-    got = cli("run", APP, "--adaptive", "--adapt-after", "2", "--checkpoint-interval", "0.5", "--duration", "50",
+    got = cli("run", APP, "--adaptive", "--adapt-after", "2", "--checkpoint-interval", "0.5", "--duration", "70",
               *params, "--out", tmp_path / "out", "--json", tmp_path / "r.json", "--build-dir", tmp_path / "work")
     th.join(timeout=60)
     assert got.returncode == 0, got.stderr
