@@ -28,17 +28,22 @@ def _region_facts(physical: AppGraph, r: Region) -> dict[str, Any]:
     from its rewrite at width 2: what its copies, split and merge would hold)."""
     doc: dict[str, Any] = {"width": r.width, "operators": list(r.operators), "fed": r.fed,
                            "ordering": r.ordering, "key": [], "copies": {}, "fission": {}}
-    if r.has_split and r.key:
-        schema = physical.op(r.split).in_port("in").schema
-        doc["key"] = [[a, schema.type_of(a)] for a in r.key]
+    if r.key:  # the key's types: from what the split takes, or (fed by an exchange) the first copy's input
+        head = physical.op(r.split) if r.has_split else physical.op(r.channel_op(r.operators[0], 0))
+        schema = next((p.schema for p in head.inputs if p.schema is not None and all(a in p.schema for a in r.key)),
+                      None)
+        doc["key"] = [[a, schema.type_of(a)] for a in r.key] if schema is not None else []
     for op in r.operators:
         copy = physical.op(r.channel_op(op, 0))
         doc["copies"][op] = kind_of(copy).rescale(copy)
     ops = physical.by_name
     entries = [r.split_of(i) for i in range(len(ops)) if r.split_of(i) in ops]
-    for name in [*entries, r.merge]:
+    exchange = [x for c in range(len(ops)) for x in (r.exchange_split(c), r.exchange_merge(c)) if x in ops]
+    for name in [*entries, *exchange, r.merge]:  # the exchange's parts first: a merge's state comes last
         if name in ops:
             doc["fission"][name] = kind_of(ops[name]).rescale(ops[name])
+    if r.after:
+        doc["after"] = r.after
     return doc
 
 

@@ -59,7 +59,7 @@ from spadeopt.errors import UsageError
 from spadeopt.plan.deployment import RESCALE_FILE
 from spadeopt.plan.regions import Region
 from spadeopt.protocol import key_channel
-from spadeopt.runtime.merges import BlockMerge, SeqMerge
+from spadeopt.runtime.merges import BlockMerge, ExchangeMerge, SeqMerge
 
 FACTS_VERSION = 1
 
@@ -133,6 +133,12 @@ def rescale_plan(old: list[str], new: list[str], facts: dict[str, Any] | None) -
             expected = (expected - _copies(r, name, k2)) | _copies(r, name, k)
     if not widths:
         return None
+    for name, (k, _) in widths.items():
+        up = facts["regions"][name].get("after")
+        if facts["regions"][name].get("fed") == "exchange" and widths.get(up, (None,))[0] != 1:
+            raise RescaleRefused(f"region '{name}' is fed by a key exchange from region '{up}', which does not widen "
+                                 f"from width 1 with it: the exchange's state is made only when both do; keep "
+                                 f"region '{name}''s width {k}")
     if expected != have:  # the same graph (its fingerprint was checked): fission made other operators
         gone, extra = sorted(have - expected), sorted(expected - have)
         raise RescaleRefused(
@@ -155,6 +161,8 @@ def _movable(name: str, r: dict[str, Any], k: int, k2: int) -> None:
                f"a width-1 run's are)" if k > 1 else (spec if type(spec) is str else "which is not splittable"))
         raise RescaleRefused(f"region '{name}' is led by source '{src}', {why}; keep the region's width {k} to "
                              f"resume from this checkpoint")
+    if r.get("fed") == "exchange" and k == 1:
+        return  # with the region before it widened from 1 too (``rescale_plan`` checks)
     if r.get("fed") != "split":
         how = "a key exchange from the region before it" if r.get("fed") == "exchange" else f"'{r.get('fed')}'"
         raise RescaleRefused(
@@ -220,6 +228,12 @@ def _rescale_region(flat: dict[str, dict[str, Any]], name: str, r: dict[str, Any
             _block_merge(flat, fop, spec, k, k2, entering[0], where)
         elif spec.get("slots") == []:  # it holds nothing (an arrival merge)
             flat["ops"].pop(fop, None)
+        elif spec.get("slots") in (["exchange_split"], ["exchange_merge"]):
+            if k != 1:
+                raise RescaleRefused(f"{where}: a key exchange's state moves only when both its regions widen from "
+                                     f"width 1; keep the region's width {k}")
+            flat["ops"][fop] = ([[-1, 0, 0] + ([split_made[1]] if spec.get("clock") else [])]
+                                if spec["slots"] == ["exchange_split"] else [vars(ExchangeMerge(spec["senders"]))])
         elif k == 1:
             made = [[split_made[0]]] + ([[split_made[1]]] if spec.get("clock") else [])
             flat["ops"][fop] = made if spec.get("keep") else [vars(SeqMerge(k2))]

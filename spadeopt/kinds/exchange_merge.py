@@ -27,6 +27,12 @@ def lower(graph: AppGraph, op: Operator, imports: Imports) -> dict[str, Any]:
     return {"width": op.params.width, "clocked": op.params.clocked}
 
 
+def rescale(op: Operator) -> dict[str, Any] | str:
+    """Its queues and floors are per upstream channel: made empty when both regions widen
+    from width 1 at a checkpoint (``deploy.checkpoint_rescale``)."""
+    return {"slots": ["exchange_merge"], "senders": op.params.width}
+
+
 KIND = Kind("exchange_merge", None, None, lower, "ops/exchange_merge.py.j2", never_blocks=False,
             fission_made=True,
-            passes_pulses=False)
+            passes_pulses=False, rescale=rescale)

@@ -51,6 +51,14 @@ def number_bits(op: Operator) -> int:
     return EXCHANGE_BITS
 
 
+def rescale(op: Operator) -> dict[str, Any] | str:
+    """Its state (the last upstream number, the tuples sent with it, the tuples dealt, and
+    with a clock the latest event-time window) starts afresh when both regions widen from
+    width 1 at a checkpoint (``deploy.checkpoint_rescale``): the upstream numbers after it
+    are larger than any it could have seen, the window the downstream window's own."""
+    return {"slots": ["exchange_split"], "clock": op.params.clock is not None}
+
+
 KIND = Kind("exchange_split", None, None, lower, "ops/exchange_split.py.j2", never_blocks=False,
             fission_made=True,
-            passes_pulses=False, number_bits=number_bits)
+            passes_pulses=False, number_bits=number_bits, rescale=rescale)

@@ -48,3 +48,33 @@ def test_a_source_led_region_widens_from_one_at_a_checkpoint_with_the_failure_fr
     assert 0 < sum(positions.values()) < 60_000, positions  # the checkpoint was taken mid-stream
     out = resumed(tmp_path, b, store, chk)
     assert (out / "sink.jsonl").read_bytes() == (ref / "sink.jsonl").read_bytes()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("widths", [(2, 2), (3, 2)])
+def test_two_regions_widen_from_one_with_a_key_exchange_between_them(tmp_path, widths):
+    """``tests/apps/exchange.py`` (case ``source``): region ``prep`` led by the splittable
+    source, region ``desk`` a count window of 4 per symbol. At width 1 they are a chain;
+    wider, each ``prep`` channel sends to ``desk``'s channels by symbol (a key exchange).
+    Both widen at once: the window's groups go to their symbols' channels, numbered below
+    every number the exchange makes from the copies' positions, and the exchange's parts
+    start empty."""
+    from tests.apps.exchange import exchange
+
+    g = exchange.build({"case": "source", "tuples": 40_000, "spin_us": 1500})
+    ref = build_and_run(g, plan_for(g, "all", widths={"prep": 1, "desk": 1}), workdir=tmp_path / "ref",
+                        app_ref="tests/apps/exchange.py").dir / "out"
+    wprep, wdesk = widths
+    a, b = (generate(g, dataclasses.replace(plan_for(g, fusion, widths=w), checkpoints=True), tmp_path / name,
+                     "tests/apps/exchange.py")
+            for name, fusion, w in (("a", "all", {"prep": 1, "desk": 1}), ("b", "none", {"prep": wprep, "desk": wdesk})))
+    assert any(p.operators[0].startswith("desk__xmerge") for p in b.deploy.pes)  # a key exchange
+    store = CheckpointStore(tmp_path / "chk", keep=2)
+    _stopped_after_checkpoints(tmp_path, a, store, 2)
+    chk = store.latest(b.deploy, load_facts(b.directory))
+    groups = {}
+    for pe in b.deploy.pes:
+        groups |= {op: st[0] for op, st in decode_state(chk.parts[pe.pe])["ops"].items() if op.startswith("per_sym__")}
+    assert sorted(groups) == [f"per_sym__{d}" for d in range(wdesk)] and any(groups.values()), groups
+    out = resumed(tmp_path, b, store, chk)
+    assert (out / "sink.jsonl").read_bytes() == (ref / "sink.jsonl").read_bytes()
