@@ -110,7 +110,10 @@ class ScaledProblems:
     operators, link ends, sizes and annotations, which do not depend on ``k``, and only
     multiply the profile's loads and link rates by ``k`` as :func:`scale` does
     (:meth:`FusionProblem.rescaled`): the same problem, field for field, without
-    rebuilding the graph's indexes for each rate the search tries."""
+    rebuilding the graph's indexes for each rate the search tries. ``first`` may be set
+    beforehand to any problem ``problem_for`` built of the graph and a profile with the
+    same links, at this MaxFrac and MinUtil (e.g. the vector's prediction problem): it
+    only lends its structure."""
 
     def __init__(self, graph: AppGraph, prof: OperatorProfile, comm: CommModel, max_frac: float,
                  min_util: float, memo: dict[str, Any] | None = None) -> None:
@@ -456,10 +459,13 @@ def symmetric_scored(ctx: SearchContext, regions: Regions) -> list[tuple[Scored,
     """The vector's channel-symmetric plans (:mod:`spadeopt.optimize.symmetric`), each
     scored by the prediction, with its segments per channel."""
     entry = ctx.cache.get(regions)
+    pprof = _planning_profile(ctx, entry)
+    problems = ScaledProblems(entry.graph, pprof, ctx.comm, 1.0, 1.0, entry.memo)
+    problems.first = entry.predict_problem  # when the vector was predicted: its problem, rescaled (same fields)
     out = []
     try:
-        members = list(family(entry, _planning_profile(ctx, entry), ctx.prof.load, ctx.comm, ctx.nodes, ctx.cores,
-                              ctx.capacity_frac, regions))
+        members = list(family(entry, pprof, ctx.prof.load, ctx.comm, ctx.nodes, ctx.cores, ctx.capacity_frac,
+                              regions, problems))
     except SpadeoptError:
         return []
     for p, groups, problem, k, ids, where in members:

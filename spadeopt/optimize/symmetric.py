@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 from spadeopt.errors import PlacementInfeasible, SpadeoptError, UsageError
 from spadeopt.optimize.cost import objective, partition_loads
@@ -189,17 +189,20 @@ def placed(groups: Sequence[Sequence[str]], problem: FusionProblem, nodes: int, 
 
 
 def family(entry, prof, logical_load: Mapping[str, float], comm, nodes: int, cores: int, capacity_frac: float,
-           regions: Sequence[Region]) -> Iterator[tuple[int, list[list[str]], FusionProblem, float, tuple, object]]:
+           regions: Sequence[Region], problems: Callable[[float], FusionProblem] | None = None
+           ) -> Iterator[tuple[int, list[list[str]], FusionProblem, float, tuple, object]]:
     """Each legal member of the family for one width vector: ``(p, groups, problem, factor,
     pe_ids, placement)``. ``entry`` is the vector's ``fatm_physical.PhysicalEntry``, ``prof``
     its planning profile and ``logical_load`` the logical operators' loads (segments are
     balanced on them); the problem is the physical one at the ``factor`` (times the
     profiled rate) that fills 90 % of the cores with operator load, where placement is
-    judged."""
+    judged. ``problems(k)``, when given, is that problem (``problem_for`` of the scaled
+    ``prof``, MaxFrac and MinUtil 1: e.g. a known problem of the vector rescaled)."""
     physical_ops = [op.name for op in entry.graph.operators]
     total = math.fsum(prof.load.values())
     k = 0.9 * nodes * cores / total if total > 0 else 1.0
-    problem = problem_for(entry.graph, scale(prof, k), comm, 1.0, 1.0, entry.memo)
+    problem = (problems(k) if problems is not None
+               else problem_for(entry.graph, scale(prof, k), comm, 1.0, 1.0, entry.memo))
     seen: set[tuple[tuple[str, ...], ...]] = set()
     in_channel = {Region.channel_op(o, c) for r in regions if r.width > 1 for o in r.operators for c in range(r.width)}
     outside = [o for o in physical_ops if o not in in_channel]
