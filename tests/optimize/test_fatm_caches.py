@@ -67,8 +67,14 @@ def _without_caches(monkeypatch) -> None:
     from spadeopt.optimize import widths
     from spadeopt.plan import fission
 
+    def fresh_rewritten(graph, regions):  # every prefix of a vector's regions rewritten anew
+        for r in regions:
+            graph = fission.rewrite_region(graph, r)
+        return graph
+
     monkeypatch.setattr(fission, "channel_copies", lambda graph: None)  # every channel copy made anew
-    monkeypatch.setattr(widths, "channel_copies", lambda graph: None)
+    monkeypatch.setattr(fission, "rewritten", fresh_rewritten)
+    monkeypatch.setattr(widths, "rewritten", fresh_rewritten)
     monkeypatch.setattr(fatm_search.ScaledProblems, "__call__", fresh_problem)
     monkeypatch.setattr(fatm_search.PhysicalCache, "get", fresh_entry)
     monkeypatch.setattr(fatm_search.WidthScorer, "plans", property(lambda self: {}, lambda self, value: None),
@@ -116,6 +122,26 @@ def test_the_rate_search_problems_equal_problem_for_of_the_scaled_profile():
     problems_at = fatm_search.ScaledProblems(graph, prof, COMM, 0.5, 0.95, {})
     for k in (3.0, 0.25, 1e-3, 7.5):
         assert problems_at(k) == problem_for(graph, scale(prof, k), COMM, 0.5, 0.95)
+
+
+def test_the_rate_search_problems_from_a_base_equal_problem_for_of_the_scaled_profile():
+    """A vector's rate searches and symmetric plans rescale its prediction problem (MaxFrac
+    and MinUtil 1, factor 1) instead of building their first problem."""
+    graph, prof = _peer_case()
+    base = problem_for(graph, prof, COMM, 1.0, 1.0)
+    for max_frac, min_util in ((0.5, 0.95), (1.0, 1.0), (0.3, 0.5)):
+        problems_at = fatm_search.ScaledProblems(graph, prof, COMM, max_frac, min_util, {}, base)
+        for k in (3.0, 0.25, 1e-3, 7.5):
+            assert problems_at(k) == problem_for(graph, scale(prof, k), COMM, max_frac, min_util)
+
+
+def test_a_rescaled_problem_with_a_bad_max_frac_is_refused_as_build_refuses_it():
+    p = FusionProblem.build(["a", "b"], {"a": 0.1, "b": 0.1}, [("a", "b", 10.0, 10.0)], COMM)
+    with pytest.raises(UsageError) as built:
+        FusionProblem.build(["a", "b"], p.load, p.links, COMM, max_frac=-1.0, min_util=2.0)
+    with pytest.raises(UsageError) as rescaled:
+        p.rescaled(p.load, p.links, -1.0, 2.0)
+    assert str(rescaled.value) == str(built.value) and "max_frac" in str(built.value)
 
 
 @PROPS
