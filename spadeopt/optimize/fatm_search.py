@@ -106,32 +106,48 @@ class ScaledProblems:
     """``problem_for(graph, scale(prof, k), comm, max_frac, min_util)`` for many factors ``k``.
 
     The first call builds it with :func:`problem_for` (checks, unfusable pairs, unseen
-    streams, validation: every error as before). Later calls take that problem's
-    operators, link ends, sizes and annotations, which do not depend on ``k``, and only
-    multiply the profile's loads and link rates by ``k`` as :func:`scale` does
-    (:meth:`FusionProblem.rescaled`): the same problem, field for field, without
-    rebuilding the graph's indexes for each rate the search tries. ``first`` may be set
-    beforehand to any problem ``problem_for`` built of the graph and a profile with the
-    same links, at this MaxFrac and MinUtil (e.g. the vector's prediction problem): it
-    only lends its structure."""
+    streams, validation: every error as before), unless a ``base`` is given: a problem
+    ``problem_for`` built of the graph and a profile with the same links (any numbers,
+    MaxFrac and MinUtil; FATM's: the vector's prediction problem, :func:`base_problem`).
+    Later calls (every call, with a base) take that problem's operators, link ends, sizes
+    and annotations, which do not depend on ``k``, and only multiply the profile's loads
+    and link rates by ``k`` as :func:`scale` does (:meth:`FusionProblem.rescaled`): the
+    same problem, field for field, without rebuilding the graph's indexes for each rate
+    the search tries, nor for each MaxFrac rung of a vector."""
 
     def __init__(self, graph: AppGraph, prof: OperatorProfile, comm: CommModel, max_frac: float,
-                 min_util: float, memo: dict[str, Any] | None = None) -> None:
+                 min_util: float, memo: dict[str, Any] | None = None, base: FusionProblem | None = None) -> None:
         self.graph, self.prof, self.comm, self.max_frac, self.min_util = graph, prof, comm, max_frac, min_util
         self.memo = memo
         self.first: FusionProblem | None = None
+        self.base = base
 
     def __call__(self, k: float) -> FusionProblem:
-        if self.first is None:
+        if self.first is None and self.base is None:
             self.first = problem_for(self.graph, scale(self.prof, k), self.comm, self.max_frac, self.min_util,
                                      self.memo)
             return self.first
-        first, prof = self.first, self.prof
+        first, prof = self.first or self.base, self.prof
         load = {n: prof.load[n] * k for n in first.operators}
         n = len(prof.links)  # problem_for's links: the profile's, then its zero-rate unseen streams
         links = tuple(Link(lk.src, lk.dst, r * k, lk.size) for lk, (_, _, r, _) in zip(first.links, prof.links,
                                                                                         strict=False))
+        if self.first is None:
+            self.first = first.rescaled(load, links + first.links[n:], self.max_frac, self.min_util)
+            return self.first
         return first.rescaled(load, links + first.links[n:])
+
+
+def base_problem(ctx: SearchContext, entry: PhysicalEntry) -> FusionProblem | None:
+    """The vector's prediction problem (built now if it was not: every plan of the vector
+    is predicted on it), the :class:`ScaledProblems` base of its rate searches and
+    channel-symmetric plans; ``None`` when it cannot be built (they then build their own,
+    and fail as before)."""
+    try:
+        prediction_inputs(entry, ctx.comm, ctx.model)
+    except SpadeoptError:
+        return None
+    return entry.predict_problem
 
 
 @dataclass(frozen=True)
@@ -225,7 +241,8 @@ def _attempt(ctx: SearchContext, entry: PhysicalEntry, pprof: OperatorProfile,
     """The rate search's step: the plan at ``k`` times the profiled rate, ``None`` when it
     does not fit. With ``quotient``, GreedyFuse runs on the channel quotient
     (:func:`quotient_and_place`) where the vector has one."""
-    problems = ScaledProblems(entry.graph, pprof, ctx.comm, max_frac, ctx.min_util, entry.memo)
+    problems = ScaledProblems(entry.graph, pprof, ctx.comm, max_frac, ctx.min_util, entry.memo,
+                              base_problem(ctx, entry))
 
     def attempt(k: float) -> FusedPlacement | None:
         problem = problems(k)
@@ -460,8 +477,7 @@ def symmetric_scored(ctx: SearchContext, regions: Regions) -> list[tuple[Scored,
     scored by the prediction, with its segments per channel."""
     entry = ctx.cache.get(regions)
     pprof = _planning_profile(ctx, entry)
-    problems = ScaledProblems(entry.graph, pprof, ctx.comm, 1.0, 1.0, entry.memo)
-    problems.first = entry.predict_problem  # when the vector was predicted: its problem, rescaled (same fields)
+    problems = ScaledProblems(entry.graph, pprof, ctx.comm, 1.0, 1.0, entry.memo, base_problem(ctx, entry))
     out = []
     try:
         members = list(family(entry, pprof, ctx.prof.load, ctx.comm, ctx.nodes, ctx.cores, ctx.capacity_frac,
