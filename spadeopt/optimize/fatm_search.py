@@ -68,7 +68,7 @@ from spadeopt.optimize.fatm_physical import (
 )
 from spadeopt.optimize.fatm_problem import OperatorProfile, problem_for
 from spadeopt.optimize.greedy_fuse import greedy_fuse, greedy_then_absorb
-from spadeopt.optimize.placement import Placement, pe_graph, place
+from spadeopt.optimize.placement import Placement, one_node_holds, pe_graph, place
 from spadeopt.optimize.predict import PerfModel
 from spadeopt.optimize.problem import CommModel, FusionProblem, Link
 from spadeopt.optimize.quotient import KEEP, Quotient, quotient_fuse
@@ -206,10 +206,19 @@ def fuse_and_place(problem: FusionProblem, nodes: int, cores: int, capacity_frac
     """GreedyFuse (then absorb, unless ``absorb`` is off) and placement of ``problem``."""
     result = greedy_then_absorb(problem) if absorb else greedy_fuse(problem)
     pe_ids = tuple(f"p{i}" for i in range(len(result.partitions)))
-    pe_loads, pe_links = pe_graph(result.partitions, problem, pe_ids, result.comp_loads)
     # FATM places by itself: the developer's place() annotations are FMAN's.
-    placement = place(pe_loads, pe_links, nodes, cores, capacity_frac)
+    placement = place_result(result, problem, pe_ids, nodes, cores, capacity_frac)
     return FusedPlacement(problem, result, placement, pe_ids)
+
+
+def place_result(result: FusionResult, problem: FusionProblem, pe_ids: tuple[str, ...], nodes: int, cores: int,
+                 capacity_frac: float) -> Placement:
+    """:func:`place` of ``result``'s PEs (:func:`pe_graph`); their links are not summed
+    when one node holds them whatever they are (``placement.one_node_holds``)."""
+    if result.comp_loads and one_node_holds(result.comp_loads, nodes, cores, capacity_frac):
+        return place(tuple(zip(pe_ids, result.comp_loads, strict=True)), {}, nodes, cores, capacity_frac)
+    pe_loads, pe_links = pe_graph(result.partitions, problem, pe_ids, result.comp_loads)
+    return place(pe_loads, pe_links, nodes, cores, capacity_frac)
 
 
 def _planning_profile(ctx: SearchContext, entry: PhysicalEntry) -> OperatorProfile:
@@ -231,9 +240,7 @@ def quotient_and_place(problem: FusionProblem, quotient: Quotient, nodes: int, c
     if result is None:
         return None
     pe_ids = tuple(f"p{i}" for i in range(len(result.partitions)))
-    pe_loads, pe_links = pe_graph(result.partitions, problem, pe_ids, result.comp_loads)
-    placement = place(pe_loads, pe_links, nodes, cores, capacity_frac)
-    return FusedPlacement(problem, result, placement, pe_ids)
+    return FusedPlacement(problem, result, place_result(result, problem, pe_ids, nodes, cores, capacity_frac), pe_ids)
 
 
 def _attempt(ctx: SearchContext, entry: PhysicalEntry, pprof: OperatorProfile,

@@ -55,7 +55,6 @@ from spadeopt.optimize.cost import (
     partition_loads,
 )
 from spadeopt.optimize.legality import (
-    channel_clash,
     exclusion_index,
     fusion_legal,
     initial_partitions,
@@ -248,8 +247,12 @@ def _offerer(heap: list[_Candidate], book: PartitionBook, rule: str) -> Callable
             return  # "absorb": a PE with negligible load is a leftover too, folding it costs nothing
         if pa.groups and pb.groups and not pa.groups.isdisjoint(pb.groups):
             return  # illegal: an exlocation or unfusable group would share a PE
-        if pa.chan and pb.chan and channel_clash(pa.chan, pb.chan):
-            return  # illegal: two channels of one parallel region would share a PE
+        ca, cb = pa.chan, pb.chan
+        if ca and cb:  # legality.channel_clash, inlined
+            get = cb.get
+            for r, c in ca.items():
+                if get(r, c) != c:
+                    return  # illegal: two channels of one parallel region would share a PE
         oper = pa.oper + pb.oper
         na, nb = pa.nbr, pb.nbr
         r_ab, b_ab = na[b]

@@ -190,6 +190,16 @@ def _fits(load: float, capacity: float) -> bool:
     return load <= capacity + REL_TOL * max(1.0, capacity)
 
 
+def one_node_holds(loads: Collection[float], nodes: int, cores: int, capacity_frac: float) -> bool:
+    """Whether :func:`place` puts PEs of these ``loads`` all on one node without looking at
+    their links: ``nodes`` is 1, the arguments are valid and the loads surely fit
+    (:func:`_surely_fits`). Callers may then pass no PE links (only placement across nodes
+    reads them: the inter-node rate is 0 either way)."""
+    valid = (type(cores) is int and cores >= 1 and isinstance(capacity_frac, int | float)
+             and 0 < capacity_frac <= 1 and all(type(u) is float and 0.0 <= u < math.inf for u in loads))
+    return nodes == 1 and valid and _surely_fits(loads, cores * capacity_frac)
+
+
 def _surely_fits(loads: Collection[float], capacity: float) -> bool:
     """Whether every partial sum of ``loads`` (>= 0), added in any order, :func:`_fits`
     ``capacity``: their exact total is at most ``fsum x (1 + 2^-53)``, and float sums of
