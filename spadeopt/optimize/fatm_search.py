@@ -70,7 +70,7 @@ from spadeopt.optimize.fatm_problem import OperatorProfile, problem_for
 from spadeopt.optimize.greedy_fuse import greedy_fuse, greedy_then_absorb
 from spadeopt.optimize.placement import Placement, one_node_holds, pe_graph, place
 from spadeopt.optimize.predict import PerfModel
-from spadeopt.optimize.problem import CommModel, FusionProblem, Link
+from spadeopt.optimize.problem import CommModel, FusionProblem, with_rates
 from spadeopt.optimize.quotient import KEEP, Quotient, quotient_fuse
 from spadeopt.optimize.ranking import TIE, Rated, crossing_rate, tie_break
 from spadeopt.optimize.rate import (
@@ -130,8 +130,7 @@ class ScaledProblems:
         first, prof = self.first or self.base, self.prof
         load = {n: prof.load[n] * k for n in first.operators}
         n = len(prof.links)  # problem_for's links: the profile's, then its zero-rate unseen streams
-        links = tuple(Link(lk.src, lk.dst, r * k, lk.size) for lk, (_, _, r, _) in zip(first.links, prof.links,
-                                                                                        strict=False))
+        links = with_rates(first.links, [r * k for _, _, r, _ in prof.links])  # Link(src, dst, r * k, size)
         if self.first is None:
             self.first = first.rescaled(load, links + first.links[n:], self.max_frac, self.min_util)
             return self.first

@@ -31,7 +31,7 @@ it afterwards. Derived indexes are cached properties.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Protocol, runtime_checkable
@@ -101,6 +101,38 @@ class Link:
     def byte_rate(self) -> float:
         """Bytes per second carried by the link."""
         return self.rate * self.size
+
+
+def with_rates(links: Iterable[Link], rates: Iterable[float]) -> tuple[Link, ...]:
+    """``Link(lk.src, lk.dst, rate, lk.size)`` for each link and rate, paired in order:
+    equal links, made without the frozen dataclass's ``__init__`` (four guarded
+    ``__setattr__`` calls each; FATM's rate search rescales thousands of links per rate)."""
+    new = object.__new__
+    out = []
+    append = out.append
+    for lk, rate in zip(links, rates, strict=False):  # as many as the shorter gives
+        link = new(Link)
+        fields = link.__dict__
+        fields.update(lk.__dict__)
+        fields["rate"] = rate
+        append(link)
+    return tuple(out)
+
+
+def with_ends(links: Sequence[Link], ends: Iterable[tuple[int, str | None, str | None]]) -> tuple[Link, ...]:
+    """``Link(src, dst, links[i].rate, links[i].size)`` for each ``(i, src, dst)`` of
+    ``ends``, made as :func:`with_rates` makes them (a channel quotient's links)."""
+    new = object.__new__
+    out = []
+    append = out.append
+    for i, src, dst in ends:
+        link = new(Link)
+        fields = link.__dict__
+        fields.update(links[i].__dict__)
+        fields["src"] = src
+        fields["dst"] = dst
+        append(link)
+    return tuple(out)
 
 
 @dataclass(frozen=True)
