@@ -333,12 +333,26 @@ class PartitionBook:
         parts: dict[int, _Part] = {}
         crossing: list[float] = []  # every link end on a partition boundary: the objective's terms
         for pid, members in enumerate(layout.members):
-            oper = fsum([load[op] for op in members])
+            # fsum of one or two terms is the float sum (+ 0.0: fsum's zero is never -0.0)
+            # when that is finite; fsum itself otherwise (it raises where the sum overflows)
+            if len(members) == 1:
+                oper = load[layout.keys[pid]] + 0.0
+            else:
+                oper = fsum([load[op] for op in members])
             touch = layout.touch[pid]
-            rates = [rate_of[x] for x in touch]
-            crossing += rates
-            tuples = fsum(rates)
-            bytes_ = fsum([bytes_of[x] for x in touch])
+            if len(touch) == 2:
+                x, y = touch
+                r1, r2, b1, b2 = rate_of[x], rate_of[y], bytes_of[x], bytes_of[y]
+                crossing.append(r1)
+                crossing.append(r2)
+                tuples, bytes_ = r1 + r2, b1 + b2
+                tuples = tuples + 0.0 if tuples < inf else fsum([r1, r2])
+                bytes_ = bytes_ + 0.0 if bytes_ < inf else fsum([b1, b2])
+            else:
+                rates = [rate_of[x] for x in touch]
+                crossing += rates
+                tuples = fsum(rates)
+                bytes_ = fsum([bytes_of[x] for x in touch])
             size_ = bytes_ / tuples if tuples > 0 else 0.0  # _mean_size
             comm = cost(tuples, size_)
             if not (type(comm) is float and 0.0 <= comm < inf):
@@ -349,7 +363,10 @@ class PartitionBook:
             if layout.chans is not None:
                 parts[pid].chan = layout.chans[pid]
         for (a, b), xs in zip(layout.pairs, layout.pair_links, strict=True):
-            value = (fsum([rate_of[x] for x in xs]), fsum([bytes_of[x] for x in xs]))
+            if len(xs) == 1:  # fsum of one term (above)
+                value = (rate_of[xs[0]] + 0.0, bytes_of[xs[0]] + 0.0)
+            else:
+                value = (fsum([rate_of[x] for x in xs]), fsum([bytes_of[x] for x in xs]))
             parts[a].nbr[b] = value
             parts[b].nbr[a] = value
         self.parts = parts
