@@ -99,14 +99,19 @@ def greedy_fuse(problem: FusionProblem, *, mergable_rule: str = "both",
         msg = f"mergable_rule must be one of {MERGABLE_RULES}; got {mergable_rule!r}"
         raise UsageError(msg)
     initial = _initial(problem) if start is None else _checked_start(problem, start)
-    partitions, steps, objective_initial = _merge_all(problem, initial, mergable_rule)
-    return _summarized(problem, partitions, steps, objective_initial, mergable_rule)
+    return _fused(problem, mergable_rule, initial)
 
 
-def _merge_all(problem: FusionProblem, initial: Iterable[frozenset[str]],
-               rule: str) -> tuple[tuple[tuple[str, ...], ...], tuple[MergeStep, ...], float]:
-    """Algorithm 1's loop from ``initial``: the canonical partitions, the merge steps and
-    the initial objective."""
+def _fused(problem: FusionProblem, rule: str, initial: Iterable[frozenset[str]], steps: bool = True) -> FusionResult:
+    """:func:`greedy_fuse`'s run from checked ``initial`` partitions, summed up."""
+    partitions, done, objective_initial = _merge_all(problem, initial, rule, steps)
+    return _summarized(problem, partitions, done, objective_initial, rule)
+
+
+def _merge_all(problem: FusionProblem, initial: Iterable[frozenset[str]], rule: str,
+               record: bool = True) -> tuple[tuple[tuple[str, ...], ...], tuple[MergeStep, ...], float]:
+    """Algorithm 1's loop from ``initial``: the canonical partitions, the merge steps (none
+    unless ``record``: the merges are the same) and the initial objective."""
     shared = problem.shared
     exclusion = shared.get("exclusion_index")
     if exclusion is None:
@@ -136,11 +141,13 @@ def _merge_all(problem: FusionProblem, initial: Iterable[frozenset[str]],
         pa, pb = parts.get(a), parts.get(b)
         if pa is None or pb is None:
             continue  # stale: one side was merged since this entry was pushed
-        left, right = (pb.members, pa.members) if pb.key < pa.key else (pa.members, pb.members)
-        new = merge(a, b, merged)
-        benefit = -neg_benefit
-        running -= benefit
-        steps.append(MergeStep(left, right, benefit, running))
+        if record:
+            left, right = (pb.members, pa.members) if pb.key < pa.key else (pa.members, pb.members)
+            new = merge(a, b, merged)
+            running -= -neg_benefit
+            steps.append(MergeStep(left, right, -neg_benefit, running))
+        else:
+            new = merge(a, b, merged)
         part = parts[new]
         if both and part.util >= min_util:
             continue  # under "both" a partition at MinUtil is Mergable with no one: offer would refuse each pair
@@ -212,15 +219,16 @@ def absorb_leftovers(problem: FusionProblem, result: FusionResult) -> FusionResu
     )
 
 
-def greedy_then_absorb(problem: FusionProblem) -> FusionResult:
+def greedy_then_absorb(problem: FusionProblem, steps: bool = True) -> FusionResult:
     """FATM's two phases: ``absorb_leftovers(problem, greedy_fuse(problem))``, equal to it
     field for field, without summing up phase 1 (its objective, CompLoads and warnings,
     which phase 2 recomputes for its own result). Phase 2's start-up evaluates the
     communication model on phase 1's partitions in the same order as that summary, so
-    even a model that fails, fails with the same error."""
-    partitions, steps, objective_initial = _merge_all(problem, _initial(problem), "both")
-    more = greedy_fuse(problem, mergable_rule="absorb", start=partitions)
-    return replace(more, objective_initial=objective_initial, steps=steps + more.steps)
+    even a model that fails, fails with the same error. Without ``steps`` the result
+    lists no merge steps (a caller that reads only the partitions: the channel quotient)."""
+    partitions, done, objective_initial = _merge_all(problem, _initial(problem), "both", steps)
+    more = _fused(problem, "absorb", _checked_start(problem, partitions), steps)
+    return replace(more, objective_initial=objective_initial, steps=done + more.steps)
 
 
 def _offerer(heap: list[_Candidate], book: PartitionBook, rule: str) -> Callable[[int, int], None]:

@@ -185,7 +185,7 @@ def quotient_fuse(quotient: Quotient, physical: FusionProblem, absorb: bool = Tr
     saturation warnings are the physical problem's. ``None`` when the expansion breaks a
     legality rule of ``physical`` (an annotation group across kept and dropped operators)."""
     problem = quotient.problem(physical)
-    got = greedy_then_absorb(problem) if absorb else greedy_fuse(problem)
+    got = greedy_then_absorb(problem, steps=False) if absorb else greedy_fuse(problem)
     parts = quotient.expand(got.partitions)
     if quotient.check and not legal(parts, physical):
         return None
