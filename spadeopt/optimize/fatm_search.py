@@ -58,6 +58,7 @@ from typing import Any
 
 from spadeopt.errors import OptimizeError, PlacementInfeasible, SpadeoptError
 from spadeopt.model.graph import AppGraph
+from spadeopt.optimize.cost import objective
 from spadeopt.optimize.fatm_fit import collapse_fraction, fit_production, unattributed_call_s
 from spadeopt.optimize.fatm_physical import (
     PhysicalCache,
@@ -490,8 +491,11 @@ def symmetric_scored(ctx: SearchContext, regions: Regions) -> list[tuple[Scored,
                               regions, problems))
     except SpadeoptError:
         return []
-    for p, groups, problem, k, ids, where in members:
-        fused = FusedPlacement(problem, as_result(groups, problem), where, ids, factor=k)
+    initial: dict[int, float] = {}  # the objective of one operator per PE, once per problem (members share one)
+    for p, groups, problem, k, ids, where, loads in members:
+        if id(problem) not in initial:
+            initial[id(problem)] = objective([[op] for op in problem.operators], problem)
+        fused = FusedPlacement(problem, as_result(groups, problem, loads, initial[id(problem)]), where, ids, factor=k)
         try:
             plan = trial_plan(ctx.graph, fused, ctx.nodes, ctx.cores, regions)
         except SpadeoptError:
