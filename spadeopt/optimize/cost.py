@@ -34,7 +34,7 @@ compare with :data:`REL_TOL`.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from spadeopt.errors import OptimizeError, UsageError
@@ -242,13 +242,16 @@ class BookLayout:
     for each link whether it lies inside a partition (``None``), is external (``(i,)``)
     or joins partitions ``i`` and ``j`` (``(i, j, q)``, ``q`` indexing ``pairs``); the
     external link count per partition. Problems that differ only in their numbers (e.g.
-    :meth:`FusionProblem.rescaled`) share one."""
+    :meth:`FusionProblem.rescaled`) share one. ``known`` maps partitions to their
+    exclusion groups and channel map when the caller has them (GreedyFuse's first phase
+    ends with them, equal to what is derived here: its second phase starts from there)."""
 
     __slots__ = ("members", "keys", "ranks", "key_ranks", "groups", "chans", "ends", "pairs", "n_ext", "touch",
                  "pair_links")
 
     def __init__(self, problem: FusionProblem, initial: Iterable[frozenset[str]],
-                 exclusion: dict[str, frozenset[int]]) -> None:
+                 exclusion: dict[str, frozenset[int]],
+                 known: Mapping[frozenset[str], tuple[frozenset[int], dict[int, int] | None]] | None = None) -> None:
         ranks = problem.shared.get("ranks")
         if ranks is None:
             ranks = problem.shared["ranks"] = {op: i for i, op in enumerate(sorted(problem.operators))}
@@ -262,11 +265,18 @@ class BookLayout:
         for pid, members in enumerate(self.members):
             for op in members:
                 owner[op] = pid
-            if len(members) == 1:
+            if known is not None:
+                self.groups.append(known[members][0])
+            elif len(members) == 1:
                 self.groups.append(exclusion.get(self.keys[pid], empty))
             else:
                 self.groups.append(frozenset().union(*(exclusion.get(op, empty) for op in members)))
-        self.chans = [channels_of(m, problem) for m in self.members] if problem.channels or problem.apart else None
+        if not (problem.channels or problem.apart):
+            self.chans = None
+        elif known is not None:
+            self.chans = [known[m][1] for m in self.members]
+        else:
+            self.chans = [channels_of(m, problem) for m in self.members]
         self.n_ext = [0] * len(self.members)
         pair_index: dict[tuple[int, int], int] = {}
         self.pairs: list[tuple[int, int]] = []

@@ -44,6 +44,7 @@ import heapq
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import replace
+from typing import Any
 
 from spadeopt.errors import UsageError
 from spadeopt.optimize.cost import (
@@ -102,16 +103,20 @@ def greedy_fuse(problem: FusionProblem, *, mergable_rule: str = "both",
     return _fused(problem, mergable_rule, initial)
 
 
-def _fused(problem: FusionProblem, rule: str, initial: Iterable[frozenset[str]], steps: bool = True) -> FusionResult:
+def _fused(problem: FusionProblem, rule: str, initial: Iterable[frozenset[str]], steps: bool = True,
+           known: dict[frozenset[str], Any] | None = None) -> FusionResult:
     """:func:`greedy_fuse`'s run from checked ``initial`` partitions, summed up."""
-    partitions, done, objective_initial = _merge_all(problem, initial, rule, steps)
+    partitions, done, objective_initial = _merge_all(problem, initial, rule, steps, known)
     return _summarized(problem, partitions, done, objective_initial, rule)
 
 
-def _merge_all(problem: FusionProblem, initial: Iterable[frozenset[str]], rule: str,
-               record: bool = True) -> tuple[tuple[tuple[str, ...], ...], tuple[MergeStep, ...], float]:
+def _merge_all(problem: FusionProblem, initial: Iterable[frozenset[str]], rule: str, record: bool = True,
+               known: dict[frozenset[str], Any] | None = None, ends: dict[frozenset[str], Any] | None = None
+               ) -> tuple[tuple[tuple[str, ...], ...], tuple[MergeStep, ...], float]:
     """Algorithm 1's loop from ``initial``: the canonical partitions, the merge steps (none
-    unless ``record``: the merges are the same) and the initial objective."""
+    unless ``record``: the merges are the same) and the initial objective. ``known``: the
+    initial partitions' exclusion groups and channel maps (``BookLayout``); ``ends``, when
+    given, receives the final partitions' (phase 2 starts from them)."""
     shared = problem.shared
     exclusion = shared.get("exclusion_index")
     if exclusion is None:
@@ -122,7 +127,7 @@ def _merge_all(problem: FusionProblem, initial: Iterable[frozenset[str]], rule: 
             layout = shared["initial_layout"] = BookLayout(problem, initial, exclusion)
         book = PartitionBook(problem, initial, exclusion, layout)
     else:
-        book = PartitionBook(problem, initial, exclusion)
+        book = PartitionBook(problem, initial, exclusion, BookLayout(problem, initial, exclusion, known))
     heap: list[_Candidate] = []
     parts = book.parts
     offer = _offerer(heap, book, rule)
@@ -153,6 +158,8 @@ def _merge_all(problem: FusionProblem, initial: Iterable[frozenset[str]], rule: 
             continue  # under "both" a partition at MinUtil is Mergable with no one: offer would refuse each pair
         for k in part.nbr:
             offer(new, k)
+    if ends is not None:
+        ends.update((part.members, (part.groups, part.chan)) for part in parts.values())
     return canonical(part.members for part in parts.values()), tuple(steps), objective_initial
 
 
@@ -226,8 +233,9 @@ def greedy_then_absorb(problem: FusionProblem, steps: bool = True) -> FusionResu
     communication model on phase 1's partitions in the same order as that summary, so
     even a model that fails, fails with the same error. Without ``steps`` the result
     lists no merge steps (a caller that reads only the partitions: the channel quotient)."""
-    partitions, done, objective_initial = _merge_all(problem, _initial(problem), "both", steps)
-    more = _fused(problem, "absorb", _checked_start(problem, partitions), steps)
+    ends: dict[frozenset[str], Any] = {}
+    partitions, done, objective_initial = _merge_all(problem, _initial(problem), "both", steps, ends=ends)
+    more = _fused(problem, "absorb", _checked_start(problem, partitions), steps, ends)
     return replace(more, objective_initial=objective_initial, steps=done + more.steps)
 
 

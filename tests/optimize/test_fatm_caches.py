@@ -165,6 +165,33 @@ def test_greedy_then_absorb_is_absorb_leftovers_of_greedy_fuse(problem: FusionPr
     want = absorb_leftovers(problem, greedy_fuse(problem))
     got = greedy_then_absorb(problem)
     assert got == want and got.comp_loads == want.comp_loads
+    quiet = greedy_then_absorb(problem, steps=False)  # the channel quotient's: no merge steps, same PEs
+    assert quiet.partitions == want.partitions and quiet.comp_loads == want.comp_loads and quiet.steps == ()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_greedy_then_absorb_with_channels_and_exchange_sides(seed: int):
+    """Phase 2 starts from phase 1's exclusion groups and channel maps: the same result as
+    absorb_leftovers, on problems with channel rules and a key exchange's sides."""
+    import random
+
+    from spadeopt.optimize.greedy_fuse import greedy_then_absorb
+
+    rnd = random.Random(seed)
+    w, names = 3, ["s", "r__split", "r__merge", "k"]
+    chans = [[f"{o}__{c}" for o in "abc"] for c in range(w)]
+    ops = names + [op for ch in chans for op in ch]
+    links = [("s", "r__split", 90.0, 8.0), ("r__merge", "k", 90.0, 8.0)]
+    for c in range(w):
+        links += [("r__split", f"a__{c}", 30.0, 8.0), (f"a__{c}", f"b__{c}", 30.0, 8.0),
+                  (f"b__{c}", f"c__{c}", 20.0 + c, 8.0), (f"c__{c}", "r__merge", 30.0, 8.0)]
+    load = {op: rnd.uniform(0.01, 0.4) for op in ops}
+    problem = FusionProblem.build(ops, load, links, COMM, max_frac=rnd.choice([0.5, 1.0]), min_util=0.9,
+                                  channels=[chans], exlocate=[["s", "k"]] if seed % 2 else [],
+                                  apart=[([f"a__{c}" for c in range(w)], [f"c__{c}" for c in range(w)])])
+    want = absorb_leftovers(problem, greedy_fuse(problem))
+    got = greedy_then_absorb(problem)
+    assert got == want and got.comp_loads == want.comp_loads
 
 
 def test_fatm_pauses_the_cyclic_gc_and_restores_it_even_on_error():
