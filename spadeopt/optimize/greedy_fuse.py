@@ -264,7 +264,9 @@ def _offerer(heap: list[_Candidate], book: PartitionBook, rule: str) -> Callable
         if pa.groups and pb.groups and not pa.groups.isdisjoint(pb.groups):
             return  # illegal: an exlocation or unfusable group would share a PE
         ca, cb = pa.chan, pb.chan
-        if ca and cb:  # legality.channel_clash, inlined
+        if ca and cb:  # legality.channel_clash, inlined (over the smaller map: a clash either way)
+            if len(cb) < len(ca):
+                ca, cb = cb, ca
             get = cb.get
             for r, c in ca.items():
                 if get(r, c) != c:
