@@ -21,6 +21,7 @@ Synthetic.
     python -m spadeopt.bench.fatm_speed docs/results
     python -m spadeopt.bench.fatm_speed docs/results --against /tmp/old   # before/after, side by side
     python -m spadeopt.bench.fatm_speed docs/results --many-cores   # only 200 operators at 1 x 16 and 1 x 64
+    python -m spadeopt.bench.fatm_speed DIR --against /tmp/old --many-cores   # those two, old and new, 2 rounds
 
 ``--against TREE`` (a checkout of an older commit, e.g. ``git archive REV | tar -x -C TREE``)
 times the same cases (discovery on, as ``fuse_auto`` defaults) under that tree's code and
@@ -223,7 +224,9 @@ def main(argv: list[str] | None = None) -> int:
         i = args.index("--against")
         base = Path(args[i + 1])
         rest = args[:i] + args[i + 2:]
-        against(Path(rest[0] if rest else "docs/results"), base)
+        many = {"cases": MANY_CORES, "rounds": 2} if "--many-cores" in rest else {}
+        rest = [a for a in rest if a != "--many-cores"]
+        against(Path(rest[0] if rest else "docs/results"), base, **many)
         return 0
     if "--many-cores" in args:
         rest = [a for a in args if a != "--many-cores"]

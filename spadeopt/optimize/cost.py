@@ -34,7 +34,7 @@ compare with :data:`REL_TOL`.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from spadeopt.errors import OptimizeError, UsageError
@@ -242,13 +242,16 @@ class BookLayout:
     for each link whether it lies inside a partition (``None``), is external (``(i,)``)
     or joins partitions ``i`` and ``j`` (``(i, j, q)``, ``q`` indexing ``pairs``); the
     external link count per partition. Problems that differ only in their numbers (e.g.
-    :meth:`FusionProblem.rescaled`) share one."""
+    :meth:`FusionProblem.rescaled`) share one. ``known`` maps partitions to their
+    exclusion groups and channel map when the caller has them (GreedyFuse's first phase
+    ends with them, equal to what is derived here: its second phase starts from there)."""
 
     __slots__ = ("members", "keys", "ranks", "key_ranks", "groups", "chans", "ends", "pairs", "n_ext", "touch",
                  "pair_links")
 
     def __init__(self, problem: FusionProblem, initial: Iterable[frozenset[str]],
-                 exclusion: dict[str, frozenset[int]]) -> None:
+                 exclusion: dict[str, frozenset[int]],
+                 known: Mapping[frozenset[str], tuple[frozenset[int], dict[int, int] | None]] | None = None) -> None:
         ranks = problem.shared.get("ranks")
         if ranks is None:
             ranks = problem.shared["ranks"] = {op: i for i, op in enumerate(sorted(problem.operators))}
@@ -262,11 +265,18 @@ class BookLayout:
         for pid, members in enumerate(self.members):
             for op in members:
                 owner[op] = pid
-            if len(members) == 1:
+            if known is not None:
+                self.groups.append(known[members][0])
+            elif len(members) == 1:
                 self.groups.append(exclusion.get(self.keys[pid], empty))
             else:
                 self.groups.append(frozenset().union(*(exclusion.get(op, empty) for op in members)))
-        self.chans = [channels_of(m, problem) for m in self.members] if problem.channels or problem.apart else None
+        if not (problem.channels or problem.apart):
+            self.chans = None
+        elif known is not None:
+            self.chans = [known[m][1] for m in self.members]
+        else:
+            self.chans = [channels_of(m, problem) for m in self.members]
         self.n_ext = [0] * len(self.members)
         pair_index: dict[tuple[int, int], int] = {}
         self.pairs: list[tuple[int, int]] = []
@@ -333,12 +343,26 @@ class PartitionBook:
         parts: dict[int, _Part] = {}
         crossing: list[float] = []  # every link end on a partition boundary: the objective's terms
         for pid, members in enumerate(layout.members):
-            oper = fsum([load[op] for op in members])
+            # fsum of one or two terms is the float sum (+ 0.0: fsum's zero is never -0.0)
+            # when that is finite; fsum itself otherwise (it raises where the sum overflows)
+            if len(members) == 1:
+                oper = load[layout.keys[pid]] + 0.0
+            else:
+                oper = fsum([load[op] for op in members])
             touch = layout.touch[pid]
-            rates = [rate_of[x] for x in touch]
-            crossing += rates
-            tuples = fsum(rates)
-            bytes_ = fsum([bytes_of[x] for x in touch])
+            if len(touch) == 2:
+                x, y = touch
+                r1, r2, b1, b2 = rate_of[x], rate_of[y], bytes_of[x], bytes_of[y]
+                crossing.append(r1)
+                crossing.append(r2)
+                tuples, bytes_ = r1 + r2, b1 + b2
+                tuples = tuples + 0.0 if tuples < inf else fsum([r1, r2])
+                bytes_ = bytes_ + 0.0 if bytes_ < inf else fsum([b1, b2])
+            else:
+                rates = [rate_of[x] for x in touch]
+                crossing += rates
+                tuples = fsum(rates)
+                bytes_ = fsum([bytes_of[x] for x in touch])
             size_ = bytes_ / tuples if tuples > 0 else 0.0  # _mean_size
             comm = cost(tuples, size_)
             if not (type(comm) is float and 0.0 <= comm < inf):
@@ -349,7 +373,10 @@ class PartitionBook:
             if layout.chans is not None:
                 parts[pid].chan = layout.chans[pid]
         for (a, b), xs in zip(layout.pairs, layout.pair_links, strict=True):
-            value = (fsum([rate_of[x] for x in xs]), fsum([bytes_of[x] for x in xs]))
+            if len(xs) == 1:  # fsum of one term (above)
+                value = (rate_of[xs[0]] + 0.0, bytes_of[xs[0]] + 0.0)
+            else:
+                value = (fsum([rate_of[x] for x in xs]), fsum([bytes_of[x] for x in xs]))
             parts[a].nbr[b] = value
             parts[b].nbr[a] = value
         self.parts = parts

@@ -69,9 +69,13 @@ class OperatorProfile:
 
 
 def unfusable_pairs(graph: AppGraph) -> tuple[frozenset[str], ...]:
-    """Both ends of every stream that closes a loop into a tuple-generating port."""
+    """Both ends of every stream that closes a loop into a tuple-generating port (none, and
+    no strongly connected components computed, when the graph has no loop or no stream
+    ends at such a port)."""
     import networkx as nx
 
+    if graph.acyclic or not any(graph.op(s.dst.op).in_port(s.dst.port).tuple_generating for s in graph.streams):
+        return ()
     g = nx.DiGraph()
     g.add_nodes_from(op.name for op in graph.operators)
     for s in graph.streams:

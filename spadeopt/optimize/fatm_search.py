@@ -58,6 +58,7 @@ from typing import Any
 
 from spadeopt.errors import OptimizeError, PlacementInfeasible, SpadeoptError
 from spadeopt.model.graph import AppGraph
+from spadeopt.optimize.cost import objective
 from spadeopt.optimize.fatm_fit import collapse_fraction, fit_production, unattributed_call_s
 from spadeopt.optimize.fatm_physical import (
     PhysicalCache,
@@ -68,9 +69,9 @@ from spadeopt.optimize.fatm_physical import (
 )
 from spadeopt.optimize.fatm_problem import OperatorProfile, problem_for
 from spadeopt.optimize.greedy_fuse import greedy_fuse, greedy_then_absorb
-from spadeopt.optimize.placement import Placement, pe_graph, place
+from spadeopt.optimize.placement import Placement, one_node_holds, pe_graph, place
 from spadeopt.optimize.predict import PerfModel
-from spadeopt.optimize.problem import CommModel, FusionProblem, Link
+from spadeopt.optimize.problem import CommModel, FusionProblem, with_rates
 from spadeopt.optimize.quotient import KEEP, Quotient, quotient_fuse
 from spadeopt.optimize.ranking import TIE, Rated, crossing_rate, tie_break
 from spadeopt.optimize.rate import (
@@ -106,29 +107,47 @@ class ScaledProblems:
     """``problem_for(graph, scale(prof, k), comm, max_frac, min_util)`` for many factors ``k``.
 
     The first call builds it with :func:`problem_for` (checks, unfusable pairs, unseen
-    streams, validation: every error as before). Later calls take that problem's
-    operators, link ends, sizes and annotations, which do not depend on ``k``, and only
-    multiply the profile's loads and link rates by ``k`` as :func:`scale` does
-    (:meth:`FusionProblem.rescaled`): the same problem, field for field, without
-    rebuilding the graph's indexes for each rate the search tries."""
+    streams, validation: every error as before), unless a ``base`` is given: a problem
+    ``problem_for`` built of the graph and a profile with the same links (any numbers,
+    MaxFrac and MinUtil; FATM's: the vector's prediction problem, :func:`base_problem`).
+    Later calls (every call, with a base) take that problem's operators, link ends, sizes
+    and annotations, which do not depend on ``k``, and only multiply the profile's loads
+    and link rates by ``k`` as :func:`scale` does (:meth:`FusionProblem.rescaled`): the
+    same problem, field for field, without rebuilding the graph's indexes for each rate
+    the search tries, nor for each MaxFrac rung of a vector."""
 
     def __init__(self, graph: AppGraph, prof: OperatorProfile, comm: CommModel, max_frac: float,
-                 min_util: float, memo: dict[str, Any] | None = None) -> None:
+                 min_util: float, memo: dict[str, Any] | None = None, base: FusionProblem | None = None) -> None:
         self.graph, self.prof, self.comm, self.max_frac, self.min_util = graph, prof, comm, max_frac, min_util
         self.memo = memo
         self.first: FusionProblem | None = None
+        self.base = base
 
     def __call__(self, k: float) -> FusionProblem:
-        if self.first is None:
+        if self.first is None and self.base is None:
             self.first = problem_for(self.graph, scale(self.prof, k), self.comm, self.max_frac, self.min_util,
                                      self.memo)
             return self.first
-        first, prof = self.first, self.prof
+        first, prof = self.first or self.base, self.prof
         load = {n: prof.load[n] * k for n in first.operators}
         n = len(prof.links)  # problem_for's links: the profile's, then its zero-rate unseen streams
-        links = tuple(Link(lk.src, lk.dst, r * k, lk.size) for lk, (_, _, r, _) in zip(first.links, prof.links,
-                                                                                        strict=False))
+        links = with_rates(first.links, [r * k for _, _, r, _ in prof.links])  # Link(src, dst, r * k, size)
+        if self.first is None:
+            self.first = first.rescaled(load, links + first.links[n:], self.max_frac, self.min_util)
+            return self.first
         return first.rescaled(load, links + first.links[n:])
+
+
+def base_problem(ctx: SearchContext, entry: PhysicalEntry) -> FusionProblem | None:
+    """The vector's prediction problem (built now if it was not: every plan of the vector
+    is predicted on it), the :class:`ScaledProblems` base of its rate searches and
+    channel-symmetric plans; ``None`` when it cannot be built (they then build their own,
+    and fail as before)."""
+    try:
+        prediction_inputs(entry, ctx.comm, ctx.model)
+    except SpadeoptError:
+        return None
+    return entry.predict_problem
 
 
 @dataclass(frozen=True)
@@ -187,10 +206,19 @@ def fuse_and_place(problem: FusionProblem, nodes: int, cores: int, capacity_frac
     """GreedyFuse (then absorb, unless ``absorb`` is off) and placement of ``problem``."""
     result = greedy_then_absorb(problem) if absorb else greedy_fuse(problem)
     pe_ids = tuple(f"p{i}" for i in range(len(result.partitions)))
-    pe_loads, pe_links = pe_graph(result.partitions, problem, pe_ids, result.comp_loads)
     # FATM places by itself: the developer's place() annotations are FMAN's.
-    placement = place(pe_loads, pe_links, nodes, cores, capacity_frac)
+    placement = place_result(result, problem, pe_ids, nodes, cores, capacity_frac)
     return FusedPlacement(problem, result, placement, pe_ids)
+
+
+def place_result(result: FusionResult, problem: FusionProblem, pe_ids: tuple[str, ...], nodes: int, cores: int,
+                 capacity_frac: float) -> Placement:
+    """:func:`place` of ``result``'s PEs (:func:`pe_graph`); their links are not summed
+    when one node holds them whatever they are (``placement.one_node_holds``)."""
+    if result.comp_loads and one_node_holds(result.comp_loads, nodes, cores, capacity_frac):
+        return place(tuple(zip(pe_ids, result.comp_loads, strict=True)), {}, nodes, cores, capacity_frac)
+    pe_loads, pe_links = pe_graph(result.partitions, problem, pe_ids, result.comp_loads)
+    return place(pe_loads, pe_links, nodes, cores, capacity_frac)
 
 
 def _planning_profile(ctx: SearchContext, entry: PhysicalEntry) -> OperatorProfile:
@@ -212,9 +240,7 @@ def quotient_and_place(problem: FusionProblem, quotient: Quotient, nodes: int, c
     if result is None:
         return None
     pe_ids = tuple(f"p{i}" for i in range(len(result.partitions)))
-    pe_loads, pe_links = pe_graph(result.partitions, problem, pe_ids, result.comp_loads)
-    placement = place(pe_loads, pe_links, nodes, cores, capacity_frac)
-    return FusedPlacement(problem, result, placement, pe_ids)
+    return FusedPlacement(problem, result, place_result(result, problem, pe_ids, nodes, cores, capacity_frac), pe_ids)
 
 
 def _attempt(ctx: SearchContext, entry: PhysicalEntry, pprof: OperatorProfile,
@@ -222,7 +248,8 @@ def _attempt(ctx: SearchContext, entry: PhysicalEntry, pprof: OperatorProfile,
     """The rate search's step: the plan at ``k`` times the profiled rate, ``None`` when it
     does not fit. With ``quotient``, GreedyFuse runs on the channel quotient
     (:func:`quotient_and_place`) where the vector has one."""
-    problems = ScaledProblems(entry.graph, pprof, ctx.comm, max_frac, ctx.min_util, entry.memo)
+    problems = ScaledProblems(entry.graph, pprof, ctx.comm, max_frac, ctx.min_util, entry.memo,
+                              base_problem(ctx, entry))
 
     def attempt(k: float) -> FusedPlacement | None:
         problem = problems(k)
@@ -456,14 +483,19 @@ def symmetric_scored(ctx: SearchContext, regions: Regions) -> list[tuple[Scored,
     """The vector's channel-symmetric plans (:mod:`spadeopt.optimize.symmetric`), each
     scored by the prediction, with its segments per channel."""
     entry = ctx.cache.get(regions)
+    pprof = _planning_profile(ctx, entry)
+    problems = ScaledProblems(entry.graph, pprof, ctx.comm, 1.0, 1.0, entry.memo, base_problem(ctx, entry))
     out = []
     try:
-        members = list(family(entry, _planning_profile(ctx, entry), ctx.prof.load, ctx.comm, ctx.nodes, ctx.cores,
-                              ctx.capacity_frac, regions))
+        members = list(family(entry, pprof, ctx.prof.load, ctx.comm, ctx.nodes, ctx.cores, ctx.capacity_frac,
+                              regions, problems))
     except SpadeoptError:
         return []
-    for p, groups, problem, k, ids, where in members:
-        fused = FusedPlacement(problem, as_result(groups, problem), where, ids, factor=k)
+    initial: dict[int, float] = {}  # the objective of one operator per PE, once per problem (members share one)
+    for p, groups, problem, k, ids, where, loads in members:
+        if id(problem) not in initial:
+            initial[id(problem)] = objective([[op] for op in problem.operators], problem)
+        fused = FusedPlacement(problem, as_result(groups, problem, loads, initial[id(problem)]), where, ids, factor=k)
         try:
             plan = trial_plan(ctx.graph, fused, ctx.nodes, ctx.cores, regions)
         except SpadeoptError:

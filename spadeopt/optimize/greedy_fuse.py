@@ -44,6 +44,7 @@ import heapq
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import replace
+from typing import Any
 
 from spadeopt.errors import UsageError
 from spadeopt.optimize.cost import (
@@ -55,7 +56,6 @@ from spadeopt.optimize.cost import (
     partition_loads,
 )
 from spadeopt.optimize.legality import (
-    channel_clash,
     exclusion_index,
     fusion_legal,
     initial_partitions,
@@ -100,14 +100,23 @@ def greedy_fuse(problem: FusionProblem, *, mergable_rule: str = "both",
         msg = f"mergable_rule must be one of {MERGABLE_RULES}; got {mergable_rule!r}"
         raise UsageError(msg)
     initial = _initial(problem) if start is None else _checked_start(problem, start)
-    partitions, steps, objective_initial = _merge_all(problem, initial, mergable_rule)
-    return _summarized(problem, partitions, steps, objective_initial, mergable_rule)
+    return _fused(problem, mergable_rule, initial)
 
 
-def _merge_all(problem: FusionProblem, initial: Iterable[frozenset[str]],
-               rule: str) -> tuple[tuple[tuple[str, ...], ...], tuple[MergeStep, ...], float]:
-    """Algorithm 1's loop from ``initial``: the canonical partitions, the merge steps and
-    the initial objective."""
+def _fused(problem: FusionProblem, rule: str, initial: Iterable[frozenset[str]], steps: bool = True,
+           known: dict[frozenset[str], Any] | None = None) -> FusionResult:
+    """:func:`greedy_fuse`'s run from checked ``initial`` partitions, summed up."""
+    partitions, done, objective_initial = _merge_all(problem, initial, rule, steps, known)
+    return _summarized(problem, partitions, done, objective_initial, rule)
+
+
+def _merge_all(problem: FusionProblem, initial: Iterable[frozenset[str]], rule: str, record: bool = True,
+               known: dict[frozenset[str], Any] | None = None, ends: dict[frozenset[str], Any] | None = None
+               ) -> tuple[tuple[tuple[str, ...], ...], tuple[MergeStep, ...], float]:
+    """Algorithm 1's loop from ``initial``: the canonical partitions, the merge steps (none
+    unless ``record``: the merges are the same) and the initial objective. ``known``: the
+    initial partitions' exclusion groups and channel maps (``BookLayout``); ``ends``, when
+    given, receives the final partitions' (phase 2 starts from them)."""
     shared = problem.shared
     exclusion = shared.get("exclusion_index")
     if exclusion is None:
@@ -118,7 +127,7 @@ def _merge_all(problem: FusionProblem, initial: Iterable[frozenset[str]],
             layout = shared["initial_layout"] = BookLayout(problem, initial, exclusion)
         book = PartitionBook(problem, initial, exclusion, layout)
     else:
-        book = PartitionBook(problem, initial, exclusion)
+        book = PartitionBook(problem, initial, exclusion, BookLayout(problem, initial, exclusion, known))
     heap: list[_Candidate] = []
     parts = book.parts
     offer = _offerer(heap, book, rule)
@@ -137,16 +146,20 @@ def _merge_all(problem: FusionProblem, initial: Iterable[frozenset[str]],
         pa, pb = parts.get(a), parts.get(b)
         if pa is None or pb is None:
             continue  # stale: one side was merged since this entry was pushed
-        left, right = (pb.members, pa.members) if pb.key < pa.key else (pa.members, pb.members)
-        new = merge(a, b, merged)
-        benefit = -neg_benefit
-        running -= benefit
-        steps.append(MergeStep(left, right, benefit, running))
+        if record:
+            left, right = (pb.members, pa.members) if pb.key < pa.key else (pa.members, pb.members)
+            new = merge(a, b, merged)
+            running -= -neg_benefit
+            steps.append(MergeStep(left, right, -neg_benefit, running))
+        else:
+            new = merge(a, b, merged)
         part = parts[new]
         if both and part.util >= min_util:
             continue  # under "both" a partition at MinUtil is Mergable with no one: offer would refuse each pair
         for k in part.nbr:
             offer(new, k)
+    if ends is not None:
+        ends.update((part.members, (part.groups, part.chan)) for part in parts.values())
     return canonical(part.members for part in parts.values()), tuple(steps), objective_initial
 
 
@@ -213,15 +226,17 @@ def absorb_leftovers(problem: FusionProblem, result: FusionResult) -> FusionResu
     )
 
 
-def greedy_then_absorb(problem: FusionProblem) -> FusionResult:
+def greedy_then_absorb(problem: FusionProblem, steps: bool = True) -> FusionResult:
     """FATM's two phases: ``absorb_leftovers(problem, greedy_fuse(problem))``, equal to it
     field for field, without summing up phase 1 (its objective, CompLoads and warnings,
     which phase 2 recomputes for its own result). Phase 2's start-up evaluates the
     communication model on phase 1's partitions in the same order as that summary, so
-    even a model that fails, fails with the same error."""
-    partitions, steps, objective_initial = _merge_all(problem, _initial(problem), "both")
-    more = greedy_fuse(problem, mergable_rule="absorb", start=partitions)
-    return replace(more, objective_initial=objective_initial, steps=steps + more.steps)
+    even a model that fails, fails with the same error. Without ``steps`` the result
+    lists no merge steps (a caller that reads only the partitions: the channel quotient)."""
+    ends: dict[frozenset[str], Any] = {}
+    partitions, done, objective_initial = _merge_all(problem, _initial(problem), "both", steps, ends=ends)
+    more = _fused(problem, "absorb", _checked_start(problem, partitions), steps, ends)
+    return replace(more, objective_initial=objective_initial, steps=done + more.steps)
 
 
 def _offerer(heap: list[_Candidate], book: PartitionBook, rule: str) -> Callable[[int, int], None]:
@@ -248,8 +263,14 @@ def _offerer(heap: list[_Candidate], book: PartitionBook, rule: str) -> Callable
             return  # "absorb": a PE with negligible load is a leftover too, folding it costs nothing
         if pa.groups and pb.groups and not pa.groups.isdisjoint(pb.groups):
             return  # illegal: an exlocation or unfusable group would share a PE
-        if pa.chan and pb.chan and channel_clash(pa.chan, pb.chan):
-            return  # illegal: two channels of one parallel region would share a PE
+        ca, cb = pa.chan, pb.chan
+        if ca and cb:  # legality.channel_clash, inlined (over the smaller map: a clash either way)
+            if len(cb) < len(ca):
+                ca, cb = cb, ca
+            get = cb.get
+            for r, c in ca.items():
+                if get(r, c) != c:
+                    return  # illegal: two channels of one parallel region would share a PE
         oper = pa.oper + pb.oper
         na, nb = pa.nbr, pb.nbr
         r_ab, b_ab = na[b]

@@ -22,6 +22,11 @@ suggested heuristic, greedy agglomerative clustering:
      merges clusters that share no (affordable) link. FFD is a heuristic: if a cluster
      fits nowhere although the total fits, ``PlacementInfeasible`` says so.
 
+On one node (no pins) whose capacity holds the PEs' total with room for any order of
+summing it (:func:`_surely_fits`), steps 1-3 can only put every PE on that node: FATM's
+many-core searches place thousands of candidate plans on one node, so that answer is
+given without the agglomeration (the same :class:`Placement`, field for field).
+
 As in the paper's radio-astronomy result, PEs that fit on one node end up on one node
 and some nodes may stay idle. Loads are CPU fractions in cores (a PE's CompLoad). The
 rate may be tuples/s or bytes/s, whichever the caller passes; :func:`pe_graph` gives
@@ -32,7 +37,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from spadeopt.errors import PlacementInfeasible, UsageError
@@ -105,11 +110,14 @@ def place(
     capacity = cores * capacity_frac
     loads = dict(pes)
     _check_capacity(loads, pins, nodes, cores, capacity_frac)
-    clusters = _initial_clusters(loads, rates, pins)
-    _agglomerate(clusters, capacity)
-    cluster_node = _assign(clusters, nodes, capacity)
-    node_of = {pe: cluster_node[cid] for cid, c in clusters.items() for pe in c.pes}
-    node_of = {pe: node_of[pe] for pe, _ in pes}
+    if nodes == 1 and not pins and _surely_fits(loads.values(), capacity):
+        node_of = dict.fromkeys(loads, 0)  # one node: steps 1-3 put every PE on it (see _surely_fits)
+    else:
+        clusters = _initial_clusters(loads, rates, pins)
+        _agglomerate(clusters, capacity)
+        cluster_node = _assign(clusters, nodes, capacity)
+        node_of = {pe: cluster_node[cid] for cid, c in clusters.items() for pe in c.pes}
+        node_of = {pe: node_of[pe] for pe, _ in pes}
     per_node: dict[int, list[float]] = {}  # sparse: a big cluster has mostly empty nodes
     for pe, load in pes:
         per_node.setdefault(node_of[pe], []).append(load)
@@ -180,6 +188,27 @@ def pe_graph(
 
 def _fits(load: float, capacity: float) -> bool:
     return load <= capacity + REL_TOL * max(1.0, capacity)
+
+
+def one_node_holds(loads: Collection[float], nodes: int, cores: int, capacity_frac: float) -> bool:
+    """Whether :func:`place` puts PEs of these ``loads`` all on one node without looking at
+    their links: ``nodes`` is 1, the arguments are valid and the loads surely fit
+    (:func:`_surely_fits`). Callers may then pass no PE links (only placement across nodes
+    reads them: the inter-node rate is 0 either way)."""
+    valid = (type(cores) is int and cores >= 1 and isinstance(capacity_frac, int | float)
+             and 0 < capacity_frac <= 1 and all(type(u) is float and 0.0 <= u < math.inf for u in loads))
+    return nodes == 1 and valid and _surely_fits(loads, cores * capacity_frac)
+
+
+def _surely_fits(loads: Collection[float], capacity: float) -> bool:
+    """Whether every partial sum of ``loads`` (>= 0), added in any order, :func:`_fits`
+    ``capacity``: their exact total is at most ``fsum x (1 + 2^-53)``, and float sums of
+    ``n`` of them in any order at most ``(1 + n 2^-52)`` times their exact sum, so a margin
+    of ``(1 + 2 n 2^-52)`` covers every order. Then placement on one node puts every PE on it
+    whatever steps 1-3 do (agglomeration and first-fit only ever add loads of the PEs, each
+    such sum fits): the shortcut of :func:`place` for one node, O(PEs) instead of the
+    agglomeration's heap."""
+    return math.fsum(loads) * (1.0 + 2.0 * (len(loads) + 1) * 2.0 ** -52) < capacity + REL_TOL * max(1.0, capacity)
 
 
 def _validate(

@@ -31,7 +31,7 @@ it afterwards. Derived indexes are cached properties.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Protocol, runtime_checkable
@@ -103,6 +103,38 @@ class Link:
         return self.rate * self.size
 
 
+def with_rates(links: Iterable[Link], rates: Iterable[float]) -> tuple[Link, ...]:
+    """``Link(lk.src, lk.dst, rate, lk.size)`` for each link and rate, paired in order:
+    equal links, made without the frozen dataclass's ``__init__`` (four guarded
+    ``__setattr__`` calls each; FATM's rate search rescales thousands of links per rate)."""
+    new = object.__new__
+    out = []
+    append = out.append
+    for lk, rate in zip(links, rates, strict=False):  # as many as the shorter gives
+        link = new(Link)
+        fields = link.__dict__
+        fields.update(lk.__dict__)
+        fields["rate"] = rate
+        append(link)
+    return tuple(out)
+
+
+def with_ends(links: Sequence[Link], ends: Iterable[tuple[int, str | None, str | None]]) -> tuple[Link, ...]:
+    """``Link(src, dst, links[i].rate, links[i].size)`` for each ``(i, src, dst)`` of
+    ``ends``, made as :func:`with_rates` makes them (a channel quotient's links)."""
+    new = object.__new__
+    out = []
+    append = out.append
+    for i, src, dst in ends:
+        link = new(Link)
+        fields = link.__dict__
+        fields.update(links[i].__dict__)
+        fields["src"] = src
+        fields["dst"] = dst
+        append(link)
+    return tuple(out)
+
+
 @dataclass(frozen=True)
 class FusionProblem:
     """The fusion optimizer's input. Validated on construction (raises ``UsageError``).
@@ -172,21 +204,26 @@ class FusionProblem:
             apart=tuple((frozenset(a), frozenset(b)) for a, b in apart),
         )
 
-    def rescaled(self, load: Mapping[str, float], links: tuple[Link, ...]) -> FusionProblem:
+    def rescaled(self, load: Mapping[str, float], links: tuple[Link, ...], max_frac: float | None = None,
+                 min_util: float | None = None) -> FusionProblem:
         """This problem with other numbers: ``load`` for the same operators and ``links``
         with the same ends and sizes, in the same order (e.g. the problem at another
-        source rate). Only what can differ is validated: every load and link rate must be
-        a finite number >= 0; if one is not, the problem is built (and refused) in full,
-        with the message :meth:`build` gives. Equal, field for field, to building it anew;
-        used by FATM's rate search, which rescales one problem many times."""
+        source rate), and ``max_frac`` and ``min_util`` when given. Only what can differ is
+        validated: every load and link rate must be a finite number >= 0, MaxFrac a float
+        > 0 and MinUtil one in (0, 1]; if one is not, the problem is built (and refused) in
+        full, with the message :meth:`build` gives. Equal, field for field, to building it
+        anew; used by FATM's rate search, which rescales one problem many times."""
         inf = math.inf
+        max_frac = self.max_frac if max_frac is None else max_frac
+        min_util = self.min_util if min_util is None else min_util
         values = (*load.values(), *(lk.rate for lk in links))
-        if not all(type(v) is float and 0.0 <= v < inf for v in values):
-            return FusionProblem(self.operators, load, links, self.comm, self.max_frac, self.min_util,
+        if not (all(type(v) is float and 0.0 <= v < inf for v in values) and type(max_frac) is float
+                and 0.0 < max_frac < inf and type(min_util) is float and 0.0 < min_util <= 1.0):
+            return FusionProblem(self.operators, load, links, self.comm, max_frac, min_util,
                                  self.colocate, self.exlocate, self.unfusable, self.channels, self.apart)
         new = object.__new__(FusionProblem)
         for name, value in (("operators", self.operators), ("load", load), ("links", links), ("comm", self.comm),
-                            ("max_frac", self.max_frac), ("min_util", self.min_util), ("colocate", self.colocate),
+                            ("max_frac", max_frac), ("min_util", min_util), ("colocate", self.colocate),
                             ("exlocate", self.exlocate), ("unfusable", self.unfusable),
                             ("channels", self.channels), ("apart", self.apart)):
             object.__setattr__(new, name, value)

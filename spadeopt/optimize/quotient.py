@@ -72,7 +72,7 @@ from collections.abc import Iterable, Mapping
 
 from spadeopt.optimize.cost import partition_loads
 from spadeopt.optimize.greedy_fuse import greedy_fuse, greedy_then_absorb
-from spadeopt.optimize.problem import FusionProblem, Link
+from spadeopt.optimize.problem import FusionProblem, with_ends
 from spadeopt.optimize.result import FusionResult, canonical, saturation_warnings
 from spadeopt.optimize.symmetric import legal
 
@@ -153,7 +153,7 @@ class Quotient:
         load = physical.load
         plinks = physical.links
         kload = {op: load[op] for op in self.kept}
-        links = tuple(Link(src, dst, plinks[i].rate, plinks[i].size) for i, src, dst in self.links)
+        links = with_ends(plinks, self.links)  # Link(src, dst, plinks[i].rate, plinks[i].size)
         key = (physical.max_frac, physical.min_util)
         first = self._first.get(key)
         if first is None:
@@ -185,7 +185,7 @@ def quotient_fuse(quotient: Quotient, physical: FusionProblem, absorb: bool = Tr
     saturation warnings are the physical problem's. ``None`` when the expansion breaks a
     legality rule of ``physical`` (an annotation group across kept and dropped operators)."""
     problem = quotient.problem(physical)
-    got = greedy_then_absorb(problem) if absorb else greedy_fuse(problem)
+    got = greedy_then_absorb(problem, steps=False) if absorb else greedy_fuse(problem)
     parts = quotient.expand(got.partitions)
     if quotient.check and not legal(parts, physical):
         return None

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 from spadeopt.errors import PlacementInfeasible, SpadeoptError, UsageError
 from spadeopt.optimize.cost import objective, partition_loads
@@ -177,11 +177,12 @@ def legal(groups: Sequence[Sequence[str]], problem: FusionProblem) -> bool:
 
 
 def placed(groups: Sequence[Sequence[str]], problem: FusionProblem, nodes: int, cores: int,
-           capacity_frac: float) -> tuple[tuple[str, ...], Placement]:
+           capacity_frac: float, comp_loads: Sequence[float] = ()) -> tuple[tuple[str, ...], Placement]:
     """PE ids and their nodes: FATM's placement of ``groups`` at ``problem``'s rate, or
-    (when they do not fit there) the PEs dealt round robin over the nodes."""
+    (when they do not fit there) the PEs dealt round robin over the nodes. ``comp_loads``:
+    the groups' CompLoads when the caller has them (``pe_graph``)."""
     ids = tuple(f"p{i}" for i in range(len(groups)))
-    loads, links = pe_graph([sorted(g) for g in groups], problem, ids)
+    loads, links = pe_graph([sorted(g) for g in groups], problem, ids, comp_loads)
     try:
         return ids, place(loads, links, nodes, cores, capacity_frac)
     except PlacementInfeasible:
@@ -189,17 +190,21 @@ def placed(groups: Sequence[Sequence[str]], problem: FusionProblem, nodes: int, 
 
 
 def family(entry, prof, logical_load: Mapping[str, float], comm, nodes: int, cores: int, capacity_frac: float,
-           regions: Sequence[Region]) -> Iterator[tuple[int, list[list[str]], FusionProblem, float, tuple, object]]:
+           regions: Sequence[Region], problems: Callable[[float], FusionProblem] | None = None
+           ) -> Iterator[tuple[int, list[list[str]], FusionProblem, float, tuple, object, tuple]]:
     """Each legal member of the family for one width vector: ``(p, groups, problem, factor,
-    pe_ids, placement)``. ``entry`` is the vector's ``fatm_physical.PhysicalEntry``, ``prof``
+    pe_ids, placement, loads)``, ``loads`` the groups' ``cost.partition_loads`` (the
+    objective and each group's CompLoad, computed once for placement and :func:`as_result`). ``entry`` is the vector's ``fatm_physical.PhysicalEntry``, ``prof``
     its planning profile and ``logical_load`` the logical operators' loads (segments are
     balanced on them); the problem is the physical one at the ``factor`` (times the
     profiled rate) that fills 90 % of the cores with operator load, where placement is
-    judged."""
+    judged. ``problems(k)``, when given, is that problem (``problem_for`` of the scaled
+    ``prof``, MaxFrac and MinUtil 1: e.g. a known problem of the vector rescaled)."""
     physical_ops = [op.name for op in entry.graph.operators]
     total = math.fsum(prof.load.values())
     k = 0.9 * nodes * cores / total if total > 0 else 1.0
-    problem = problem_for(entry.graph, scale(prof, k), comm, 1.0, 1.0, entry.memo)
+    problem = (problems(k) if problems is not None
+               else problem_for(entry.graph, scale(prof, k), comm, 1.0, 1.0, entry.memo))
     seen: set[tuple[tuple[str, ...], ...]] = set()
     in_channel = {Region.channel_op(o, c) for r in regions if r.width > 1 for o in r.operators for c in range(r.width)}
     outside = [o for o in physical_ops if o not in in_channel]
@@ -218,17 +223,27 @@ def family(entry, prof, logical_load: Mapping[str, float], comm, nodes: int, cor
         if key in seen or not legal(groups, problem):
             continue
         seen.add(key)
-        try:
-            ids, where = placed(groups, problem, nodes, cores, capacity_frac)
+        try:  # CompLoads as pe_graph's metrics give them, bit for bit (a failing comm model fails alike)
+            loads = partition_loads([sorted(g) for g in groups], problem)
+            ids, where = placed(groups, problem, nodes, cores, capacity_frac, loads[1])
         except SpadeoptError:
             continue
-        yield p, groups, problem, k, ids, where
+        yield p, groups, problem, k, ids, where, loads
 
 
-def as_result(groups: Sequence[Sequence[str]], problem: FusionProblem) -> FusionResult:
-    """``groups`` as a :class:`FusionResult` of ``problem`` (no merge steps: built, not merged)."""
-    parts = tuple(sorted(tuple(sorted(g)) for g in groups))
-    obj, comp = partition_loads(parts, problem)
-    initial = [[op] for op in problem.operators]
-    return FusionResult(parts, obj, objective(initial, problem), method="symmetric",
-                        mergable_rule="symmetric", comp_loads=comp)
+def as_result(groups: Sequence[Sequence[str]], problem: FusionProblem,
+              loads: tuple[float, Sequence[float]] | None = None, initial: float | None = None) -> FusionResult:
+    """``groups`` as a :class:`FusionResult` of ``problem`` (no merge steps: built, not
+    merged). ``loads`` (:func:`family`'s: the objective and each group's CompLoad, in
+    ``groups``' order) and ``initial`` (the objective of one operator per PE) are computed
+    when not given; an exact sum does not depend on the partitions' order."""
+    sorted_groups = [tuple(sorted(g)) for g in groups]
+    order = sorted(range(len(groups)), key=sorted_groups.__getitem__)  # disjoint groups: no ties
+    parts = tuple(sorted_groups[i] for i in order)
+    if loads is None:
+        obj, comp = partition_loads(parts, problem)
+    else:
+        obj, comp = loads[0], tuple(loads[1][i] for i in order)
+    if initial is None:
+        initial = objective([[op] for op in problem.operators], problem)
+    return FusionResult(parts, obj, initial, method="symmetric", mergable_rule="symmetric", comp_loads=comp)

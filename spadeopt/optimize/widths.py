@@ -77,7 +77,7 @@ from spadeopt.errors import OptimizeError
 from spadeopt.model.graph import AppGraph, PortRef
 from spadeopt.optimize.predict import DEFAULT_MODEL, PerfModel
 from spadeopt.optimize.ranking import MODEL_ERROR, TIE, TIE_WINDOW, Rated, tie_break
-from spadeopt.plan.fission import channel_copies, physical_graph, rewrite_region
+from spadeopt.plan.fission import physical_graph, rewritten
 from spadeopt.plan.regions import DYNAMIC, EXCHANGE, Region, check_region
 from spadeopt.protocol import channel_shares
 
@@ -105,7 +105,7 @@ def physical_profile(graph: AppGraph, prof, regions: tuple[Region, ...], physica
     for i, r in enumerate(wide):
         load, links = _map_region(g, r, load, links, model, prof.keys)
         if i < len(wide) - 1:
-            g = rewrite_region(g, r, channel_copies(graph))
+            g = rewritten(graph, tuple(wide[:i + 1]))
     by_name = {r.name: r for r in regions}
     for r in wide:
         if r.fed == EXCHANGE:

@@ -354,6 +354,21 @@ def rewrite_region(graph: AppGraph, region: Region, copies: dict | None = None) 
     return _rewrite_one(graph, region, copies)
 
 
+def rewritten(graph: AppGraph, regions: tuple[Region, ...]) -> AppGraph:
+    """``graph`` with ``regions`` (each of width > 1) rewritten one after another by
+    :func:`rewrite_region`, each prefix computed once per graph (``AppGraph.memo``): FATM's
+    width vectors that share their first regions' widths share those rewrites (and the
+    region shapes their graphs memoise), and ``optimize.widths.physical_profile`` maps a
+    profile through the same prefixes. The graphs are the ones rewriting from scratch makes."""
+    if not regions:
+        return graph
+    key = ("rewritten", regions)
+    out = graph.memo.get(key)
+    if out is None:
+        out = graph.memo[key] = _rewrite_one(rewritten(graph, regions[:-1]), regions[-1], channel_copies(graph))
+    return out
+
+
 def channel_copies(graph: AppGraph) -> dict:
     """The memo of channel copies made from ``graph``'s operators (:func:`_copies_of`),
     kept with the graph: width vectors that share a region's width share its copies."""
@@ -370,9 +385,9 @@ def physical_graph(graph: AppGraph, regions: tuple[Region, ...]) -> AppGraph:
     key = ("physical", tuple(r for r in regions if r.width > 1))
     out = graph.memo.get(key)
     if out is None:
-        out, copies = graph, channel_copies(graph)
-        for r in key[1]:
-            out = _rewrite_one(out, r, copies)
+        out = graph
+        if key[1]:  # the last rewrite is the plan's own graph (its fingerprint is set below)
+            out = _rewrite_one(rewritten(graph, key[1][:-1]), key[1][-1], channel_copies(graph))
         if key[1]:  # what it is rewritten from decides it: not hashed again over thousands of copies
             out.__dict__["fingerprint"] = hashlib.sha256(
                 f"{graph.fingerprint}/{key[1]!r}".encode()).hexdigest()[:16]

@@ -67,8 +67,14 @@ def _without_caches(monkeypatch) -> None:
     from spadeopt.optimize import widths
     from spadeopt.plan import fission
 
+    def fresh_rewritten(graph, regions):  # every prefix of a vector's regions rewritten anew
+        for r in regions:
+            graph = fission.rewrite_region(graph, r)
+        return graph
+
     monkeypatch.setattr(fission, "channel_copies", lambda graph: None)  # every channel copy made anew
-    monkeypatch.setattr(widths, "channel_copies", lambda graph: None)
+    monkeypatch.setattr(fission, "rewritten", fresh_rewritten)
+    monkeypatch.setattr(widths, "rewritten", fresh_rewritten)
     monkeypatch.setattr(fatm_search.ScaledProblems, "__call__", fresh_problem)
     monkeypatch.setattr(fatm_search.PhysicalCache, "get", fresh_entry)
     monkeypatch.setattr(fatm_search.WidthScorer, "plans", property(lambda self: {}, lambda self, value: None),
@@ -118,6 +124,26 @@ def test_the_rate_search_problems_equal_problem_for_of_the_scaled_profile():
         assert problems_at(k) == problem_for(graph, scale(prof, k), COMM, 0.5, 0.95)
 
 
+def test_the_rate_search_problems_from_a_base_equal_problem_for_of_the_scaled_profile():
+    """A vector's rate searches and symmetric plans rescale its prediction problem (MaxFrac
+    and MinUtil 1, factor 1) instead of building their first problem."""
+    graph, prof = _peer_case()
+    base = problem_for(graph, prof, COMM, 1.0, 1.0)
+    for max_frac, min_util in ((0.5, 0.95), (1.0, 1.0), (0.3, 0.5)):
+        problems_at = fatm_search.ScaledProblems(graph, prof, COMM, max_frac, min_util, {}, base)
+        for k in (3.0, 0.25, 1e-3, 7.5):
+            assert problems_at(k) == problem_for(graph, scale(prof, k), COMM, max_frac, min_util)
+
+
+def test_a_rescaled_problem_with_a_bad_max_frac_is_refused_as_build_refuses_it():
+    p = FusionProblem.build(["a", "b"], {"a": 0.1, "b": 0.1}, [("a", "b", 10.0, 10.0)], COMM)
+    with pytest.raises(UsageError) as built:
+        FusionProblem.build(["a", "b"], p.load, p.links, COMM, max_frac=-1.0, min_util=2.0)
+    with pytest.raises(UsageError) as rescaled:
+        p.rescaled(p.load, p.links, -1.0, 2.0)
+    assert str(rescaled.value) == str(built.value) and "max_frac" in str(built.value)
+
+
 @PROPS
 @given(problems(), st.sampled_from(MERGABLE_RULES))
 def test_greedy_one_pass_sums_are_the_reference_functions_bit_for_bit(problem: FusionProblem, rule: str):
@@ -136,6 +162,33 @@ def test_greedy_one_pass_sums_are_the_reference_functions_bit_for_bit(problem: F
 def test_greedy_then_absorb_is_absorb_leftovers_of_greedy_fuse(problem: FusionProblem):
     from spadeopt.optimize.greedy_fuse import greedy_then_absorb
 
+    want = absorb_leftovers(problem, greedy_fuse(problem))
+    got = greedy_then_absorb(problem)
+    assert got == want and got.comp_loads == want.comp_loads
+    quiet = greedy_then_absorb(problem, steps=False)  # the channel quotient's: no merge steps, same PEs
+    assert quiet.partitions == want.partitions and quiet.comp_loads == want.comp_loads and quiet.steps == ()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_greedy_then_absorb_with_channels_and_exchange_sides(seed: int):
+    """Phase 2 starts from phase 1's exclusion groups and channel maps: the same result as
+    absorb_leftovers, on problems with channel rules and a key exchange's sides."""
+    import random
+
+    from spadeopt.optimize.greedy_fuse import greedy_then_absorb
+
+    rnd = random.Random(seed)
+    w, names = 3, ["s", "r__split", "r__merge", "k"]
+    chans = [[f"{o}__{c}" for o in "abc"] for c in range(w)]
+    ops = names + [op for ch in chans for op in ch]
+    links = [("s", "r__split", 90.0, 8.0), ("r__merge", "k", 90.0, 8.0)]
+    for c in range(w):
+        links += [("r__split", f"a__{c}", 30.0, 8.0), (f"a__{c}", f"b__{c}", 30.0, 8.0),
+                  (f"b__{c}", f"c__{c}", 20.0 + c, 8.0), (f"c__{c}", "r__merge", 30.0, 8.0)]
+    load = {op: rnd.uniform(0.01, 0.4) for op in ops}
+    problem = FusionProblem.build(ops, load, links, COMM, max_frac=rnd.choice([0.5, 1.0]), min_util=0.9,
+                                  channels=[chans], exlocate=[["s", "k"]] if seed % 2 else [],
+                                  apart=[([f"a__{c}" for c in range(w)], [f"c__{c}" for c in range(w)])])
     want = absorb_leftovers(problem, greedy_fuse(problem))
     got = greedy_then_absorb(problem)
     assert got == want and got.comp_loads == want.comp_loads

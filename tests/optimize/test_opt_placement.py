@@ -201,6 +201,42 @@ def test_placement_invariants(args: dict) -> None:
     assert p.inter_node_rate == pytest.approx(cut)
 
 
+@PROPS
+@given(placement_inputs(), st.integers(1, 40))
+def test_one_node_shortcut_is_the_full_placement(args: dict, copies: int) -> None:
+    """On one node without pins, :func:`place` skips agglomeration when the total fits with
+    room for every summing order; the answer (or the error) is the full algorithm's, field
+    for field. ``copies`` repeats the PEs to reach the many-PE plans FATM places."""
+    from spadeopt.optimize import placement
+
+    pes = [(f"{pe}_{i}", load / copies) for i in range(copies) for pe, load in args["pes"]]
+    links = {(f"{a}_{i}", f"{b}_{i}"): r for i in range(copies) for (a, b), r in args["pe_links"].items()}
+    call = {"pes": pes, "pe_links": links, "nodes": 1, "cores": args["cores"],
+            "capacity_frac": args["capacity_frac"]}
+
+    def outcome(shortcut: bool):
+        keep = placement._surely_fits
+        placement._surely_fits = keep if shortcut else (lambda loads, capacity: False)
+        try:
+            got = place(**call)
+            return dict(got), got.node_load, got.capacity, got.inter_node_rate, list(got)
+        except PlacementInfeasible as exc:
+            return str(exc)
+        finally:
+            placement._surely_fits = keep
+
+    assert outcome(True) == outcome(False)
+
+
+def test_one_node_shortcut_leaves_room_for_rounding() -> None:
+    """A total that fits only within the sums' rounding goes through the full algorithm."""
+    from spadeopt.optimize.placement import _surely_fits
+
+    assert _surely_fits([0.5, 0.5], 2.0)
+    assert not _surely_fits([1.0, 1.0], 2.0 * (1 - 1e-17) - REL_TOL * 2.0)
+    assert not _surely_fits([1.0, 1.0 + 3e-9], 2.0)
+
+
 def test_a_plan_placement_refuses_is_dealt_round_robin_as_a_placement() -> None:
     """FATM scores channel-symmetric plans that do not fit at the rate the family is
     built at; their placement is then round robin, and is still a ``Placement`` (explain

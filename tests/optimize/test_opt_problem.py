@@ -187,3 +187,15 @@ def test_colocation_against_exlocation_is_an_error_naming_both() -> None:
 def test_links_may_be_passed_as_link_objects() -> None:
     p = FusionProblem.build(["a", "b"], {"a": 0, "b": 0}, [Link("a", "b", 1.0, 2.0)], COMM)
     assert p.links[0].byte_rate == 2.0
+
+
+def test_links_made_with_new_rates_or_ends_equal_links_built_so() -> None:
+    """FATM's rate search and channel quotient make links without Link's __init__: equal
+    (and equally hashed) to the links built field by field."""
+    from spadeopt.optimize.problem import with_ends, with_rates
+
+    links = [Link("a", "b", 1.0, 8.0), Link(None, "b", 2.0, 4.0), Link("a", None, 0.0, 0.0)]
+    got = with_rates(links, [3.0, 0.5])
+    assert got == (Link("a", "b", 3.0, 8.0), Link(None, "b", 0.5, 4.0))
+    assert hash(got[0]) == hash(Link("a", "b", 3.0, 8.0)) and got[0].byte_rate == 24.0
+    assert with_ends(links, [(2, "x", None), (0, None, "b")]) == (Link("x", None, 0.0, 0.0), Link(None, "b", 1.0, 8.0))
