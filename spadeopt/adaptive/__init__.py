@@ -209,6 +209,10 @@ def _measure(build, plan, store, adapt: AdaptOptions, options: RunOptions, run_d
     attempts: list = []  # the run's Recovery (its coord: the current attempt's coordinator)
     trigger = _LagTrigger(options) if live else None
     run_options = options.replace(out=scratch, on_live=trigger.on_live) if trigger else options.replace(out=scratch)
+    when = ("once the live sources' lag keeps growing" if live else "at the first checkpoint")
+    view = {"adaptive": {"phase": 1, "plan": f"FALL, {len(build.deploy.pes)} PE(s), instrumented: measuring",
+                         "why": f"re-plans with FATM after {adapt.adapt_after:g} s, {when}"}}
+    run_options = run_options.replace(live_extras=lambda: view)
 
     def watch(rec) -> None:
         seen, coord = 0, None
@@ -414,7 +418,16 @@ def _resume(build, store, adapt: AdaptOptions, options: RunOptions, sw: Switch, 
                                             resume=True)
     options.say(f"adaptive: phase 2 resumes checkpoint {sw.checkpoint} under {build.deploy.strategy} "
                 f"({len(build.deploy.pes)} PE(s))")
-    result = checkpointed_run.run(build.directory, options, ck)
+    widths = {r.name: r.width for r in build.plan.regions if r.width > 1}
+    b = sw.before
+    view = {"adaptive": {
+        "phase": 2, "plan": f"{build.deploy.strategy}, {len(build.deploy.pes)} PE(s), widths {widths or 'all 1'}",
+        "switch": (f"switched at checkpoint {sw.checkpoint} from {b.get('strategy')} ({b.get('pes')} PE(s), "
+                   f"{_r(b.get('steady_rate'))} tuples/s measured)"
+                   + (f" when the lag grew by {sw.trigger['grew_by']:,} entries in {sw.trigger['over_s']:.1f} s"
+                      if sw.trigger else "")),
+        "why": sw.reason, "checkpoint": sw.checkpoint, "predicted": sw.predicted}}
+    result = checkpointed_run.run(build.directory, options.replace(live_extras=lambda: view), ck)
     sw.switched = True
     sw.after = _phase(result, build)
     running = (result.checkpoints or {}).get("running_at")

@@ -162,7 +162,8 @@ def run(build_dir: Path, options: Any, ck: CheckpointOptions, *, sampling: Any =
     report = CheckpointReport(resumed_from=restore.id if restore else None)
     master = options.master or deploy.spark.master
     rec = Recovery(store, deploy, ck, report, options.say, restore, local=is_local(master), facts=facts)
-    options = options.replace(live_extras=rec.live)  # the live metrics' checkpoint panel
+    given = options.live_extras  # a caller's own (run --adaptive: the switch), then the checkpoint panel
+    options = options.replace(live_extras=rec.live if given is None else lambda: {**given(), **rec.live()})
     if on_start is not None:
         on_start(rec)
     while True:

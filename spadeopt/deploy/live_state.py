@@ -145,6 +145,7 @@ def job_state(c: Any) -> dict[str, Any]:
         "pes": pes, "operators": _operator_rows(c), "links": _link_rows(c),
         "sources": _ends(c, "sources"), "sinks": _ends(c, "sinks"),
         "latency": _latency(c), "checkpoints": extras.get("checkpoints"),
+        "adaptive": extras.get("adaptive"),  # run --adaptive: its phase and the switch (adaptive.live_view)
         "restarts": max(extras.get("restarts", 0), max((r["restarts"] for r in pes), default=0)),
         "bottleneck": busiest["pe"] if busiest and busiest["busy"] >= BOTTLENECK_BUSY else None,
     }

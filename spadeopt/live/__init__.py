@@ -26,6 +26,9 @@ each field's meaning is spelled out) while a run goes on (any section may be emp
                  "p50_ms": 4.1, "p99_ms": 12.0} | None,        # buckets cumulative
      "checkpoints": {"taken": 3, "last_id": 3, "last_duration_s": 0.4, "last_bytes": 20480, "age_s": 1.2,
                      "duration_seconds_total": 1.1, "bytes_total": 61440} | None,
+     "adaptive": {"phase": 1 | 2, "plan": "auto, 3 PE(s), widths {'keyed': 2}",   # run --adaptive only
+                  "switch": "switched at checkpoint 4 from all (...)", "why": "FATM is predicted ...",
+                  "checkpoint": 4, "predicted": {...}} | None,
      "restarts": 0,
      "bottleneck": "pe3" | None}
 """

@@ -75,6 +75,8 @@ METRICS: tuple[Metric, ...] = (
     _m("checkpoint_last_bytes", "gauge", "checkpoints.last_bytes", "app", "bytes the latest checkpoint wrote"),
     _m("checkpoint_age_seconds", "gauge", "checkpoints.age_s", "app",
        "seconds since the latest complete checkpoint (what a restart now would replay)"),
+    _m("adaptive_phase", "gauge", "adaptive.phase", "app",
+       "run --adaptive: 1 while it measures under FALL, 2 once it switched to the plan it chose"),
 )
 """Every metric ``collect`` makes, in the order it makes them."""
 

@@ -118,6 +118,10 @@ def _footer(s: Mapping[str, Any], width: int) -> list[str]:
                f"{_secs(ck.get('last_duration_s'))}, {_bytes(ck.get('last_bytes'))}, {_secs(ck.get('age_s'))} ago"
                if ck else "checkpoint off")
     out.append(f"restarts  {_num(s.get('restarts') or 0)}")
+    ad = s.get("adaptive")
+    if ad:
+        out.append(f"adaptive  phase {ad.get('phase', '?')}: {ad.get('plan', '')}")
+        out += [f"          {ad[k]}" for k in ("switch", "why") if ad.get(k)]
     return [x[:width] for x in out]
 
 

@@ -46,6 +46,9 @@ def test_an_adaptive_run_switches_once_and_its_sinks_are_a_plain_runs(tmp_path):
     assert {p["pe"] for p in doc["per_pe"]} == set(after["plan"])
     assert doc["checkpoints"]["resumed_from"] == sw["checkpoint"]
     assert "adaptive switch at checkpoint" in got.stdout and "pause" in got.stdout
+    shown = doc["live"]["adaptive"]  # what the job's page and `spadeopt top` showed in phase 2
+    assert shown["phase"] == 2 and shown["checkpoint"] == sw["checkpoint"] and shown["why"] == sw["reason"]
+    assert shown["switch"].startswith(f"switched at checkpoint {sw['checkpoint']} from all")
 
 
 @pytest.mark.spark

@@ -52,6 +52,10 @@ def full_state() -> dict[str, Any]:
                     "p50_ms": 4.1, "p99_ms": 12.0},
         "checkpoints": {"taken": 3, "last_id": 3, "last_duration_s": 0.4, "last_bytes": 20480, "age_s": 1.2,
                         "duration_seconds_total": 1.1, "bytes_total": 61440},
+        "adaptive": {"phase": 2, "plan": "auto, 3 PE(s), widths {'keyed': 2}",
+                     "switch": "switched at checkpoint 4 from all (1 PE(s), 52,000 tuples/s measured)",
+                     "why": "FATM is predicted at 99,000/s, FALL at 50,000/s (1.98x)", "checkpoint": 4,
+                     "predicted": {"fall": 50000.0, "fatm": 99000.0}},
         "restarts": 1, "bottleneck": "pe0"}
 
 

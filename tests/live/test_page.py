@@ -56,6 +56,8 @@ def test_every_pe_of_the_plan_shows_its_live_numbers():
     assert by_id(dom, "ckpt-taken") == "3" and by_id(dom, "ckpt-bytes") == "20.0 KiB"
     assert by_id(dom, "ckpt-age") == "1.2 s" and by_id(dom, "restarts") == "1"
     assert by_id(dom, "bottleneck") == "pe0"
+    assert by_id(dom, "adaptive-phase") == "2" and by_id(dom, "adaptive-switch").startswith("switched at checkpoint 4")
+    assert "widths {'keyed': 2}" in by_id(dom, "adaptive-plan") and "1.98x" in by_id(dom, "adaptive-why")
     assert '<td class="source-rate">' + _rate(states.served[n]["sources"][0]["rate"]) + "</td>" in dom
     assert '<td class="source-lag">345</td>' in dom
 

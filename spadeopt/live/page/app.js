@@ -232,6 +232,14 @@ function updatePanels(s) {
   $("ckpt-age").textContent = ck ? fmtSecs(ck.age_s) : "–";
   $("ckpt-duration").textContent = ck ? fmtSecs(ck.last_duration_s) : "–";
   $("ckpt-bytes").textContent = ck ? fmtBytes(ck.last_bytes) : "–";
+  const ad = s.adaptive;  // run --adaptive: its phase, plan and the switch it made
+  $("adaptive-card").hidden = !ad;
+  if (ad) {
+    $("adaptive-phase").textContent = String(ad.phase);
+    $("adaptive-plan").textContent = ad.plan || "";
+    $("adaptive-switch").textContent = ad.switch || "";
+    $("adaptive-why").textContent = ad.why || "";
+  }
   rows("#sources", srcs, (x) => [["source-name", x.source], ["source-rate", fmtRate(x.rate)],
     ["source-tuples", fmtInt(x.tuples)], ["source-lag", x.lag === null || x.lag === undefined ? (x.live ? "?" : "–") : fmtInt(x.lag)]]);
   rows("#sinks", s.sinks || [], (x) => [["sink-name", x.sink], ["sink-rate", fmtRate(x.rate)], ["sink-tuples", fmtInt(x.tuples)]]);
