@@ -34,8 +34,8 @@ from pathlib import Path
 from typing import Any
 
 from spadeopt import api
-from spadeopt.deploy.launcher import RunResult, run_build, run_master
-from spadeopt.deploy.options import RunOptions, SettingsChange
+from spadeopt.deploy.launcher import RunResult, run_master
+from spadeopt.deploy.options import RunOptions
 from spadeopt.errors import SpadeoptError, UsageError
 
 DEFAULT_ADAPT_AFTER = 5.0  # s of measurement before the switch
@@ -185,7 +185,6 @@ def _live_sources(graph) -> list[str]:
     """The app's live sources (broker streams): their lag says when the feed outgrows the plan."""
     from spadeopt.connectors.declared import is_live
     from spadeopt.deploy.preflight import connectors
-
     from spadeopt.kinds import kind_of
 
     return [op for op, factory, _ in connectors(graph)

@@ -209,19 +209,35 @@ class Live:
         self.collector.close()
 
 
+def _serve(collector: Collector, layout: dict, options: Any) -> Any:
+    """The server on ``options``' address. A fixed port still held by this process's
+    previous run (its server lingers ``LINGER_S`` for a viewer: ``run --adaptive``'s
+    phase 1 before phase 2) is waited for, up to that long."""
+    import errno
+
+    from spadeopt.live.server import serve
+
+    give_up = time.monotonic() + LINGER_S + 0.5
+    while True:
+        try:
+            return serve(collector.state, layout, host=options.metrics_host, port=options.metrics_port)
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE or not options.metrics_port or time.monotonic() > give_up:
+                raise
+            time.sleep(0.1)
+
+
 def start(deploy: Deployment, local: bool, build_dir: Any, options: Any) -> Live | None:
     """Live metrics for a run whose ``options.metrics_port`` is set (None: off): the
     collector, and the server on ``options.metrics_host`` (``spadeopt.live.server``; its
     URL is said, with the token a non-loopback address needs)."""
     if options.metrics_port is None:
         return None
-    from spadeopt.live.server import serve
     from spadeopt.plan.picture import plan_layout
 
     collector = Collector(deploy, local, extras=options.live_extras)
     try:
-        server = serve(collector.state, plan_layout(build_dir), host=options.metrics_host,
-                       port=options.metrics_port)
+        server = _serve(collector, plan_layout(build_dir), options)
     except OSError as exc:
         collector.close()
         raise UsageError(f"cannot serve the live metrics on {options.metrics_host}:{options.metrics_port} "

@@ -53,7 +53,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from spadeopt.refine.profile import KeyCounts, LinkStats, OperatorStats, PortStats, Profile, ProfileRun
+from spadeopt.refine.profile import (
+    KeyCounts,
+    LinkStats,
+    OperatorStats,
+    PortStats,
+    Profile,
+    ProfileRun,
+)
 
 STEADY_FRACTION = 0.8
 """Warn when an operator was active for less than this share of its run."""

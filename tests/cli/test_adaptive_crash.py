@@ -15,7 +15,6 @@ import json
 import os
 import signal
 import threading
-import time
 
 import pytest
 

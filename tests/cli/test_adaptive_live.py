@@ -19,7 +19,6 @@ import time
 import pytest
 
 from tests.apps.stepfeed import feed
-from tests.connectors.conftest import broker, keyspace, redis_client  # noqa: F401 - fixtures
 from tests.cli.clitools import cli
 from tests.rows import by_key
 
