@@ -34,13 +34,17 @@ stamps go on from there. A static merge (``block_merge``: blocks back in turn) s
 round at the block the ``n``-th tuple is in, as it does at any width from the tuples that
 entered (the split's count); it must hold nothing. A region led by a partitioned broker
 source widens from 1 too: copy ``c`` takes the entry IDs of its own stream keys ``c, c +
-k', ...`` from the width-1 reader's (the arrival merge holds nothing). A counting sink's
-copies' counts add up (summed into channel 0).
+k', ...`` from the width-1 reader's (the arrival merge holds nothing). Two regions joined
+by a key exchange widen from 1 together: the downstream window's groups are numbered and
+dealt as above (every number the exchange makes from the copies' positions is larger),
+the exchange's splits and merges start empty. A counting sink's copies' counts add up
+(summed into channel 0).
 
 Refused, naming the region or operator and saying what to do (``RescaleRefused``): a
 region led by a source at a width above 1 (its copies' positions are per split sequence
-``c, c + k, ...``, not a prefix) or by a partitioned broker source with ``count=``, a region fed by a key
-exchange, or with window exchanges (its operators then differ by more than copies), an
+``c, c + k, ...``, not a prefix) or by a partitioned broker source with ``count=``, a
+region fed by a key exchange at a width above 1 or widening without the region before it,
+a region with window exchanges (its operators then differ by more than copies), an
 operator whose kind cannot split its state by key (a custom operator's opaque
 ``snapshot()``, sliding windows and windows with an allowed lateness, joins), a merge
 holding tuples when narrowing to 1, file sinks inside a rescaled region, two stateful
