@@ -17,7 +17,7 @@ def _doc(**kw):
            "refused": ["FATM: cannot resume"], "phase1": {"strategy": "all", "pes": 1, "steady_rate": 1e6},
            "phase2": {"strategy": "auto", "pes": 3, "widths": {"r": 2}, "steady_rate": 1.5e6},
            "static_fatm": {"pes": 3, "widths": {"r": 2}, "steady_rate": 1.6e6}, "phase2_over_static_fatm": 0.9375,
-           "answers_identical": True}
+           "answers_identical": True, "sink_counts": {"static_fatm": {"out": 7}, "adaptive": {"out": 7}}}
     doc.update(kw)
     return doc
 
@@ -25,7 +25,7 @@ def _doc(**kw):
 def test_the_report_gives_the_pause_its_parts_the_ratio_and_the_answers():
     text = table(_doc())
     assert "pause 2.91 s (refine 1.70 s, plan 0.10 s; warm-up before phase 1 9.00 s)" in text
-    assert "phase 2 / static FATM: 0.94" in text and "identical sinks" in text
+    assert "phase 2 / static FATM: 0.94" in text and "identical sinks (counts {'out': 7})" in text
     assert "refused: FATM: cannot resume" in text
     text = table(_doc(pause_s=None, switched=False, phase2_over_static_fatm=None, answers_identical=False))
     assert "- (no switch)" in text and "phase 2 / static FATM: -" in text and "SINKS DIFFER" in text

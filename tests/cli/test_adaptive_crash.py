@@ -1,12 +1,14 @@
 """``spadeopt run APP --adaptive`` with PEs killed around the switch (issue 39's crash check).
 
-Phase 1's PE is killed (SIGKILL) near the end of the measurement window, while a
-checkpoint is being taken (its directory has no manifest yet: the one the switch would
-stop at, or the one before it): phase 1 restarts in place from the last complete
-checkpoint (it is a checkpointed run, ``--restart-attempts``) and switches at a later
-one. Then a PE of phase 2 is killed as soon as it runs, just after the switch restored
-it: phase 2 restarts from the checkpoint it resumed. Nothing may be lost or doubled:
-the sinks are a plain ``--fusion all`` run's, byte for byte. Real Spark in local mode.
+Phase 1's PE is killed (SIGKILL) while one of its checkpoints is being taken (its
+directory has no manifest yet), after the first one completed and before the
+measurement window ends: phase 1 restarts in place from the last complete checkpoint
+(it is a checkpointed run, ``--restart-attempts``) and switches later. Then a PE of phase
+2 is killed as soon as it runs, just after the switch restored it: phase 2 restarts
+from the checkpoint it resumed. Nothing may be lost or doubled: the sinks are a plain
+``--fusion all`` run's, byte for byte. Real Spark in local mode. (Which checkpoint the
+first kill lands in is not steered: the window is long enough that it is an earlier
+one than the switch's, under the load of the suite's second worker too.)
 """
 
 from __future__ import annotations
@@ -22,8 +24,7 @@ from tests.cli.clitools import cli
 
 APP = "tests/apps/ckpt.py"
 SINKS = ("means", "counts", "runs")
-ADAPT_AFTER = 2.5
-PID_AFTER = 1.0  # s: a PE writes its pid about a second after it starts running
+ADAPT_AFTER = 3.0
 
 
 def _pid(path) -> int | None:
@@ -53,10 +54,10 @@ def test_pes_killed_at_the_stopping_checkpoint_and_after_the_switch_lose_and_dou
         pe0 = work / "phase1" / "build" / "progress" / "pe0.json"
         while not stop.wait(0.05) and _pid(pe0) is None:
             pass
-        stop.wait(ADAPT_AFTER - PID_AFTER - 0.3)  # near the window's end: kill while a checkpoint is taken
-        while not stop.wait(0.005):
-            taking = [d.name for d in (work / "checkpoints").glob("chk-*") if not (d / "MANIFEST.json").exists()]
-            if taking and (pid := _pid(pe0)) is not None and _kill(pid):
+        while not stop.wait(0.005):  # kill while a checkpoint is taken, once one has completed
+            chks = list((work / "checkpoints").glob("chk-*"))
+            taking = [d.name for d in chks if not (d / "MANIFEST.json").exists()]
+            if taking and len(taking) < len(chks) and (pid := _pid(pe0)) is not None and _kill(pid):
                 killed["phase1"] = (taking, pid)
                 break
         while not stop.wait(0.05):
