@@ -1,7 +1,8 @@
 """``spadeopt run APP --adaptive``: measure under FALL, re-plan with FATM once, switch at a
 checkpoint (issue 39; docs/decisions/069-adaptive-run-switches-once-at-a-checkpoint.md).
 
-Phase 1 runs the app's FALL plan as an *instrumented* build with checkpoints on (the
+Phase 1 runs the app's FALL plan (or ``--fusion none|manual``, ``--width``, or a given
+build's plan: ``spadeopt run BUILD --adaptive``) as an *instrumented* build with checkpoints on (the
 build ``spadeopt profile`` runs, plus state hooks). After ``adapt_after`` seconds, at the
 next checkpoint that completes, the driver asks the PEs to end their sources (the stop
 file ``--duration`` and Ctrl-C use): they drain and write their samples; what they
@@ -10,7 +11,8 @@ become a profile by the same Spark refinement ``spadeopt refine`` runs; FATM pla
 from it (``api.optimize``) for the run's cores; the new build resumes from the
 checkpoint (``deploy.checkpointed_run``: state regrouped by operator, 066, keyed
 regions moved to other widths, 068). A width change the checkpoint cannot make is
-answered by FATM's plan with every region at the width phase 1 ran (1), then by FALL.
+answered by FATM's plan with every region at the width phase 1 ran, then by phase 1's
+plan's production build; FATM must be predicted 1.05x phase 1's plan to be taken.
 One switch per run; the explanation is ``Switch.to_json``.
 
 A run with a live source (a broker stream, no end of its own) switches when its feed
@@ -58,6 +60,8 @@ class AdaptOptions:
     restart_attempts: int = 3
     sample_rate: float = SAMPLE_RATE
     calibration: Path | None = None
+    start: str = "all"  # phase 1's plan: a strategy (all, none, manual) or a plan.json (a given build's)
+    widths: Mapping[str, int] | None = None  # phase 1's region widths (--width; default: every region at 1)
 
     def __post_init__(self) -> None:
         if not (isinstance(self.adapt_after, int | float) and math.isfinite(self.adapt_after)
@@ -94,12 +98,14 @@ def options_from(app_ref: str, fusion: str | None, widths, resume, adapt_after, 
                  attempts: int, calibration) -> AdaptOptions:
     """``run --adaptive``'s flags as ``AdaptOptions``; what it cannot combine with, refused."""
     if api.is_build(app_ref):
-        raise UsageError(f"--adaptive plans from the app itself: give the app (apps/x.py), not the build "
-                         f"directory {app_ref}")
-    if fusion is not None:  # given on the command line
-        raise UsageError(f"--adaptive starts from FALL and plans with FATM: drop --fusion {fusion}")
-    if widths:
-        raise UsageError("--adaptive lets FATM choose the region widths: drop --width")
+        if fusion is not None or widths:
+            raise UsageError(f"--adaptive starts from the plan of build {app_ref}: drop --fusion and --width")
+        fusion = str(Path(app_ref) / "plan.json")
+    if fusion == "auto":
+        raise UsageError("--adaptive measures the profile FATM plans from: start from --fusion all (the "
+                         "default), none, manual or a build's plan.json, not auto")
+    if widths and fusion is not None and fusion.endswith(".json"):
+        raise UsageError("--width cannot change a plan.json: it records its regions' widths")
     if resume is not None:
         raise UsageError("--adaptive starts a run afresh: it cannot --resume (resume its checkpoint directory "
                          "with `spadeopt run BUILD --resume DIR`)")
@@ -107,7 +113,7 @@ def options_from(app_ref: str, fusion: str | None, widths, resume, adapt_after, 
         raise UsageError(f"--checkpoints-kept must be >= 1 and --restart-attempts >= 0 (got {keep}, {attempts})")
     return AdaptOptions(DEFAULT_ADAPT_AFTER if adapt_after is None else adapt_after,
                         DEFAULT_INTERVAL if interval is None else interval, directory, keep, attempts,
-                        calibration=calibration)
+                        calibration=calibration, start=fusion or "all", widths=dict(widths) if widths else None)
 
 
 def run_adaptive(app_ref: str, params: Mapping[str, str] | None, *, nodes: int, cores: int,
@@ -119,6 +125,7 @@ def run_adaptive(app_ref: str, params: Mapping[str, str] | None, *, nodes: int, 
     from spadeopt.output_paths import claim_dir
 
     _refuse_options(options)
+    app_ref, params = _app_of(app_ref, params)
     graph, ref = api.load_graph(app_ref, params)
     live = _live_sources(graph)
     if live and options.metrics_port is None:
@@ -134,8 +141,7 @@ def run_adaptive(app_ref: str, params: Mapping[str, str] | None, *, nodes: int, 
     work = Path(work) if work is not None else Path("build") / graph.name / "adaptive"
     claim_dir(work, "build", flag, options.force)
     store = CheckpointStore(adapt.checkpoint_dir or work / "checkpoints", adapt.keep, options.say)
-    flat = {name: 1 for name, _, _ in graph.annotations.parallel}  # phase 1: every region at width 1
-    plan = replace(api.make_plan(graph, "all", nodes, cores, flat), instrumented=True, checkpoints=True)
+    plan = replace(_start_plan(graph, adapt, nodes, cores), instrumented=True, checkpoints=True)
     preflight(graph, options.master, plan.nodes, plan.cores, options.progress)
     run_dir = work / "phase1"
     build1 = api.generate(graph, plan, run_dir / "build", ref)
@@ -146,7 +152,7 @@ def run_adaptive(app_ref: str, params: Mapping[str, str] | None, *, nodes: int, 
     from spadeopt.refine.job import warm_up
 
     sw.timings["warm_up_s"] = round(warm_up(*session, conf=options.conf), 3)
-    options.say(f"adaptive: phase 1 runs '{graph.name}' under FALL, instrumented, checkpoints every "
+    options.say(f"adaptive: phase 1 runs '{graph.name}' under {_label(plan)}, instrumented, checkpoints every "
                 f"{adapt.interval:g} s; it re-plans after {adapt.adapt_after:g} s at the next checkpoint")
     t_start = time.time()
     result, stop = _measure(build1, plan, store, adapt, options, run_dir, work / "phase1-out", bool(live))
@@ -162,13 +168,42 @@ def run_adaptive(app_ref: str, params: Mapping[str, str] | None, *, nodes: int, 
         return result, sw
     sw.checkpoint, sw.measured_s, sw.trigger = stop["checkpoint"], stop["measured_s"], stop.get("lag")
     _write_manifest(graph, plan, run_dir, result, adapt)
-    build2 = _replan(app_ref, ref, params, graph, run_dir, work, store, adapt, options, nodes, cores, sw, session)
+    build2 = _replan(app_ref, ref, params, graph, run_dir, work, store, adapt, options, plan, sw, session)
     if options.duration is not None:  # the run's sources end --duration after phase 1 started
         options = options.replace(duration=max(1.0, options.duration - (time.time() - t_start)))
     final = _resume(build2, store, adapt, options, sw, stop["t_checkpoint"])
     if options.out is not None:
         _mark_sinks(options.out, final)
     return final, sw
+
+
+def _app_of(app_ref: str, params: Mapping[str, str] | None) -> tuple[str, Mapping[str, str] | None]:
+    """The app and parameters to plan: ``app_ref``'s own, or a given build's (its deploy.json
+    records where its app is and the parameters it was built with; ``-p`` overrides)."""
+    if not api.is_build(app_ref):
+        return app_ref, params
+    from spadeopt.plan.artefacts import load_deploy
+
+    d = load_deploy(app_ref)
+    return d.app_ref, {**{k: str(v) for k, v in d.params.items()}, **(params or {})}
+
+
+def _start_plan(graph, adapt: AdaptOptions, nodes: int, cores: int):
+    """Phase 1's plan (not yet instrumented): FALL with every region at width 1 by default,
+    another strategy, or a given plan.json, whose fingerprint must be the app's."""
+    start = api.plan_file(adapt.start, adapt.widths)
+    if isinstance(start, str):
+        widths = {name: 1 for name, _, _ in graph.annotations.parallel} | dict(adapt.widths or {})
+        return api.make_plan(graph, start, nodes, cores, widths)
+    if start.fingerprint != graph.fingerprint:
+        raise UsageError(f"{adapt.start} is a plan of another version of '{graph.name}' (its graph differs): "
+                         f"rebuild it, or start from --fusion all")
+    return replace(start, instrumented=False, checkpoints=False)
+
+
+def _label(plan) -> str:
+    """A plan as the messages name it: FALL, NONE, FMAN, FATM."""
+    return {"all": "FALL", "none": "NONE", "manual": "FMAN", "auto": "FATM"}.get(plan.strategy, plan.strategy)
 
 
 def _refuse_options(options: RunOptions) -> None:
@@ -209,7 +244,7 @@ def _measure(build, plan, store, adapt: AdaptOptions, options: RunOptions, run_d
     trigger = _LagTrigger(options) if live else None
     run_options = options.replace(out=scratch, on_live=trigger.on_live) if trigger else options.replace(out=scratch)
     when = ("once the live sources' lag keeps growing" if live else "at the first checkpoint")
-    view = {"adaptive": {"phase": 1, "plan": f"FALL, {len(build.deploy.pes)} PE(s), instrumented: measuring",
+    view = {"adaptive": {"phase": 1, "plan": f"{_label(plan)}, {len(build.deploy.pes)} PE(s), instrumented: measuring",
                          "why": f"re-plans with FATM after {adapt.adapt_after:g} s, {when}"}}
     run_options = run_options.replace(live_extras=lambda: view)
 
@@ -324,10 +359,11 @@ def _write_manifest(graph, plan, run_dir: Path, result: RunResult, adapt: AdaptO
 
 
 def _replan(app_ref: str, ref: str, params, graph, run_dir: Path, work: Path, store, adapt: AdaptOptions,
-            options: RunOptions, nodes: int, cores: int, sw: Switch, session: tuple[str | None, int]):
+            options: RunOptions, start, sw: Switch, session: tuple[str | None, int]):
     """Phase 1's samples -> a profile (``refine``, on Spark) -> the build phase 2 runs: FATM's
-    plan when the model predicts a gain and the checkpoint can move to it; else FATM at
-    phase 1's widths; else FALL's production build (every step said in ``sw``)."""
+    plan when the model predicts a gain over phase 1's plan ``start`` and the checkpoint
+    can move to it; else FATM at phase 1's widths; else ``start``'s production build
+    (every step said in ``sw``)."""
     from spadeopt.refine.job import refine
 
     profile_path = work / "profile.json"
@@ -335,44 +371,46 @@ def _replan(app_ref: str, ref: str, params, graph, run_dir: Path, work: Path, st
     t0 = time.time()
     refine([run_dir], profile_path, session[0], session[1], progress=options.say, conf=options.conf)
     sw.profile, sw.timings["refine_s"], t0 = str(profile_path), round(time.time() - t0, 3), time.time()
-    build = _choose(app_ref, ref, params, graph, profile_path, work, store, adapt, nodes, cores, sw)
+    build = _choose(app_ref, ref, params, graph, profile_path, work, store, adapt, start, sw)
     sw.timings["plan_s"] = round(time.time() - t0, 3)
     return build
 
 
 def _choose(app_ref: str, ref: str, params, graph, profile_path: Path, work: Path, store, adapt: AdaptOptions,
-            nodes: int, cores: int, sw: Switch):
-    """FATM's build if predicted faster and resumable; else FATM at phase 1's widths; else FALL."""
-    flat = {name: 1 for name, _, _ in graph.annotations.parallel}
-    fall = api.make_plan(graph, "all", nodes, cores, flat)
-    fall_rate = _predict(graph, profile_path, fall, adapt)
-    sw.predicted = {"fall": fall_rate}
-    tries = (("FATM", "fatm", {}), ("FATM at phase 1's widths", "fatm-kept", {"fission": False}))
+            start, sw: Switch):
+    """FATM's build if predicted faster than phase 1's plan ``start`` and resumable; else
+    FATM at phase 1's widths; else ``start``'s production build."""
+    base = replace(start, instrumented=False, checkpoints=False)
+    label0, base_rate = _label(base), _predict(graph, profile_path, base, adapt)
+    sw.predicted = {"start": base_rate, "start_plan": label0}
+    widths = {r.name: r.width for r in base.regions}
+    kept = {"fission": False} if all(w == 1 for w in widths.values()) else {"widths": widths}
+    tries = (("FATM", "fatm", {}), ("FATM at phase 1's widths", "fatm-kept", kept))
     for label, name, kw in tries:
         try:
             build, explain = api.optimize(app_ref, profile_path, work / name, adapt.calibration, params,
-                                          nodes=nodes, cores=cores, checkpoints=True, **kw)
+                                          nodes=base.nodes, cores=base.cores, checkpoints=True, **kw)
         except SpadeoptError as exc:
             sw.refused.append(f"{label}: {str(exc).splitlines()[0]}")
             continue
         rate = (explain.get("rate") or {}).get("predicted")
         sw.predicted[name] = rate
-        if not rate or not fall_rate or rate < fall_rate * GAIN:
-            sw.reason = (f"{label} is predicted at {_r(rate)}/s, FALL at {_r(fall_rate)}/s: no gain of "
-                         f"{GAIN:g}x; phase 2 runs FALL's production build (not instrumented)")
+        if not rate or not base_rate or rate < base_rate * GAIN:
+            sw.reason = (f"{label} is predicted at {_r(rate)}/s, {label0} at {_r(base_rate)}/s: no gain of "
+                         f"{GAIN:g}x; phase 2 runs {label0}'s production build (not instrumented)")
             break
         problem = _cannot_resume(build, store)
         if problem:
             sw.refused.append(f"{label}: {problem}")
             continue
-        sw.reason = (f"{label} is predicted at {_r(rate)}/s, FALL at {_r(fall_rate)}/s "
-                     f"({rate / fall_rate:.2f}x): the plan no longer fits; switching to it")
-        sw.predicted.update(chosen=name, gain=rate / fall_rate)
+        sw.reason = (f"{label} is predicted at {_r(rate)}/s, {label0} at {_r(base_rate)}/s "
+                     f"({rate / base_rate:.2f}x): the plan no longer fits; switching to it")
+        sw.predicted.update(chosen=name, gain=rate / base_rate)
         return build
     else:
-        sw.reason = "no FATM plan could resume phase 1's checkpoint: phase 2 runs FALL's production build"
-    sw.predicted.update(chosen="fall", gain=1.0)
-    return api.generate(graph, replace(fall, checkpoints=True), work / "fall", ref)
+        sw.reason = f"no FATM plan could resume phase 1's checkpoint: phase 2 runs {label0}'s production build"
+    sw.predicted.update(chosen="start", gain=1.0)
+    return api.generate(graph, replace(base, checkpoints=True), work / "start", ref)
 
 
 def _cannot_resume(build, store) -> str | None:

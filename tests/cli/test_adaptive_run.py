@@ -37,7 +37,8 @@ def test_an_adaptive_run_switches_once_and_its_sinks_are_a_plain_runs(tmp_path):
     assert before["strategy"] == "all" and before["instrumented"] and before["pes"] == 1
     assert before["rate"] > 0 and set(before["busy"]) == {"pe0"} and before["tuples"] > 0
     assert not after["instrumented"] and after["rate"] > 0
-    assert sw["predicted"]["fall"] and sw["predicted"]["chosen"] in ("fatm", "fatm-kept", "fall")
+    assert sw["predicted"]["start"] and sw["predicted"]["start_plan"] == "FALL"
+    assert sw["predicted"]["chosen"] in ("fatm", "fatm-kept", "start")
     assert sw["pause_s"] is not None and sw["pause_s"] > 0 and sw["timings"]["refine_s"] > 0
     assert sw["timings"]["warm_up_s"] > 0  # the refinement's first Spark query ran before phase 1
     assert sw["reason"] and sw["profile"]
@@ -84,6 +85,27 @@ def test_an_adaptive_run_widens_a_region_led_by_a_splittable_source_with_a_plain
 
 
 @pytest.mark.spark
+def test_an_adaptive_run_starts_from_a_given_build(tmp_path):
+    """``spadeopt run BUILD --adaptive``: phase 1 is the build's own plan (NONE here: one PE
+    per operator), instrumented; FATM is chosen against that plan's prediction, and the
+    answer is a plain run's."""
+    app = "tests/apps/splits.py"
+    params = ["-p", "case=static", "-p", "tuples=100000", "-p", "spin_us=300", "-p", "width=2"]
+    ref = cli("run", app, "--fusion", "all", *params, "--out", tmp_path / "ref", "--build-dir", tmp_path / "rb")
+    assert ref.returncode == 0, ref.stderr
+    assert cli("build", app, "--fusion", "none", "--width", "reg=1", *params, "-o", tmp_path / "b").returncode == 0
+    refused = cli("run", tmp_path / "b", "--adaptive", "--fusion", "all", "--out", tmp_path / "no")
+    assert refused.returncode == 2 and "drop --fusion and --width" in refused.stderr
+    got = cli("run", tmp_path / "b", "--adaptive", "--adapt-after", "1", "--checkpoint-interval", "0.5",
+              "--out", tmp_path / "out", "--json", tmp_path / "r.json", "--build-dir", tmp_path / "work")
+    assert got.returncode == 0, got.stderr
+    assert (tmp_path / "out" / "sink.jsonl").read_bytes() == (tmp_path / "ref" / "sink.jsonl").read_bytes()
+    sw = json.loads((tmp_path / "r.json").read_text())["adaptive"]
+    assert sw["before"]["strategy"] == "none" and sw["before"]["pes"] == 4, sw["before"]
+    assert sw["predicted"]["start_plan"] == "NONE" and "NONE at" in sw["reason"], sw
+
+
+@pytest.mark.spark
 def test_an_adaptive_run_switches_onto_two_nodes_of_a_local_cluster(tmp_path):
     """Phase 1 (FALL: one PE) on a 2-executor local-cluster; FATM for 2 nodes x 1 core puts
     a channel on each node, and phase 2 resumes across them with a plain run's answer.
@@ -106,8 +128,7 @@ def test_an_adaptive_run_switches_onto_two_nodes_of_a_local_cluster(tmp_path):
 @pytest.mark.parametrize("args,said", [
     (["--adaptive", "--adapt-after", "-1"], "--adapt-after must be a number of seconds >= 0"),
     (["--adapt-after", "3"], "add --adaptive"),
-    (["--adaptive", "--fusion", "all"], "drop --fusion"),
-    (["--adaptive", "--width", "wins=2"], "drop --width"),
+    (["--adaptive", "--fusion", "auto"], "not auto"),
     (["--adaptive", "--resume", "somewhere"], "cannot --resume"),
 ])
 def test_bad_adaptive_options_exit_2_before_anything_is_written(tmp_path, args, said):

@@ -55,7 +55,7 @@ def full_state() -> dict[str, Any]:
         "adaptive": {"phase": 2, "plan": "auto, 3 PE(s), widths {'keyed': 2}",
                      "switch": "switched at checkpoint 4 from all (1 PE(s), 52,000 tuples/s measured)",
                      "why": "FATM is predicted at 99,000/s, FALL at 50,000/s (1.98x)", "checkpoint": 4,
-                     "predicted": {"fall": 50000.0, "fatm": 99000.0}},
+                     "predicted": {"start": 50000.0, "fatm": 99000.0}},
         "restarts": 1, "bottleneck": "pe0"}
 
 
