@@ -353,7 +353,8 @@ def _run_parser(sub) -> None:
                    "source at width 1 and under the plan, and stop (exit 1) if any sink differs: for custom "
                    "operators whose declared state kind might be wrong")
     checkpoint_args(r)
-    r.add_argument("--adaptive", action="store_true", help="start under FALL, instrumented; after --adapt-after "
+    r.add_argument("--adaptive", action="store_true", help="start under FALL (or --fusion none|manual, or a "
+                   "BUILD's own plan), instrumented; after --adapt-after "
                    "seconds (with a live source: once its lag keeps growing) re-plan with FATM from what was "
                    "measured and switch once at a checkpoint (sinks as a run that never switched)")
     r.add_argument("--adapt-after", type=float, metavar="S", help="with --adaptive: seconds of measurement "
