@@ -36,7 +36,8 @@ CHAIN = ["apps/chain.py", "--fusion", "none", "-p", "n=4", "-p", "work=300", "-p
 CHECKPOINT_METRICS = {m.name for m in METRICS if m.source.startswith("checkpoints.")}
 # a bounded source has no lag, the chain's operators count no events, and a bottleneck is
 # named only while a PE is at least half busy
-OPTIONAL = {"spadeopt_source_lag_entries", "spadeopt_operator_events_total", "spadeopt_pe_bottleneck"}
+OPTIONAL = {"spadeopt_source_lag_entries", "spadeopt_operator_events_total", "spadeopt_pe_bottleneck",
+            "spadeopt_adaptive_phase"}  # and only an adaptive run has a phase
 
 
 class Run:
