@@ -142,7 +142,7 @@ def _run_adaptive(args: argparse.Namespace) -> int:
     if not args.adaptive:
         raise UsageError("--adapt-after is --adaptive's measurement window: add --adaptive")
     fusion = args.fusion if args.fusion != args.fusion_default else None  # None: --fusion not given
-    adapt = adaptive.options_from(args.app, fusion, args.width, args.resume, args.adapt_after,
+    adapt = adaptive.options_from(args.app, fusion, parse_widths(args.width), args.resume, args.adapt_after,
                                   args.checkpoint_interval, args.checkpoint_dir, args.checkpoints_kept,
                                   args.restart_attempts, args.calibration)
     options = _options(argparse.Namespace(**{**vars(args), "checkpoint_interval": None, "resume": None}))

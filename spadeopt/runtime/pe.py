@@ -130,6 +130,7 @@ class PERuntime(SourceDriving, LatencyMarkers, PESockets, InputLoop):
         self.stop_sources = False  # set when --duration is up: sources end, finals flow
         self.profiler = profiler
         self.duration = duration
+        self._t_run: float | None = None  # when run() began (``stopping``)
         self.progress_file = progress_file
         self._failed = threading.Event()
         self._done = threading.Event()
@@ -218,6 +219,7 @@ class PERuntime(SourceDriving, LatencyMarkers, PESockets, InputLoop):
     def run(self) -> dict[str, Any]:
         """Run all threads to completion; raises ``OperatorFailure`` on the first error."""
         t0, c0 = time.time(), time.process_time()
+        self._t_run = t0
         if self.duration is not None:
             timer = threading.Timer(self.duration, self._end_sources, args=("duration",))
             timer.daemon = True
@@ -288,6 +290,15 @@ class PERuntime(SourceDriving, LatencyMarkers, PESockets, InputLoop):
         if not self.stop_sources:
             self.stopped_by = why
         self.stop_sources = True
+
+    def stopping(self) -> bool:
+        """The run is being stopped mid-stream: this PE's sources were told to end, its
+        stop file is there, or its ``--duration`` is (all but) up (a merge PE without sources
+        may see its channels end just before its own timer fires)."""
+        if self.stop_sources or (self.stop_file and os.path.exists(self.stop_file)):
+            return True
+        return self.duration is not None and self._t_run is not None and \
+            time.time() >= self._t_run + self.duration - 1.0
 
     def _watch_stop(self) -> None:
         """End the sources when the run's stop file appears (``deploy.launcher.request_stop``)."""

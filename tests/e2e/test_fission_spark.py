@@ -112,3 +112,22 @@ def test_a_reused_cluster_session_serves_a_node_that_joins_later(tmp_path):
                   build_dir=tmp_path / "b2", widths={"chain": 2}, options=RunOptions(master=master, out=tmp_path / "two"))
     assert one.nodes_used == 1 and two.nodes_used == 2
     assert _sink_bytes(tmp_path / "one") == _sink_bytes(tmp_path / "two")
+
+
+@pytest.mark.spark
+def test_a_stopped_static_region_led_by_a_source_ends_with_a_prefix(tmp_path):
+    """``--duration`` ends the sources of a static region's two copies at different splits:
+    the merge, which takes their blocks back in turn, holds blocks past the first one a
+    copy never read. They are dropped (an error before: "tuples left after every channel
+    ended"), so the sink is a prefix of the whole stream's."""
+    from tests.cli.clitools import cli
+
+    params = ["-p", "case=static", "-p", "tuples=100000"]
+    full = cli("run", "tests/apps/splits.py", "--fusion", "all", *params, "--out", tmp_path / "full",
+               "--build-dir", tmp_path / "bf")
+    assert full.returncode == 0, full.stderr
+    got = cli("run", "tests/apps/splits.py", "--fusion", "all", "--width", "reg=2", *params, "-p", "spin_us=300",
+              "--duration", "2", "--out", tmp_path / "cut", "--build-dir", tmp_path / "bc")
+    assert got.returncode == 0, got.stderr
+    cut, whole = (tmp_path / "cut" / "sink.jsonl").read_bytes(), (tmp_path / "full" / "sink.jsonl").read_bytes()
+    assert 0 < len(cut) < len(whole) and whole.startswith(cut)
