@@ -101,9 +101,12 @@ def options_from(app_ref: str, fusion: str | None, widths, resume, adapt_after, 
         if fusion is not None or widths:
             raise UsageError(f"--adaptive starts from the plan of build {app_ref}: drop --fusion and --width")
         fusion = str(Path(app_ref) / "plan.json")
-    if fusion == "auto":
-        raise UsageError("--adaptive measures the profile FATM plans from: start from --fusion all (the "
-                         "default), none, manual or a build's plan.json, not auto")
+    from spadeopt.optimize.strategies import STRATEGY_BY_NAME
+
+    found = STRATEGY_BY_NAME.get(fusion or "")
+    if found is not None and found.needs_profile:
+        raise UsageError(f"--adaptive measures the profile {found.label} plans from: start from --fusion all (the "
+                         f"default), none, manual or a build's plan.json, not {fusion}")
     if widths and fusion is not None and fusion.endswith(".json"):
         raise UsageError("--width cannot change a plan.json: it records its regions' widths")
     if resume is not None:
@@ -202,8 +205,10 @@ def _start_plan(graph, adapt: AdaptOptions, nodes: int, cores: int):
 
 
 def _label(plan) -> str:
-    """A plan as the messages name it: FALL, NONE, FMAN, FATM."""
-    return {"all": "FALL", "none": "NONE", "manual": "FMAN", "auto": "FATM"}.get(plan.strategy, plan.strategy)
+    """A plan as the messages name it: FALL, NONE, FMAN, FATM (``optimize.strategies``)."""
+    from spadeopt.optimize.strategies import label_of
+
+    return label_of(plan.strategy)
 
 
 def _refuse_options(options: RunOptions) -> None:
