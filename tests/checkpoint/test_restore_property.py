@@ -95,6 +95,9 @@ class _RT:
     def lock(self):
         return threading.RLock()
 
+    def stopping(self):
+        return False  # never stopped mid-stream
+
     def ordered(self, n, key_index):
         return Ordered(n, key_index)
 

@@ -144,6 +144,9 @@ class _FakeRT:
     def lock(self) -> threading.RLock:
         return threading.RLock()
 
+    def stopping(self) -> bool:
+        return False  # its runs are never stopped mid-stream (a static merge's check, runtime.merges)
+
     def ordered(self, n: int, key_index: list[int]) -> Ordered:
         return Ordered(n, key_index)
 
