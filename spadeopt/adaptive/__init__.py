@@ -89,6 +89,11 @@ class Switch:
     profile: str | None = None
     timings: dict[str, float] = field(default_factory=dict)  # refine_s, plan_s: parts of the pause
 
+    def grew(self) -> str:
+        """What tripped a live run's switch: "the lag grew by N entries in S s" ('' for the window)."""
+        t = self.trigger
+        return f"the lag grew by {t['grew_by']:,} entries in {t['over_s']:.1f} s" if t else ""
+
     def to_json(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in ("switched", "reason", "checkpoint", "measured_s", "before", "after",
                                               "predicted", "refused", "pause_s", "profile", "timings", "trigger")}
@@ -340,11 +345,16 @@ def _phase(result: RunResult, build) -> dict[str, Any]:
             if p.get("wall_s") and "cpu_s" in p and "pe" in p}
     return {"strategy": deploy.strategy, "pes": len(deploy.pes),
             "plan": {p.pe: list(p.operators) for p in deploy.pes},
-            "widths": {r.name: r.width for r in build.plan.regions if r.width > 1},
+            "widths": _widths(build),
             "instrumented": bool(getattr(deploy, "instrumented", False)),
             "rate": result.throughput, "steady_rate": result.steady_throughput, "tuples": result.tuples,
             "wall_s": result.wall_s, "busy": busy,
             "restarts": [r["cause"] for r in (result.checkpoints or {}).get("restarts", [])]}
+
+
+def _widths(build) -> dict[str, int]:
+    """A build's regions wider than 1 and their widths (its ``plan.json``)."""
+    return {r.name: r.width for r in build.plan.regions if r.width > 1}
 
 
 def _write_manifest(graph, plan, run_dir: Path, result: RunResult, adapt: AdaptOptions) -> None:
@@ -460,14 +470,11 @@ def _resume(build, store, adapt: AdaptOptions, options: RunOptions, sw: Switch, 
                                             resume=True)
     options.say(f"adaptive: phase 2 resumes checkpoint {sw.checkpoint} under {build.deploy.strategy} "
                 f"({len(build.deploy.pes)} PE(s))")
-    widths = {r.name: r.width for r in build.plan.regions if r.width > 1}
     b = sw.before
     view = {"adaptive": {
-        "phase": 2, "plan": f"{build.deploy.strategy}, {len(build.deploy.pes)} PE(s), widths {widths or 'all 1'}",
+        "phase": 2, "plan": f"{build.deploy.strategy}, {len(build.deploy.pes)} PE(s), widths {_widths(build) or 'all 1'}",
         "switch": (f"switched at checkpoint {sw.checkpoint} from {b.get('strategy')} ({b.get('pes')} PE(s), "
-                   f"{_r(b.get('steady_rate'))} tuples/s measured)"
-                   + (f" when the lag grew by {sw.trigger['grew_by']:,} entries in {sw.trigger['over_s']:.1f} s"
-                      if sw.trigger else "")),
+                   f"{_r(b.get('steady_rate'))} tuples/s measured)" + (f" when {sw.grew()}" if sw.trigger else "")),
         "why": sw.reason, "checkpoint": sw.checkpoint, "predicted": sw.predicted}}
     result = checkpointed_run.run(build.directory, options.replace(live_extras=lambda: view), ck)
     sw.switched = True
@@ -487,8 +494,8 @@ def switch_lines(sw: Switch) -> list[str]:
     return [
         f"adaptive switch at checkpoint {sw.checkpoint} after {sw.measured_s:.1f} s of phase 1 "
         f"({b['strategy']}, {b['pes']} PE(s), instrumented) measured {_r(b['steady_rate'])} tuples/s, busy {busy}",
-        *([f"  trigger: the live sources' lag grew by {sw.trigger['grew_by']:,} entries in "
-           f"{sw.trigger['over_s']:.1f} s (to {sw.trigger['lag']:,}): the feed outgrew the plan"] if sw.trigger else []),
+        *([f"  trigger: the live sources' {sw.grew()[4:]} (to {sw.trigger['lag']:,}): the feed outgrew the plan"]
+          if sw.trigger else []),
         f"  decision: {sw.reason}",
         *(f"  refused: {r}" for r in sw.refused),
         f"  phase 2 ({a['strategy']}, {a['pes']} PE(s) {_pes(a['plan'])}, widths {a['widths'] or 'all 1'}) "
