@@ -123,7 +123,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     if args.json:
         claim_file(args.json, "result", "--json", args.force)
-    if args.adaptive or args.adapt_after is not None:
+    if args.adaptive or args.adapt_after is not None or args.max_switches is not None:
         return _run_adaptive(args)
     result = api.run(args.app, args.fusion, _params(args.p), nodes=args.nodes, cores=args.cores,
                      build_dir=args.build_dir, widths=parse_widths(args.width), collapse=not args.no_collapse,
@@ -140,11 +140,11 @@ def _run_adaptive(args: argparse.Namespace) -> int:
     from spadeopt import adaptive, api
 
     if not args.adaptive:
-        raise UsageError("--adapt-after is --adaptive's measurement window: add --adaptive")
+        raise UsageError("--adapt-after and --max-switches are --adaptive's settings: add --adaptive")
     fusion = args.fusion if args.fusion != args.fusion_default else None  # None: --fusion not given
     adapt = adaptive.options_from(args.app, fusion, parse_widths(args.width), args.resume, args.adapt_after,
                                   args.checkpoint_interval, args.checkpoint_dir, args.checkpoints_kept,
-                                  args.restart_attempts, args.calibration)
+                                  args.restart_attempts, args.calibration, args.max_switches)
     options = _options(argparse.Namespace(**{**vars(args), "checkpoint_interval": None, "resume": None}))
     result, switch = adaptive.run_adaptive(args.app, _params(args.p), nodes=args.nodes, cores=args.cores,
                                            work=args.build_dir, options=options, adapt=adapt)
@@ -356,9 +356,12 @@ def _run_parser(sub) -> None:
     r.add_argument("--adaptive", action="store_true", help="start under FALL (or --fusion none|manual, or a "
                    "BUILD's own plan), instrumented; after --adapt-after "
                    "seconds (with a live source: once its lag keeps growing) re-plan with FATM from what was "
-                   "measured and switch once at a checkpoint (sinks as a run that never switched)")
-    r.add_argument("--adapt-after", type=float, metavar="S", help="with --adaptive: seconds of measurement "
-                   "before the switch (default 5; the switch waits for the next checkpoint after them)")
+                   "measured and switch at a checkpoint (sinks as a run that never switched); a live run keeps "
+                   "watching and switches again, up when the lag grows, down when its PEs idle")
+    r.add_argument("--adapt-after", type=float, metavar="S", help="with --adaptive: seconds each phase measures "
+                   "before it may switch (default 5; the switch waits for the next checkpoint after them)")
+    r.add_argument("--max-switches", type=int, metavar="N", help="with --adaptive and a live source: switch at "
+                   "most N times (default 8; a bounded run switches once)")
     r.add_argument("--calibration", type=Path, help="with --adaptive: the calibration FATM plans with "
                    "(default: this host's, else the newest in profiles/calibration/)")
     _metrics_args(r)

@@ -1,4 +1,5 @@
-"""When a live feed outgrows the running plan: the sources' lag keeps growing.
+"""When a live feed outgrows the running plan (the sources' lag keeps growing), and when
+the plan outgrows the feed (its PEs idle while the lag stays flat).
 
 A live source's lag is how many entries its feed holds beyond what it read (a Redis
 stream's length past the source's position, ``connectors.redis_streams``); each PE reads
@@ -16,6 +17,18 @@ highest); a feed that has stopped cannot (the lag stops climbing).
 [False, False, False, False, False, True, True]
 >>> w.growth()
 (254.0, 260, 3.0)
+
+``IdleWatch`` is the other way round, for scaling down: over the last ``window`` seconds
+the busiest PE used less than ``cpu`` cores in every sample and the lag never climbed
+``min_growth`` entries above the window's oldest. A plan that keeps up with a feed it
+could keep up with on fewer cores looks like that; one draining a backlog does not (its
+PEs are busy).
+
+>>> i = IdleWatch(window=2.0, cpu=0.4, min_growth=100)
+>>> [i.add(t, lag, cpu, 150.0) for t, lag, cpu in [(0, 9, 0.9), (1, 8, 0.1), (2, 7, 0.1), (3, 8, 0.1)]]
+[False, False, True, True]
+>>> i.said()
+{'busiest_cpu': 0.1, 'rate': 150.0, 'lag': 8, 'over_s': 2.0}
 """
 
 from __future__ import annotations
@@ -51,3 +64,33 @@ class LagWatch:
         """``(newest lag - oldest lag, newest lag, seconds between them)`` of the window."""
         (t0, first), (t1, last) = self.samples[0], self.samples[-1]
         return float(last - first), last, float(t1 - t0)
+
+
+IDLE_WINDOW_S = 6.0  # s of samples the idle rule looks at (longer than the lag's: scaling down can wait)
+IDLE_CPU = 0.4  # cores: the busiest PE used less than this in every sample of the window
+
+
+class IdleWatch:
+    """The idle rule of the module doc, fed ``(time, lag, busiest PE's CPU, sources' rate)``."""
+
+    def __init__(self, window: float = IDLE_WINDOW_S, cpu: float = IDLE_CPU, min_growth: int = MIN_GROWTH) -> None:
+        self.window, self.cpu, self.min_growth = window, cpu, min_growth
+        self.samples: deque[tuple[float, int, float, float]] = deque()
+
+    def add(self, t: float, lag: int, busiest: float, rate: float) -> bool:
+        self.samples.append((t, lag, busiest, rate))
+        while len(self.samples) > 2 and self.samples[1][0] <= t - self.window:
+            self.samples.popleft()
+        return self.idle()
+
+    def idle(self) -> bool:
+        if len(self.samples) < 2 or self.samples[-1][0] - self.samples[0][0] < self.window:
+            return False
+        first = self.samples[0][1]
+        return all(cpu < self.cpu and lag - first < self.min_growth for _, lag, cpu, _ in list(self.samples)[1:])
+
+    def said(self) -> dict:
+        """The window's busiest CPU, mean sources' rate, newest lag and span (the switch's trigger)."""
+        s = list(self.samples)[1:]
+        return {"busiest_cpu": round(max(c for _, _, c, _ in s), 3), "rate": round(sum(r for *_, r in s) / len(s), 1),
+                "lag": s[-1][1], "over_s": round(float(s[-1][0] - self.samples[0][0]), 3)}

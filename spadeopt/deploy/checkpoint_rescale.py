@@ -33,16 +33,17 @@ runs every region at width 1): the records width 1 read are a prefix ``[0, n)``,
 stamps go on from there. A static merge (``block_merge``: blocks back in turn) starts its
 round at the block the ``n``-th tuple is in, as it does at any width from the tuples that
 entered (the split's count); it must hold nothing. A region led by a partitioned broker
-source widens from 1 too: copy ``c`` takes the entry IDs of its own stream keys ``c, c +
-k', ...`` from the width-1 reader's (the arrival merge holds nothing). Two regions joined
+source moves to any width: copy ``c`` takes the entry IDs of its own stream keys ``c, c +
+k', ...`` from the old copies' (each read its own keys, so together they are one reader's;
+the arrival merge holds nothing). Two regions joined
 by a key exchange widen from 1 together: the downstream window's groups are numbered and
 dealt as above (every number the exchange makes from the copies' positions is larger),
 the exchange's splits and merges start empty. A counting sink's copies' counts add up
 (summed into channel 0).
 
 Refused, naming the region or operator and saying what to do (``RescaleRefused``): a
-region led by a source at a width above 1 (its copies' positions are per split sequence
-``c, c + k, ...``, not a prefix) or by a partitioned broker source with ``count=``, a
+region led by a splittable source at a width above 1 (its copies' positions are per split
+sequence ``c, c + k, ...``, not a prefix) or by a partitioned broker source with ``count=``, a
 region fed by a key exchange at a width above 1 or widening without the region before it,
 a region with window exchanges (its operators then differ by more than copies), an
 operator whose kind cannot split its state by key (a custom operator's opaque
@@ -158,7 +159,7 @@ def _movable(name: str, r: dict[str, Any], k: int, k2: int) -> None:
     if r.get("fed") == "source":
         src = r["operators"][0]
         spec = r["copies"].get(src)
-        if k == 1 and type(spec) is dict and spec.get("position") in ("splits", "keys"):
+        if type(spec) is dict and (spec.get("position") == "keys" or k == 1 and spec.get("position") == "splits"):
             return
         why = (f"whose channel copies read splits c, c+{k}, ... and checkpoint how many records each passed "
                f"on: at width {k2} the records they consumed are not a prefix of any new copy's splits (only "
@@ -260,8 +261,9 @@ def _end_state(field: str, spec: dict[str, Any], states: list, k2: int, where: s
     if field == "sources" and spec.get("position") == "splits" and len(states) == 1 and type(states[0]) is int:
         n = entering[0] = states[0]
         return [records_below(n, c, k2, spec["size"]) for c in range(k2)]
-    if field == "sources" and spec.get("position") == "keys" and len(states) == 1 and _entry_ids(states[0]):
-        return [_keys_share(states[0], spec["keys"][c::k2]) for c in range(k2)]
+    if field == "sources" and spec.get("position") == "keys" and all(_entry_ids(s) for s in states):
+        whole = _keys_union(states) if len(states) > 1 else states[0]
+        return [_keys_share(whole, spec["keys"][c::k2]) for c in range(k2)]
     if field == "sinks" and spec.get("count") and all(type(v) is int for v in states):
         return [sum(states) if c == 0 else 0 for c in range(k2)]
     raise RescaleRefused(f"{where} holds {field} per channel copy, which are not moved to width {k2} from "
@@ -272,6 +274,18 @@ def _entry_ids(state: Any) -> bool:
     """A partitioned broker source's position: entry IDs (and ends) per stream key."""
     return type(state) is dict and type(state.get("ids")) is dict and type(state.get("read")) is int \
         and type(state.get("end", {})) is dict
+
+
+def _keys_union(states: list[dict[str, Any]]) -> dict[str, Any]:
+    """The copies' positions as one reader's: each copy read its own stream keys, so their
+    entry IDs (and ends) are disjoint and together every key's (``count=``, the one use of
+    ``read``, is refused for such a source, so the records read only add up)."""
+    out: dict[str, Any] = {"ids": {}, "read": sum(s["read"] for s in states)}
+    for s in states:
+        out["ids"].update(s["ids"])
+        if "end" in s:
+            out.setdefault("end", {}).update(s["end"])
+    return out
 
 
 def _keys_share(state: dict[str, Any], keys: list[str]) -> dict[str, Any]:

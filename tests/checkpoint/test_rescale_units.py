@@ -208,7 +208,7 @@ def test_a_counting_sink_in_the_region_moves_its_count_and_other_widths_of_a_sou
         _splits("count", 2, 1)
 
 
-def _arrival(stateful: bool):
+def _arrival(stateful: bool, old_w: int = 1, new_w: int = 2):
     from spadeopt import App, count_window
     from spadeopt.connectors import redis_source
 
@@ -225,8 +225,8 @@ def _arrival(stateful: bool):
     def plan(w):
         return dataclasses.replace(plan_for(g, "none", widths={"live": w}), checkpoints=True)
 
-    old, new = (sorted(op.name for op in physical_graph(g, plan(w).regions).operators) for w in (1, 2))
-    return rescale_plan(old, new, rescale_facts(g, plan(2)))
+    old, new = (sorted(op.name for op in physical_graph(g, plan(w).regions).operators) for w in (old_w, new_w))
+    return rescale_plan(old, new, rescale_facts(g, plan(new_w)))
 
 
 def test_a_partitioned_source_widened_from_one_gives_each_copy_its_own_keys_entry_ids():
@@ -242,3 +242,19 @@ def test_a_partitioned_source_widened_from_one_gives_each_copy_its_own_keys_entr
     with pytest.raises(RescaleRefused, match="operator 'cnt' of region 'live': only a keyed window's copy in a "
                                              "dynamic region keeps its state per key; keep the region's width 1"):
         rescale_entries(flat, _arrival(True))
+
+
+@pytest.mark.parametrize("old_w, new_w", [(2, 1), (2, 3), (3, 2)])
+def test_a_partitioned_source_moves_between_any_widths_each_new_copy_taking_its_keys_ids(old_w, new_w):
+    """An adaptive run's second switch (scaling down or up again): the old copies each read
+    their own stream keys, so together their positions are one reader's."""
+    ids = {f"s:{i}": f"{100 + i}-{i}" for i in range(5)}
+    keys = sorted(ids)
+    olds = {f"o__{c}": {"ids": {k: ids[k] for k in keys[c::old_w]}, "read": 10 + c,
+                        "end": dict.fromkeys(keys[c::old_w], "900-0")} for c in range(old_w)}
+    flat = {"ops": {"live__merge": []}, "sources": olds, "sinks": {}, "commits": {}}
+    rescale_entries(flat, _arrival(False, old_w, new_w))
+    names = ["o"] if new_w == 1 else [f"o__{c}" for c in range(new_w)]
+    assert flat["sources"] == {n: {"ids": {k: ids[k] for k in keys[c::new_w]}, "read": 0,
+                                   "end": dict.fromkeys(keys[c::new_w], "900-0")} for c, n in enumerate(names)}
+    assert "live__merge" not in flat["ops"]

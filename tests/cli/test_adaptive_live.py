@@ -60,3 +60,67 @@ def test_a_feed_that_steps_is_replanned_after_the_step_with_every_answer(redis_c
     want = [json.loads(line) for line in (tmp_path / "ref" / "out.jsonl").read_text().splitlines()]
     assert len(want) == total and len(rows) == total, (len(rows), len(want), total)
     assert by_key(rows, "k") == by_key(want, "k")
+
+
+def _narrow_phase_runs(work) -> bool:
+    """A phase after the first switch runs with every region at width 1 (a switch scaled down)."""
+    for build in work.glob("phase*/build"):
+        k = int(build.parent.name.removeprefix("phase"))
+        plan = build / "plan.json"
+        if k >= 3 and plan.exists() and any((build / "progress").glob("pe*.json")):
+            if all(r["width"] == 1 for r in json.loads(plan.read_text())["regions"]):
+                return True
+    return False
+
+
+@pytest.mark.spark
+def test_a_feed_that_steps_up_down_and_up_is_scaled_up_down_and_up_with_every_answer(redis_client, keyspace,
+                                                                                      tmp_path):
+    """Continuous monitoring (record 073): after the first switch every phase keeps watching.
+    When the feed drops back, the wide plan idles and the run scales down to a 1-core plan
+    (the region at width 1, each stream key's entry ID moved from the copy that read it);
+    when the feed steps up again, it widens again. Every entry is read once, in order per key."""
+    params = ["-p", f"prefix={keyspace}", "-p", f"spin_us={SPIN_US}"]
+    steps: dict[str, float] = {}
+    work = tmp_path / "work"
+    up = work / "phase1" / "build" / "progress"
+
+    def feeder() -> None:
+        n, give_up = 0, time.time() + 120
+        while not any(up.glob("pe*.json")) and time.time() < give_up:
+            n = feed(redis_client, keyspace, n, LOW // 5, LOW)
+        n = feed(redis_client, keyspace, n, int(LOW * LOW_S), LOW)
+        n = feed(redis_client, keyspace, n, int(HIGH * HIGH_S), HIGH)  # up
+        give_up = time.time() + 90
+        while not _narrow_phase_runs(work) and time.time() < give_up:  # low until the run scaled down
+            n = feed(redis_client, keyspace, n, LOW // 5, LOW)
+        n = feed(redis_client, keyspace, n, int(LOW * 4), LOW)
+        steps["t_second_step"] = time.time()
+        steps["total"] = feed(redis_client, keyspace, n, int(HIGH * HIGH_S), HIGH)  # up again
+
+    th = threading.Thread(target=feeder, daemon=True)
+    th.start()
+    got = cli("run", APP, "--adaptive", "--adapt-after", "2", "--checkpoint-interval", "0.5", "--duration", "150",
+              "--max-switches", "5", *params, "--out", tmp_path / "out", "--json", tmp_path / "r.json",
+              "--build-dir", work)
+    th.join(timeout=60)
+    assert got.returncode == 0, got.stderr
+    sw = json.loads((tmp_path / "r.json").read_text())["adaptive"]
+    every = [sw, *sw.get("later", [])]
+    moved = [(s["direction"], s["after"]["widths"].get("live", 1)) for s in every
+             if s["switched"] and s["predicted"].get("chosen") != "start"]
+    assert [d for d, _ in moved[:3]] == ["up", "down", "up"], (moved, got.stdout[-4000:])
+    assert moved[0][1] > 1 and moved[1][1] == 1 and moved[2][1] > 1, moved
+    down = next(s for s in every if s["direction"] == "down")
+    assert down["trigger"]["busiest_cpu"] < 0.4 and down["after"]["cores"] < down["before"]["cores"], down
+    assert "scaling down" in down["reason"] and "(scaling down)" in got.stdout
+    third = [s for s in every if s["switched"] and s["predicted"].get("chosen") != "start"][2]
+    assert third["trigger"]["at"] > steps["t_second_step"], (third["trigger"], steps)
+    total = steps["total"]
+    ref = cli("run", APP, "--fusion", "all", *params, "-p", "bounded=1", "--out", tmp_path / "ref",
+              "--build-dir", tmp_path / "rb")
+    assert ref.returncode == 0, ref.stderr
+    rows = [json.loads(line) for line in (tmp_path / "out" / "out.jsonl").read_text().splitlines()]
+    want = [json.loads(line) for line in (tmp_path / "ref" / "out.jsonl").read_text().splitlines()]
+    assert len(want) == total and len(rows) == total, (len(rows), len(want), total)
+    assert by_key(rows, "k") == by_key(want, "k")

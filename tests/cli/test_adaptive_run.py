@@ -130,6 +130,8 @@ def test_an_adaptive_run_switches_onto_two_nodes_of_a_local_cluster(tmp_path):
     (["--adapt-after", "3"], "add --adaptive"),
     (["--adaptive", "--fusion", "auto"], "not auto"),
     (["--adaptive", "--resume", "somewhere"], "cannot --resume"),
+    (["--adaptive", "--max-switches", "0"], "--max-switches must be a whole number >= 1"),
+    (["--max-switches", "2"], "add --adaptive"),
 ])
 def test_bad_adaptive_options_exit_2_before_anything_is_written(tmp_path, args, said):
     got = cli("run", APP, *args, "--out", tmp_path / "out")
@@ -150,7 +152,7 @@ def test_a_plan_with_a_pe_holding_a_source_and_input_links_is_resumed(tmp_path):
     thread ended) is fixed: the plan is no longer skipped; a PE cycle still is."""
     import dataclasses
 
-    from spadeopt.adaptive import _cannot_resume
+    from spadeopt.adaptive.choose import cannot_resume
     from spadeopt.codegen.render import generate
     from spadeopt.deploy.checkpoint_store import CheckpointStore
     from spadeopt.plan.plan import make_plan
@@ -164,8 +166,8 @@ def test_a_plan_with_a_pe_holding_a_source_and_input_links_is_resumed(tmp_path):
         plan = make_plan(g, "all", groups, [0] * len(groups), 1, 2, honours=frozenset())
         return generate(g, dataclasses.replace(plan, checkpoints=True), tmp_path / name, APP)
 
-    assert _cannot_resume(build([["ra"], ["rb", *rest]], "mixed"), store) is None
-    assert _cannot_resume(build([["ra"], ["rb"], rest], "apart"), store) is None
+    assert cannot_resume(build([["ra"], ["rb", *rest]], "mixed"), store) is None
+    assert cannot_resume(build([["ra"], ["rb"], rest], "apart"), store) is None
 
 
 @pytest.mark.parametrize("value", [-1.0, float("nan"), float("inf")])

@@ -1,0 +1,179 @@
+"""A switch's decision: the stopped phase's samples -> a profile -> the plan the next phase
+runs (records 069, 071; scaling down: docs/decisions/073-adaptive-runs-keep-watching.md).
+
+Up (the measurement window, or a live feed's lag kept growing): FATM for the run's cores,
+taken when predicted ``GAIN`` x the running plan and the checkpoint resumes under it;
+else FATM at the running plan's widths; else the running plan. Down (a live run's plan
+idled): the plan of FATM for the fewest cores, 1, 2, ..., below the running plan's, that
+is predicted at ``HEADROOM`` x the feed's rate and resumable; else the running plan."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from spadeopt import api
+from spadeopt.adaptive.settings import GAIN, HEADROOM, AdaptOptions
+from spadeopt.adaptive.switch import Switch, rate
+from spadeopt.errors import SpadeoptError
+
+
+def label(plan) -> str:
+    """A plan as the messages name it: FALL, NONE, FMAN, FATM (``optimize.strategies``)."""
+    from spadeopt.optimize.strategies import label_of
+
+    return label_of(plan.strategy)
+
+
+def write_manifest(graph, plan, run_dir: Path, result, adapt: AdaptOptions) -> None:
+    """A phase's run directory as ``spadeopt profile`` writes it, so ``refine`` reads it."""
+    import platform
+
+    from spadeopt.profiling import Manifest, host_info
+    from spadeopt.profiling import write_manifest as write
+    from spadeopt.profiling.records import pe_file
+
+    host = host_info()
+    t_end = time.time()
+    write(run_dir, Manifest(
+        app=graph.name, graph_fingerprint=graph.fingerprint, plan=plan.to_json(), params=dict(graph.params),
+        host=host.host or platform.node(), cores=host.cores, cpu_model=host.cpu_model, duration=result.wall_s,
+        seed=0, sample_rate=adapt.sample_rate, reservoir_size=5000, started=t_end - result.wall_s,
+        finished=t_end, pe_files=tuple(pe_file(pe.pe_id) for pe in plan.pes)))
+
+
+def profile_of(graph, plan, run_dir: Path, out: Path, options, session: tuple[str | None, int]) -> None:
+    """Refine a phase's samples (Spark, as ``spadeopt refine``) into the profile ``out``; a
+    plan with regions wider than 1 has its channel copies folded onto the logical
+    operators (``refine.fold``), which FATM plans from."""
+    from spadeopt.refine.fold import fold_copies
+    from spadeopt.refine.job import refine
+
+    prof = refine([run_dir], None, session[0], session[1], progress=options.say, conf=options.conf)
+    fold_copies(prof, graph, plan.regions).save(out)
+
+
+def replan(app: tuple[str, str, object], graph, run_dir: Path, work: Path, store, adapt: AdaptOptions,
+           options, running, sw: Switch, session: tuple[str | None, int], cores: int):
+    """The stopped phase's samples -> a profile -> the build the next phase runs (the
+    module doc; every step said in ``sw``). ``app``: its reference, ``ref`` and params;
+    ``running``: the stopped phase's plan; ``cores``: the run's."""
+    profile_path = work / "profile.json"
+    options.say(f"adaptive: refining phase {sw.phase}'s samples into a profile (Spark, as `spadeopt refine`)")
+    t0 = time.time()
+    profile_of(graph, running, run_dir, profile_path, options, session)
+    sw.profile, sw.timings["refine_s"], t0 = str(profile_path), round(time.time() - t0, 3), time.time()
+    if sw.direction == "down":
+        build = choose_smaller(app, graph, profile_path, work, store, adapt, running, sw)
+    else:
+        build = choose(app, graph, profile_path, work, store, adapt, running, sw, cores)
+    sw.timings["plan_s"] = round(time.time() - t0, 3)
+    return build
+
+
+def choose(app, graph, profile_path: Path, work: Path, store, adapt: AdaptOptions, start, sw: Switch, cores: int):
+    """FATM's build for ``cores`` if predicted faster than the running plan ``start`` and
+    resumable; else FATM at the running plan's widths; else ``start``'s production build."""
+    app_ref, ref, params = app
+    base = replace(start, instrumented=False, checkpoints=False)
+    label0, base_rate = label(base), predict(graph, profile_path, base, adapt)
+    sw.predicted = {"start": base_rate, "start_plan": label0}
+    widths = {r.name: r.width for r in base.regions}
+    kept = {"fission": False} if all(w == 1 for w in widths.values()) else {"widths": widths}
+    tries = (("FATM", "fatm", {}), (f"FATM at phase {sw.phase}'s widths", "fatm-kept", kept))
+    for what, name, kw in tries:
+        try:
+            build, explain = api.optimize(app_ref, profile_path, work / name, adapt.calibration, params,
+                                          nodes=base.nodes, cores=cores, checkpoints=True, **kw)
+        except SpadeoptError as exc:
+            sw.refused.append(f"{what}: {str(exc).splitlines()[0]}")
+            continue
+        predicted = (explain.get("rate") or {}).get("predicted")
+        sw.predicted[name] = predicted
+        if not predicted or not base_rate or predicted < base_rate * GAIN:
+            sw.reason = (f"{what} is predicted at {rate(predicted)}/s, {label0} at {rate(base_rate)}/s: no gain of "
+                         f"{GAIN:g}x; phase {sw.phase + 1} runs {label0}'s plan")
+            break
+        problem = cannot_resume(build, store)
+        if problem:
+            sw.refused.append(f"{what}: {problem}")
+            continue
+        sw.reason = (f"{what} is predicted at {rate(predicted)}/s, {label0} at {rate(base_rate)}/s "
+                     f"({predicted / base_rate:.2f}x): the plan no longer fits; switching to it")
+        sw.predicted.update(chosen=name, gain=predicted / base_rate)
+        return build
+    else:
+        sw.reason = f"no FATM plan could resume the checkpoint: phase {sw.phase + 1} runs {label0}'s plan"
+    sw.predicted.update(chosen="start", gain=1.0)
+    return api.generate(graph, replace(base, checkpoints=True), work / "start", ref)
+
+
+def choose_smaller(app, graph, profile_path: Path, work: Path, store, adapt: AdaptOptions, start, sw: Switch):
+    """Scaling down: FATM's build for the fewest cores below the running plan's that is
+    predicted at ``HEADROOM`` x the feed's rate (the trigger's) and resumable; else
+    ``start``'s (``sw.predicted["chosen"] == "start"``)."""
+    app_ref, ref, params = app
+    base = replace(start, instrumented=False, checkpoints=False)
+    feed = float((sw.trigger or {}).get("rate") or 0.0)
+    need = HEADROOM * feed
+    sw.predicted = {"start": predict(graph, profile_path, base, adapt), "start_plan": label(base),
+                    "feed": feed, "need": need}
+    for c in range(1, base.cores):
+        try:
+            build, explain = api.optimize(app_ref, profile_path, work / f"fatm-{c}-cores", adapt.calibration,
+                                          params, nodes=base.nodes, cores=c, checkpoints=True)
+        except SpadeoptError as exc:
+            sw.refused.append(f"FATM for {c} core(s): {str(exc).splitlines()[0]}")
+            continue
+        predicted = (explain.get("rate") or {}).get("predicted")
+        sw.predicted[f"cores_{c}"] = predicted
+        if not predicted or predicted < need:
+            continue
+        problem = cannot_resume(build, store)
+        if problem:
+            sw.refused.append(f"FATM for {c} core(s): {problem}")
+            continue
+        sw.reason = (f"FATM for {c} core(s) ({len(build.deploy.pes)} PE(s)) is predicted at {rate(predicted)}/s, "
+                     f"{predicted / feed if feed else float('inf'):.1f}x the feed's {rate(feed)}/s (at least "
+                     f"{HEADROOM:g}x): scaling down to it from {base.cores} core(s)")
+        sw.predicted.update(chosen=f"cores_{c}", gain=None)
+        return build
+    sw.reason = (f"no plan for fewer than {base.cores} core(s) is predicted at {HEADROOM:g}x the feed's "
+                 f"{rate(feed)}/s: phase {sw.phase + 1} keeps the plan")
+    sw.predicted.update(chosen="start", gain=1.0)
+    return api.generate(graph, replace(base, checkpoints=True), work / "start", ref)
+
+
+def cannot_resume(build, store) -> str | None:
+    """Why the checkpoint cannot resume under ``build`` exactly once (a width 068 does not
+    move, a PE cycle no barrier crosses), or None.
+    Tried on a quiet view of the store."""
+    from spadeopt.deploy.checkpoint_rescale import load_facts
+    from spadeopt.deploy.checkpoint_store import CheckpointStore
+    from spadeopt.deploy.checkpointed_run import pe_cycle
+
+    cycle = pe_cycle(build.deploy)
+    if cycle:
+        return f"its PEs form a cycle ({' -> '.join(cycle)}), which an aligned barrier cannot cross"
+    try:
+        CheckpointStore(store.root, store.keep, lambda line: None).latest(build.deploy, load_facts(build.directory))
+    except SpadeoptError as exc:
+        return str(exc).splitlines()[0]
+    return None
+
+
+def predict(graph, profile_path: Path, plan, adapt: AdaptOptions) -> float | None:
+    """FATM's model's source rate of ``plan`` from the profile (``api.predict_build``'s)."""
+    from spadeopt.optimize.fatm import predict_plan
+    from spadeopt.refine.comm import CommCost
+    from spadeopt.refine.profile import Profile
+
+    calibration = Path(adapt.calibration or api.default_calibration())
+    comm = CommCost.for_this_host(calibration, None)
+    try:
+        pred = predict_plan(graph, api.operator_profile(Profile.load_file(profile_path)), plan, comm,
+                            api.perf_model(calibration, comm.scale))
+    except SpadeoptError:
+        return None
+    return pred.rate
