@@ -493,7 +493,7 @@ def _bench_parser(sub) -> None:
     be.add_argument("--quick", action="store_true", help="smaller sizes (a smoke run)")
     be.add_argument("app", nargs="?", help="bench scale and bench adaptive: the app (path or module:attr)")
     be.add_argument("--cores", help="bench scale: plan FATM for 1 x N cores (N, or a list 2,4,16; default 16); "
-                                    "bench adaptive: the run's cores (default 2)")
+                                    "bench adaptive and adaptive-live: the run's cores (default 2)")
     be.add_argument("-p", action="append", metavar="KEY=VALUE",
                     help="bench scale and bench adaptive: app parameter (repeatable)")
     be.add_argument("--profile", type=Path, help="bench scale: a refined profile (default: profile FALL first)")

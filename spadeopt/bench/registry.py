@@ -97,7 +97,13 @@ def _adaptive(out: Path, args: argparse.Namespace) -> dict:
     return adaptive_bench.from_args(args, log=lambda m: print(m, file=sys.stderr, flush=True))
 
 
-BENCHMARKS = {"scale": _scale, "adaptive": _adaptive, "broker-throughput": _broker_throughput, "checkpoint": _checkpoint, "latency": _latency, "spark-auth": _spark_auth, "live-overhead": _live_overhead, "fission": _fission, "logical-vs-hand": _logical_vs_hand, "fusion-tradeoff": _tradeoff, "fused-overhead": _fused,
+def _adaptive_live(out: Path, args: argparse.Namespace) -> dict:
+    from spadeopt.bench import adaptive_live
+
+    return adaptive_live.from_args(args, log=lambda m: print(m, file=sys.stderr, flush=True))
+
+
+BENCHMARKS = {"scale": _scale, "adaptive": _adaptive, "adaptive-live": _adaptive_live, "broker-throughput": _broker_throughput, "checkpoint": _checkpoint, "latency": _latency, "spark-auth": _spark_auth, "live-overhead": _live_overhead, "fission": _fission, "logical-vs-hand": _logical_vs_hand, "fusion-tradeoff": _tradeoff, "fused-overhead": _fused,
               "profiling-overhead": _profiling, "optimizer": _optimizer, "collapse": _collapse}
 
 

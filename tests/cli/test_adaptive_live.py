@@ -18,11 +18,11 @@ import time
 
 import pytest
 
-from tests.apps.stepfeed import feed
+from spadeopt.bench.stepfeed import feed
 from tests.cli.clitools import cli
 from tests.rows import by_key
 
-APP = "tests/apps/stepfeed.py"
+APP = "spadeopt.bench.stepfeed:stepfeed"
 LOW, LOW_S, HIGH, HIGH_S = 150, 10.0, 1500, 12.0  # records/s and seconds of each step
 SPIN_US = 1000  # CPU per record: one PE handles under 1,000 a second, two (after the switch) under 2,000
 

@@ -1,4 +1,5 @@
-"""A live feed whose rate steps up, for ``run --adaptive`` (issue 39).
+"""A live feed whose rate steps, for ``run --adaptive`` (issue 39): ``bench adaptive-live`` and
+``tests/cli/test_adaptive_live.py``.
 
 Records ``(id:int, k:str, v:int)`` on ``keys`` Redis stream keys (``prefix:0`` ...), each
 key's records in order, partitioned by ``k``. Region ``live`` holds the source and
