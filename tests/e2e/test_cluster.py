@@ -434,3 +434,33 @@ def test_kill_9_of_an_executor_with_checkpoints_restarts_and_gives_the_failure_f
           f"{r['failed_at'] - kill['t']:.1f} s after the kill; running again after {r['recovered_s']:.1f} s; "
           "first new output " + (f"{r['failed_at'] + first - kill['t']:.1f} s after the kill" if first is not None
                                  else "none"))
+
+
+def test_an_adaptive_run_switches_across_two_isolated_hosts_with_a_plain_runs_answer(spark_cluster, tmp_path):
+    """Issue 39 on a standalone cluster: phase 1 (FALL, one PE, instrumented) runs on a
+    worker, its samples and checkpoints come back to the driver (the isolated worker
+    cannot see the driver's directories), FATM for 2 nodes x 1 core widens the region led
+    by the splittable source, and phase 2 resumes the checkpoint with a channel on each
+    host. The sink is a plain local run's, byte for byte."""
+    app = "apps/opaque_chain.py"  # 16 opaque calls a record, a splittable source: FATM finds the region
+    params = ["-p", "tuples=300000", "-p", "work=40", "-p", "sink=file"]
+    ref = api.run(app, "all", {p.split("=")[0]: p.split("=")[1] for p in params[1::2]},
+                  build_dir=tmp_path / "b-local", options=RunOptions(out=tmp_path / "local", master="local[2]"))
+    assert ref.tuples == 300_000
+    work, out = tmp_path / "work", tmp_path / "out"
+    cmd = [PY, "-m", "spadeopt", "run", app, "--adaptive", "--adapt-after", "1", "--checkpoint-interval", "0.5",
+           *params, "--nodes", "2", "--cores", "1", "--master", spark_cluster.master_url, "--build-dir", str(work),
+           "--out", str(out), "--json", str(tmp_path / "r.json"),
+           # the switch's refinement is a Spark job on the cluster: as for `refine` above, both "hosts" are
+           # 127.0.0.1, and Spark would read a same-host executor's shuffle files from worker 1's hidden /tmp
+           "--conf", "spark.shuffle.readHostLocalDisk=false"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=_env(), timeout=400)
+    assert proc.returncode == 0, _why(proc)
+    assert not _worker_sees(spark_cluster, work) and not _worker_sees(spark_cluster, ROOT / "apps")
+    doc = json.loads((tmp_path / "r.json").read_text())
+    sw = doc["adaptive"]
+    assert sw["switched"] and list(sw["after"]["widths"].values()) == [2], sw
+    assert not sw["before"]["restarts"], sw["before"]["restarts"]
+    assert {p["node"] for p in doc["per_pe"]} == {0, 1}, doc["per_pe"]
+    assert len({p["executor"] for p in doc["per_pe"]} - {"driver"}) == 2, doc["per_pe"]
+    assert (out / "sink.jsonl").read_bytes() == (tmp_path / "local" / "sink.jsonl").read_bytes()
