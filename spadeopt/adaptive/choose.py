@@ -75,7 +75,6 @@ def replan(app: tuple[str, str, object], graph, run_dir: Path, work: Path, store
 def choose(app, graph, profile_path: Path, work: Path, store, adapt: AdaptOptions, start, sw: Switch, cores: int):
     """FATM's build for ``cores`` if predicted faster than the running plan ``start`` and
     resumable; else FATM at the running plan's widths; else ``start``'s production build."""
-    app_ref, ref, params = app
     base = replace(start, instrumented=False, checkpoints=False)
     label0, base_rate = label(base), predict(graph, profile_path, base, adapt)
     sw.predicted = {"start": base_rate, "start_plan": label0}
@@ -83,21 +82,15 @@ def choose(app, graph, profile_path: Path, work: Path, store, adapt: AdaptOption
     kept = {"fission": False} if all(w == 1 for w in widths.values()) else {"widths": widths}
     tries = (("FATM", "fatm", {}), (f"FATM at phase {sw.phase}'s widths", "fatm-kept", kept))
     for what, name, kw in tries:
-        try:
-            build, explain = api.optimize(app_ref, profile_path, work / name, adapt.calibration, params,
-                                          nodes=base.nodes, cores=cores, checkpoints=True, **kw)
-        except SpadeoptError as exc:
-            sw.refused.append(f"{what}: {str(exc).splitlines()[0]}")
+        got = _fatm(app, profile_path, work / name, adapt, base.nodes, cores, sw, what, name, **kw)
+        if got is None:
             continue
-        predicted = (explain.get("rate") or {}).get("predicted")
-        sw.predicted[name] = predicted
+        build, predicted = got
         if not predicted or not base_rate or predicted < base_rate * GAIN:
             sw.reason = (f"{what} is predicted at {rate(predicted)}/s, {label0} at {rate(base_rate)}/s: no gain of "
                          f"{GAIN:g}x; phase {sw.phase + 1} runs {label0}'s plan")
             break
-        problem = cannot_resume(build, store)
-        if problem:
-            sw.refused.append(f"{what}: {problem}")
+        if not _resumable(build, store, sw, what):
             continue
         sw.reason = (f"{what} is predicted at {rate(predicted)}/s, {label0} at {rate(base_rate)}/s "
                      f"({predicted / base_rate:.2f}x): the plan no longer fits; switching to it")
@@ -105,44 +98,61 @@ def choose(app, graph, profile_path: Path, work: Path, store, adapt: AdaptOption
         return build
     else:
         sw.reason = f"no FATM plan could resume the checkpoint: phase {sw.phase + 1} runs {label0}'s plan"
-    sw.predicted.update(chosen="start", gain=1.0)
-    return api.generate(graph, replace(base, checkpoints=True), work / "start", ref)
+    return _keep(graph, base, work, app, sw)
 
 
 def choose_smaller(app, graph, profile_path: Path, work: Path, store, adapt: AdaptOptions, start, sw: Switch):
     """Scaling down: FATM's build for the fewest cores below the running plan's that is
     predicted at ``HEADROOM`` x the feed's rate (the trigger's) and resumable; else
     ``start``'s (``sw.predicted["chosen"] == "start"``)."""
-    app_ref, ref, params = app
     base = replace(start, instrumented=False, checkpoints=False)
     feed = float((sw.trigger or {}).get("rate") or 0.0)
     need = HEADROOM * feed
     sw.predicted = {"start": predict(graph, profile_path, base, adapt), "start_plan": label(base),
                     "feed": feed, "need": need}
     for c in range(1, base.cores):
-        try:
-            build, explain = api.optimize(app_ref, profile_path, work / f"fatm-{c}-cores", adapt.calibration,
-                                          params, nodes=base.nodes, cores=c, checkpoints=True)
-        except SpadeoptError as exc:
-            sw.refused.append(f"FATM for {c} core(s): {str(exc).splitlines()[0]}")
+        what = f"FATM for {c} core(s)"
+        got = _fatm(app, profile_path, work / f"fatm-{c}-cores", adapt, base.nodes, c, sw, what, f"cores_{c}")
+        if got is None or not got[1] or got[1] < need or not _resumable(got[0], store, sw, what):
             continue
-        predicted = (explain.get("rate") or {}).get("predicted")
-        sw.predicted[f"cores_{c}"] = predicted
-        if not predicted or predicted < need:
-            continue
-        problem = cannot_resume(build, store)
-        if problem:
-            sw.refused.append(f"FATM for {c} core(s): {problem}")
-            continue
-        sw.reason = (f"FATM for {c} core(s) ({len(build.deploy.pes)} PE(s)) is predicted at {rate(predicted)}/s, "
+        build, predicted = got
+        sw.reason = (f"{what} ({len(build.deploy.pes)} PE(s)) is predicted at {rate(predicted)}/s, "
                      f"{predicted / feed if feed else float('inf'):.1f}x the feed's {rate(feed)}/s (at least "
                      f"{HEADROOM:g}x): scaling down to it from {base.cores} core(s)")
         sw.predicted.update(chosen=f"cores_{c}", gain=None)
         return build
     sw.reason = (f"no plan for fewer than {base.cores} core(s) is predicted at {HEADROOM:g}x the feed's "
                  f"{rate(feed)}/s: phase {sw.phase + 1} keeps the plan")
+    return _keep(graph, base, work, app, sw)
+
+
+def _fatm(app, profile_path: Path, out: Path, adapt: AdaptOptions, nodes: int, cores: int, sw: Switch, what: str,
+          name: str, **kw):
+    """FATM's build in ``out`` and its predicted rate (recorded as ``sw.predicted[name]``), or
+    None when it cannot plan (the refusal recorded)."""
+    app_ref, _, params = app
+    try:
+        build, explain = api.optimize(app_ref, profile_path, out, adapt.calibration, params, nodes=nodes,
+                                      cores=cores, checkpoints=True, **kw)
+    except SpadeoptError as exc:
+        sw.refused.append(f"{what}: {str(exc).splitlines()[0]}")
+        return None
+    predicted = (explain.get("rate") or {}).get("predicted")
+    sw.predicted[name] = predicted
+    return build, predicted
+
+
+def _resumable(build, store, sw: Switch, what: str) -> bool:
+    problem = cannot_resume(build, store)
+    if problem:
+        sw.refused.append(f"{what}: {problem}")
+    return problem is None
+
+
+def _keep(graph, base, work: Path, app, sw: Switch):
+    """The running plan's build (production, checkpoints on): the decision keeps the plan."""
     sw.predicted.update(chosen="start", gain=1.0)
-    return api.generate(graph, replace(base, checkpoints=True), work / "start", ref)
+    return api.generate(graph, replace(base, checkpoints=True), work / "start", app[1])
 
 
 def cannot_resume(build, store) -> str | None:

@@ -27,6 +27,18 @@ LOW, LOW_S, HIGH, HIGH_S = 150, 10.0, 1500, 12.0  # records/s and seconds of eac
 SPIN_US = 1000  # CPU per record: one PE handles under 1,000 a second, two (after the switch) under 2,000
 
 
+def _as_a_static_run(tmp_path, params, total: int) -> None:
+    """The adaptive run's sink holds every one of the ``total`` entries, per key exactly the
+    rows of a static ``--fusion all`` run over the same entries (``bounded=1``)."""
+    ref = cli("run", APP, "--fusion", "all", *params, "-p", "bounded=1", "--out", tmp_path / "ref",
+              "--build-dir", tmp_path / "rb")
+    assert ref.returncode == 0, ref.stderr
+    rows = [json.loads(line) for line in (tmp_path / "out" / "out.jsonl").read_text().splitlines()]
+    want = [json.loads(line) for line in (tmp_path / "ref" / "out.jsonl").read_text().splitlines()]
+    assert len(want) == total and len(rows) == total, (len(rows), len(want), total)
+    assert by_key(rows, "k") == by_key(want, "k")
+
+
 @pytest.mark.spark
 def test_a_feed_that_steps_is_replanned_after_the_step_with_every_answer(redis_client, keyspace, tmp_path):
     params = ["-p", f"prefix={keyspace}", "-p", f"spin_us={SPIN_US}"]
@@ -53,13 +65,7 @@ def test_a_feed_that_steps_is_replanned_after_the_step_with_every_answer(redis_c
     assert sw["trigger"]["at"] > steps["t_step"], (sw["trigger"], steps)  # not while phase 1 kept up
     assert sw["trigger"]["grew_by"] >= 500 and sw["after"]["widths"].get("live", 1) > 1, sw
     assert "trigger: the live sources' lag grew by" in got.stdout
-    ref = cli("run", APP, "--fusion", "all", *params, "-p", "bounded=1", "--out", tmp_path / "ref",
-              "--build-dir", tmp_path / "rb")
-    assert ref.returncode == 0, ref.stderr
-    rows = [json.loads(line) for line in (tmp_path / "out" / "out.jsonl").read_text().splitlines()]
-    want = [json.loads(line) for line in (tmp_path / "ref" / "out.jsonl").read_text().splitlines()]
-    assert len(want) == total and len(rows) == total, (len(rows), len(want), total)
-    assert by_key(rows, "k") == by_key(want, "k")
+    _as_a_static_run(tmp_path, params, total)
 
 
 def _narrow_phase_runs(work) -> bool:
@@ -117,10 +123,4 @@ def test_a_feed_that_steps_up_down_and_up_is_scaled_up_down_and_up_with_every_an
     third = [s for s in every if s["switched"] and s["predicted"].get("chosen") != "start"][2]
     assert third["trigger"]["at"] > steps["t_second_step"], (third["trigger"], steps)
     total = steps["total"]
-    ref = cli("run", APP, "--fusion", "all", *params, "-p", "bounded=1", "--out", tmp_path / "ref",
-              "--build-dir", tmp_path / "rb")
-    assert ref.returncode == 0, ref.stderr
-    rows = [json.loads(line) for line in (tmp_path / "out" / "out.jsonl").read_text().splitlines()]
-    want = [json.loads(line) for line in (tmp_path / "ref" / "out.jsonl").read_text().splitlines()]
-    assert len(want) == total and len(rows) == total, (len(rows), len(want), total)
-    assert by_key(rows, "k") == by_key(want, "k")
+    _as_a_static_run(tmp_path, params, total)
