@@ -28,7 +28,10 @@ confirms the vectors it may choose (the rate leader and those within ``TIE_WINDO
 it) with :meth:`WidthScorer.confirm`, the full rating, so the chosen vector is ranked,
 tie-broken and planned exactly as without quotients; quotient rungs are kept apart
 (``(vector, (QUOTIENT, MaxFrac))``) and the MaxFrac ladder never reuses them. What may
-differ: which vectors the ascent visits (it follows the quotient ratings).
+differ: which vectors the ascent visits (it follows the quotient ratings). Hinted rate
+searches (:data:`HINTS`, :mod:`spadeopt.optimize.rate_hint`): each rung's search of a
+rating tries only the factors near where the previous rung, or the vector rated before,
+stopped fitting; the answer is the plain search's while feasibility is monotone in the rate.
 
 Invariants: every step is a pure function of the logical graph, the profile, ``comm``,
 the fitted model and the settings in :class:`SearchContext`, so the caches change no
@@ -245,14 +248,12 @@ def quotient_and_place(problem: FusionProblem, quotient: Quotient, nodes: int, c
     return FusedPlacement(problem, result, place_result(result, problem, pe_ids, nodes, cores, capacity_frac), pe_ids)
 
 
-def _attempt(ctx: SearchContext, entry: PhysicalEntry, pprof: OperatorProfile,
-             max_frac: float, quotient: bool = False,
+def _attempt(ctx: SearchContext, entry: PhysicalEntry, pprof: OperatorProfile, max_frac: float, quotient: bool = False,
              failures: dict[float, str] | None = None) -> Callable[[float], FusedPlacement | None]:
     """The rate search's step: the plan at ``k`` times the profiled rate, ``None`` when it
     does not fit. With ``quotient``, GreedyFuse runs on the channel quotient
-    (:func:`quotient_and_place`) where the vector has one. ``failures``, when given,
-    receives why each factor did not fit: :data:`~spadeopt.optimize.rate_hint.PLACEMENT`
-    (the cores), or ``SATURATED`` (a PE over MaxFrac, or an illegal expansion)."""
+    (:func:`quotient_and_place`) where the vector has one. ``failures`` receives why a
+    factor did not fit (``rate_hint``'s PLACEMENT, or SATURATED: MaxFrac, illegal expansion)."""
     problems = ScaledProblems(entry.graph, pprof, ctx.comm, max_frac, ctx.min_util, entry.memo,
                               base_problem(ctx, entry))
     failures = {} if failures is None else failures
@@ -284,9 +285,8 @@ def plan_physical(ctx: SearchContext, regions: Regions, max_frac: float, rate: s
     pieces. Under ``--rate max`` the bisection takes ``steps`` steps (:func:`refine`
     takes the rest), each GreedyFuse run on the channel quotient with ``quotient``
     (:func:`quotient_and_place`; only under ``--rate max``, and never resumed by :func:`refine`).
-    A ``hint`` (quotient ratings only: :func:`rung_hint`) gives the factors assumed to fit
-    and not to (:func:`spadeopt.optimize.rate.hinted_rate`) from the bisection's upper
-    bound, and receives why the steps that did not fit failed (``hint.failures``)."""
+    A ``hint`` (:func:`rung_hint`) gives brackets for :func:`spadeopt.optimize.rate.hinted_rate`
+    and receives why the steps that did not fit failed (``hint.failures``)."""
     entry = ctx.cache.get(regions)
     physical, pprof = entry.graph, _planning_profile(ctx, entry)
     if rate == "max":
@@ -379,7 +379,7 @@ class WidthScorer:
         self.full: dict[Regions, Rated] = {}  # vectors scored as the final plan is made (confirm)
         self.quick: dict[Regions, Rated] = {}  # vectors rated on their channel quotient
         self.by_quotient: set[Regions] = set()  # vectors rated with quotient rungs, not yet confirmed
-        self.near: dict[float, RateSearch | None] = {}  # MaxFrac -> the last quotient rating's search (rate_hint)
+        self.near: dict[tuple[bool, float], RateSearch | None] = {}  # (quotient, MaxFrac) -> last search (rate_hint)
 
     def bound(self, regions: Regions, floor: float = 0.0) -> float:
         """An upper bound on :meth:`rated`'s rate for ``regions``, without fusing it: the
@@ -451,14 +451,14 @@ class WidthScorer:
                   or len(self.ctx.cache.get(regions).graph.operators) <= GREEDY_MAX_OPERATORS)
         prev: tuple[RateSearch | None, dict[float, str], float] = (None, {}, self.max_frac)
         for mf in max_frac_candidates(self.max_frac, "max") if greedy else ():
-            hint = rung_hint(*prev, mf, self.near.get(mf)) if quotient and QUICK_HINTS else None
+            hint = rung_hint(*prev, mf, self.near.get((quotient, mf))) if HINTS[quotient] else None
             try:
                 scored = score_plan(self.ctx, regions, mf, "max", SCORE_STEPS, quotient, hint)
             except OptimizeError:
                 continue
             if hint is not None:
                 prev = (scored.fused.search, hint.failures, mf)
-                self.near[mf] = scored.fused.search
+                self.near[(quotient, mf)] = scored.fused.search
             self.rungs[(regions, (QUOTIENT, mf) if quotient else mf)] = scored
             rungs.append((scored, mf))
         built = self.rungs.get((regions, SYMMETRIC))
@@ -472,7 +472,7 @@ class WidthScorer:
         return best.rated
 
 
-QUICK_HINTS = True  # quotient ratings' rate searches take hints (optimize.rate_hint); off: whole brackets
+HINTS = {True: True, False: True}  # quotient / full ratings' searches take hints (optimize.rate_hint); off: plain
 
 QUOTIENT = "quotient"  # WidthScorer.rungs key: (vector, (QUOTIENT, MaxFrac)) for a rung fused on the quotient
 

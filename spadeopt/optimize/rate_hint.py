@@ -1,13 +1,13 @@
-"""Hints for the quick rate searches: which factors a MaxFrac rung surely fits at, and which not.
+"""Hints for the width ratings' rate searches: where a MaxFrac rung will fit, and where not.
 
-A width vector rated on its channel quotient (:mod:`spadeopt.optimize.quotient`) runs one
-short rate search per MaxFrac rung (:mod:`spadeopt.optimize.fatm_search`): a bisection of
-a factor-100 bracket under the cores' bound, ~12 GreedyFuse runs, most of them far from
-where the rung stops fitting. :func:`spadeopt.optimize.rate.hinted_rate` takes the same
-steps but tries only the factors inside a bracket it is given: at or below its lower end
-a step is assumed to fit, at or above its upper end assumed not to, and one try on each
-side checks the assumptions (a wrong bracket gives way to the next one, the last to the
-plain search).
+Every width vector FATM rates (on its channel quotient, :mod:`spadeopt.optimize.quotient`,
+or in full) runs one short rate search per MaxFrac rung (:mod:`spadeopt.optimize.
+fatm_search`): a bisection of a factor-100 bracket under the cores' bound, ~12 GreedyFuse
+runs, most of them far from where the rung stops fitting. :func:`spadeopt.optimize.rate.
+hinted_rate` takes the same steps but tries only the factors inside a bracket it is
+given: at or below its lower end a step is assumed to fit, at or above its upper end
+assumed not to, and one try on each side checks the assumptions (a wrong bracket gives
+way to the next one, the last to the plain search).
 
 The brackets of a rung (:func:`rung_hint`, in the order tried):
 
@@ -16,13 +16,14 @@ The brackets of a rung (:func:`rung_hint`, in the order tried):
    GreedyFuse at factor ``k x r`` and MaxFrac ``m x r`` meets the same limits as at
    ``k`` and ``m`` (up to rounding, while the cores are not the limit): the previous
    rung's final bracket times ``m' / m``;
-2. else the final bracket of the same rung of the vector rated before (``neighbour``:
-   the ascent moves one or two regions by one width, and the rung often stops within
-   the same bracket, or a few per cent off: the bracket is tried again :data:`WIDEN`
-   wider);
+2. else the final bracket of the same rung of the vector rated before the same way
+   (quotient or full; ``neighbour``): the ascent moves one or two regions by one width,
+   and the rung often stops within the same bracket, or a few per cent off (the bracket
+   is then tried again :data:`WIDEN` wider);
 3. always last: a step at a tenth of the cores' bound fits (:data:`FIRST_FITS`: the bound
-   has every core busy with operator work alone), and after a rung stopped by the cores,
-   one at :data:`CORES_FITS` of its factor (times ``m' / m`` when smaller).
+   has every core busy with operator work alone), or, after a rung of the same vector,
+   one at :data:`CORES_FITS` of its factor (times ``m' / m`` when smaller); and one at
+   :data:`LAST_SHARE` of bracket 1 or 2's lower end, when that is less.
 
 Invariant: a hint never changes what a search returns when feasibility is monotone in
 the factor (:func:`spadeopt.optimize.rate.hinted_rate`); only how many GreedyFuse runs
@@ -52,28 +53,33 @@ WIDEN = 1.05
 the last bracket: neighbouring vectors' rungs stopped within a few per cent of each other
 (16 cores: 53 of 76 quick searches missed the neighbour's bracket itself)."""
 
+LAST_SHARE = 0.5
+"""The last bracket assumes no fit above this share of the first bracket's lower end:
+where a rung stops far under a tenth of the cores' bound (one heavy operator at MaxFrac:
+apps/outlier.py at 16 cores stops at 0.05-0.09 of it), :data:`FIRST_FITS` is wrong."""
+
 SLACK = 1e-9  # relative room around a scaled bracket for rounding (the bracket is ~0.45 % wide)
 
 
 @dataclass
 class Hint:
     """A rung's brackets: ``first`` (``(below, above)`` factors, or ``None``), then the
-    fallback with ``below`` (or ``below_share x`` the cores' bound, if larger) and no upper
-    end; ``failures`` receives why each tried factor did not fit."""
+    last one with no upper end, fitting up to ``below`` (``None``: :data:`FIRST_FITS` of
+    the cores' bound), and never above half of ``first``'s lower end; ``failures``
+    receives why each tried factor did not fit."""
 
     first: tuple[float, float] | None = None
-    below: float = 0.0
-    below_share: float = FIRST_FITS
+    below: float | None = None
     failures: dict[float, str] = field(default_factory=dict)
 
     def brackets(self, top: float) -> list[tuple[float, float]]:
         """The ``(below, above)`` brackets for a search under the cores' bound ``top``:
         ``first``, ``first`` widened by :data:`WIDEN` each way, then the last one."""
-        last = (max(self.below, top * self.below_share), math.inf)
+        below = top * FIRST_FITS if self.below is None else self.below
         if self.first is None:
-            return [last]
+            return [(below, math.inf)]
         lo, hi = self.first
-        return [(max(lo, last[0]), hi), (max(lo / WIDEN, last[0]), hi * WIDEN), last]
+        return [(lo, hi), (lo / WIDEN, hi * WIDEN), (min(below, lo * LAST_SHARE), math.inf)]
 
 
 def rung_hint(prev: RateSearch | None, failures: dict[float, str], prev_frac: float, frac: float,

@@ -73,18 +73,20 @@ def test_a_right_hint_saves_tries():
 
 
 def test_rung_hints():
-    """The last bracket assumes a tenth of the cores' bound fits; a PE-bound rung scales its
-    bracket by the MaxFrac ratio; otherwise the same rung of the vector rated before
-    gives the first bracket."""
+    """The last bracket assumes a tenth of the cores' bound fits, or 0.7 of the previous
+    rung's factor, or half the first bracket's lower end, the least; a PE-bound rung
+    scales its bracket by the MaxFrac ratio; otherwise the same rung of the vector rated
+    before gives the first bracket."""
     assert rung_hint(None, {}, 0.5, 0.5).brackets(10.0) == [(10.0 / 9.9, math.inf)]
     prev = RateSearch(1000.0, 10.0, 12, False, SCORE_STEPS, 10.0, 10.05)
     near = RateSearch(1000.0, 5.0, 12, False, SCORE_STEPS, 5.0, 5.02)
     (below, above), _, last = rung_hint(prev, {10.05: SATURATED}, 0.5, 1.0, near).brackets(40.0)
     assert math.isclose(below, 20.0, rel_tol=1e-8) and math.isclose(above, 20.1, rel_tol=1e-8)
-    assert last == (7.0, math.inf)  # the last bracket: 0.7 x the previous factor
+    assert last == (7.0, math.inf)  # 0.7 x the previous factor
     assert rung_hint(prev, {10.05: PLACEMENT}, 1.0, 0.3, near).brackets(40.0) == [
-        (5.0, 5.02), (5.0 / 1.05, 5.02 * 1.05), (40.0 / 9.9, math.inf)]
-    assert rung_hint(prev, {10.05: PLACEMENT}, 0.5, 0.75).brackets(1.0)[-1] == (10.0 * 0.7, math.inf)
+        (5.0, 5.02), (5.0 / 1.05, 5.02 * 1.05), (10.0 * 0.3 * 0.7, math.inf)]
+    assert rung_hint(None, {}, 0.5, 0.5, near).brackets(100.0)[-1] == (2.5, math.inf)  # half of 5.0
+    assert rung_hint(prev, {10.05: PLACEMENT}, 0.5, 0.75).brackets(1.0) == [(7.0, math.inf)]
     assert Hint(below=9.0).brackets(40.0) == [(9.0, math.inf)]
 
 
@@ -98,5 +100,5 @@ def test_fatm_plans_the_chain_alike_with_and_without_hints(monkeypatch):
         return auto.plan.to_json(), auto.explain["fission"], auto.explain["rate"]
 
     with_hints = plan()
-    monkeypatch.setattr(fatm_search, "QUICK_HINTS", False)
+    monkeypatch.setattr(fatm_search, "HINTS", {True: False, False: False})
     assert plan() == with_hints
