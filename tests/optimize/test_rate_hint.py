@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import zlib
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -90,6 +91,7 @@ def test_rung_hints():
     assert Hint(below=9.0).brackets(40.0) == [(9.0, math.inf)]
 
 
+@pytest.mark.slow  # ~17 s: two plans of 200 operators for 16 cores
 def test_fatm_plans_the_chain_alike_with_and_without_hints(monkeypatch):
     """The 200-operator chain at 1 x 16 cores (quotient ratings): plan, widths, rate and
     every searched vector's rating identical."""
