@@ -28,7 +28,10 @@ confirms the vectors it may choose (the rate leader and those within ``TIE_WINDO
 it) with :meth:`WidthScorer.confirm`, the full rating, so the chosen vector is ranked,
 tie-broken and planned exactly as without quotients; quotient rungs are kept apart
 (``(vector, (QUOTIENT, MaxFrac))``) and the MaxFrac ladder never reuses them. What may
-differ: which vectors the ascent visits (it follows the quotient ratings).
+differ: which vectors the ascent visits (it follows the quotient ratings). Hinted rate
+searches (:data:`HINTS`, :mod:`spadeopt.optimize.rate_hint`): each rung's search of a
+rating tries only the factors near where the previous rung, or the vector rated before,
+stopped fitting; the answer is the plain search's while feasibility is monotone in the rate.
 
 Invariants: every step is a pure function of the logical graph, the profile, ``comm``,
 the fitted model and the settings in :class:`SearchContext`, so the caches change no
@@ -78,11 +81,13 @@ from spadeopt.optimize.rate import (
     SCORE_STEPS,
     SEARCH_STEPS,
     RateSearch,
+    hinted_rate,
     max_rate,
     resume_rate,
     scale,
 )
 from spadeopt.optimize.rate_bound import capacity_bound, rate_bound
+from spadeopt.optimize.rate_hint import PLACEMENT, SATURATED, Hint, rung_hint
 from spadeopt.optimize.result import FusionResult
 from spadeopt.optimize.symmetric import as_result, family
 from spadeopt.plan.plan import Plan, make_plan
@@ -243,13 +248,15 @@ def quotient_and_place(problem: FusionProblem, quotient: Quotient, nodes: int, c
     return FusedPlacement(problem, result, place_result(result, problem, pe_ids, nodes, cores, capacity_frac), pe_ids)
 
 
-def _attempt(ctx: SearchContext, entry: PhysicalEntry, pprof: OperatorProfile,
-             max_frac: float, quotient: bool = False) -> Callable[[float], FusedPlacement | None]:
+def _attempt(ctx: SearchContext, entry: PhysicalEntry, pprof: OperatorProfile, max_frac: float, quotient: bool = False,
+             failures: dict[float, str] | None = None) -> Callable[[float], FusedPlacement | None]:
     """The rate search's step: the plan at ``k`` times the profiled rate, ``None`` when it
     does not fit. With ``quotient``, GreedyFuse runs on the channel quotient
-    (:func:`quotient_and_place`) where the vector has one."""
+    (:func:`quotient_and_place`) where the vector has one. ``failures`` receives why a
+    factor did not fit (``rate_hint``'s PLACEMENT, or SATURATED: MaxFrac, illegal expansion)."""
     problems = ScaledProblems(entry.graph, pprof, ctx.comm, max_frac, ctx.min_util, entry.memo,
                               base_problem(ctx, entry))
+    failures = {} if failures is None else failures
 
     def attempt(k: float) -> FusedPlacement | None:
         problem = problems(k)
@@ -257,31 +264,40 @@ def _attempt(ctx: SearchContext, entry: PhysicalEntry, pprof: OperatorProfile,
         try:
             if quot is not None:
                 got = quotient_and_place(problem, quot, ctx.nodes, ctx.cores, ctx.capacity_frac, ctx.absorb)
-                if got is None:
-                    return None
             else:
                 got = fuse_and_place(problem, ctx.nodes, ctx.cores, ctx.capacity_frac, ctx.absorb)
         except PlacementInfeasible:
+            failures[k] = PLACEMENT
             return None
-        return None if got.result.warnings else got
+        if got is None or got.result.warnings:
+            failures[k] = SATURATED
+            return None
+        return got
     return attempt
 
 
 def plan_physical(ctx: SearchContext, regions: Regions, max_frac: float, rate: str | float,
-                  steps: int = SEARCH_STEPS, quotient: bool = False) -> FusedPlacement:
+                  steps: int = SEARCH_STEPS, quotient: bool = False, hint: Hint | None = None) -> FusedPlacement:
     """GreedyFuse + placement of the physical graph of ``regions`` at ``rate``. Operators
     that collapse into their predecessor's loop when fused with it are costed at
     ``1 - ctx.inlined_frac`` of their profiled load (:func:`collapse_fraction`):
     GreedyFuse sees what a collapsed run costs, so it does not cut a cheap run into
     pieces. Under ``--rate max`` the bisection takes ``steps`` steps (:func:`refine`
     takes the rest), each GreedyFuse run on the channel quotient with ``quotient``
-    (:func:`quotient_and_place`; only under ``--rate max``, and never resumed by :func:`refine`)."""
+    (:func:`quotient_and_place`; only under ``--rate max``, and never resumed by :func:`refine`).
+    A ``hint`` (:func:`rung_hint`) gives brackets for :func:`spadeopt.optimize.rate.hinted_rate`
+    and receives why the steps that did not fit failed (``hint.failures``)."""
     entry = ctx.cache.get(regions)
     physical, pprof = entry.graph, _planning_profile(ctx, entry)
     if rate == "max":
-        attempt = _attempt(ctx, entry, pprof, max_frac, quotient)
+        attempt = _attempt(ctx, entry, pprof, max_frac, quotient, None if hint is None else hint.failures)
         capacity = ctx.nodes * ctx.cores * ctx.capacity_frac
-        fused, search = max_rate(ctx.prof.source_rate, math.fsum(pprof.load.values()), capacity, attempt, steps)
+        oper = math.fsum(pprof.load.values())
+        if hint is None:
+            fused, search = max_rate(ctx.prof.source_rate, oper, capacity, attempt, steps)
+        else:
+            brackets = hint.brackets(capacity / oper if oper > 0 else math.inf)
+            fused, search = hinted_rate(ctx.prof.source_rate, oper, capacity, attempt, steps, brackets)
         return replace(fused, factor=search.factor, search=search)
     if rate == "profiled":
         factor = 1.0
@@ -316,9 +332,9 @@ def trial_plan(graph: AppGraph, fused: FusedPlacement, nodes: int, cores: int, r
 
 
 def score_plan(ctx: SearchContext, regions: Regions, max_frac: float, rate: str | float,
-               steps: int = SEARCH_STEPS, quotient: bool = False) -> Scored:
+               steps: int = SEARCH_STEPS, quotient: bool = False, hint: Hint | None = None) -> Scored:
     """:func:`plan_physical`, its trial plan and the plan's predicted rate."""
-    fused = plan_physical(ctx, regions, max_frac, rate, steps, quotient)
+    fused = plan_physical(ctx, regions, max_frac, rate, steps, quotient, hint)
     plan = trial_plan(ctx.graph, fused, ctx.nodes, ctx.cores, regions)
     pe_of = plan.pe_of
     crossing = crossing_rate(((a, b, r) for a, b, r, _ in ctx.cache.get(regions).prof.links), pe_of)
@@ -363,6 +379,7 @@ class WidthScorer:
         self.full: dict[Regions, Rated] = {}  # vectors scored as the final plan is made (confirm)
         self.quick: dict[Regions, Rated] = {}  # vectors rated on their channel quotient
         self.by_quotient: set[Regions] = set()  # vectors rated with quotient rungs, not yet confirmed
+        self.near: dict[tuple[bool, float], RateSearch | None] = {}  # (quotient, MaxFrac) -> last search (rate_hint)
 
     def bound(self, regions: Regions, floor: float = 0.0) -> float:
         """An upper bound on :meth:`rated`'s rate for ``regions``, without fusing it: the
@@ -432,11 +449,16 @@ class WidthScorer:
         rungs: list[tuple[Scored, float]] = []
         greedy = (all(r.width == 1 for r in regions)
                   or len(self.ctx.cache.get(regions).graph.operators) <= GREEDY_MAX_OPERATORS)
+        prev: tuple[RateSearch | None, dict[float, str], float] = (None, {}, self.max_frac)
         for mf in max_frac_candidates(self.max_frac, "max") if greedy else ():
+            hint = rung_hint(*prev, mf, self.near.get((quotient, mf))) if HINTS[quotient] else None
             try:
-                scored = score_plan(self.ctx, regions, mf, "max", SCORE_STEPS, quotient)
+                scored = score_plan(self.ctx, regions, mf, "max", SCORE_STEPS, quotient, hint)
             except OptimizeError:
                 continue
+            if hint is not None:
+                prev = (scored.fused.search, hint.failures, mf)
+                self.near[(quotient, mf)] = scored.fused.search
             self.rungs[(regions, (QUOTIENT, mf) if quotient else mf)] = scored
             rungs.append((scored, mf))
         built = self.rungs.get((regions, SYMMETRIC))
@@ -449,6 +471,8 @@ class WidthScorer:
         self.plans[regions], self.best_frac[regions] = best, mf
         return best.rated
 
+
+HINTS = {True: True, False: True}  # quotient / full ratings' searches take hints (optimize.rate_hint); off: plain
 
 QUOTIENT = "quotient"  # WidthScorer.rungs key: (vector, (QUOTIENT, MaxFrac)) for a rung fused on the quotient
 

@@ -32,7 +32,7 @@ to :data:`SEARCH_STEPS` gives the very plan and factor of one that never stopped
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TypeVar
 
@@ -150,3 +150,81 @@ def scale(profile, factor: float):
     """An ``OperatorProfile`` at ``factor`` times its source rate."""
     return replace(profile, load={k: u * factor for k, u in profile.load.items()},
                    links=tuple((a, b, r * factor, size) for a, b, r, size in profile.links), source_rate=profile.source_rate * factor)
+
+
+class _Assumed:
+    """A factor :func:`hinted_rate` assumed to fit without trying it."""
+
+    __slots__ = ("k",)
+
+    def __init__(self, k: float) -> None:
+        self.k = k
+
+
+def hinted_rate(profiled_rate: float, oper_load: float, capacity: float, attempt: Callable[[float], T | None],
+                steps: int, brackets: Sequence[tuple[float, float]]) -> tuple[T, RateSearch]:
+    """:func:`max_rate` with hints: for a bracket ``(below, above)``, a factor ``<= below``
+    is assumed to fit and one ``>= above`` assumed not to, without calling ``attempt``.
+
+    Algorithm: for each bracket in turn, :func:`max_rate`'s very steps (the same
+    midpoints: they depend only on the outcomes), ``attempt`` called only strictly
+    inside the bracket (each factor at most once over all brackets). Then the
+    assumptions are checked against one tried factor each: the highest factor assumed to
+    fit is tried unless a higher one fitted (it is the plan returned when no tried
+    factor above it fitted), and the lowest assumed not to fit is tried unless a lower
+    one failed. A bracket whose checks fail gives way to the next; after the last, the
+    plain :func:`max_rate` search runs (tried factors are not tried again).
+
+    Invariant: when feasibility is monotone in the factor (more rate, more load on every
+    operator and link: :func:`max_rate`'s own premise, not a theorem for GreedyFuse),
+    the answer is :func:`max_rate`'s, plan and :class:`RateSearch` alike (``tries``
+    counts every step, assumed or tried); otherwise it is still a plan ``attempt``
+    returned at the factor reported. Cost: the tries inside a bracket and at most two
+    checks, instead of every step; a wrong bracket costs those on top."""
+    done: dict[float, T | None] = {}
+
+    def tried(k: float) -> T | None:
+        if k not in done:
+            done[k] = attempt(k)
+        return done[k]
+
+    for below, above in brackets:
+        got = _bracketed(profiled_rate, oper_load, capacity, tried, steps, below, above, done)
+        if got is not None:
+            return got
+    return max_rate(profiled_rate, oper_load, capacity, tried, steps)
+
+
+def _bracketed(profiled_rate: float, oper_load: float, capacity: float, tried: Callable[[float], T | None],
+               steps: int, below: float, above: float, done: dict[float, T | None]) -> tuple[T, RateSearch] | None:
+    """:func:`hinted_rate` with one bracket: its answer, or ``None`` when a check fails
+    (``done``: every factor ``tried`` so far, with its outcome)."""
+    assumed_ok: list[float] = []
+    assumed_fail: list[float] = []
+
+    def step(k: float) -> T | _Assumed | None:
+        if k in done:  # tried under an earlier bracket: known
+            return done[k]
+        if k <= below:
+            assumed_ok.append(k)
+            return _Assumed(k)
+        if k >= above:
+            assumed_fail.append(k)
+            return None
+        return tried(k)
+
+    try:
+        best, search = max_rate(profiled_rate, oper_load, capacity, step, steps)
+    except OptimizeError:
+        return None
+    fitted = [k for k, got in done.items() if got is not None]
+    failed = [k for k, got in done.items() if got is None]
+    if assumed_fail and not (failed and min(failed) <= min(assumed_fail)) and tried(min(assumed_fail)) is not None:
+        return None
+    if assumed_ok and not (fitted and max(fitted) >= max(assumed_ok)) and tried(max(assumed_ok)) is None:
+        return None
+    if isinstance(best, _Assumed):  # the plan at the highest factor assumed to fit (tried above, when checked)
+        best = tried(best.k)
+        if best is None:  # not monotone: a higher factor fitted, this one does not
+            return None
+    return best, search  # type: ignore[return-value]
