@@ -76,7 +76,8 @@ METRICS: tuple[Metric, ...] = (
     _m("checkpoint_age_seconds", "gauge", "checkpoints.age_s", "app",
        "seconds since the latest complete checkpoint (what a restart now would replay)"),
     _m("adaptive_phase", "gauge", "adaptive.phase", "app",
-       "run --adaptive: 1 while it measures under FALL, 2 once it switched to the plan it chose"),
+       "run --adaptive: the phase, 1 while it measures under its start plan (FALL), then 2, 3, ... after "
+       "each switch (a live run switches again, up or down)"),
 )
 """Every metric ``collect`` makes, in the order it makes them."""
 
