@@ -28,7 +28,7 @@ instrumented too, and switches again when its lag keeps growing (FATM for the ru
 cores) or when its PEs idle (``lag.IdleWatch``: FATM for the fewest cores predicted at
 ``HEADROOM`` x the feed's rate), at most ``max_switches`` times. A decision that keeps
 the running plan turns its rule off until the other rule switches (hysteresis beside each
-phase's ``adapt_after`` and the rules' windows). Modules: ``options`` (settings),
+phase's ``adapt_after`` and the rules' windows). Modules: ``settings``,
 ``watch`` (a phase's run and its triggers), ``lag`` (the rules), ``choose`` (the
 decision), ``switch`` (the record and its lines).
 """
