@@ -134,6 +134,13 @@ class Fir:
         line.append(x)
         submit("out", (antenna, ts, sum(map(operator.mul, self.taps, line))))
 
+    def snapshot(self) -> list[float]:
+        """The delay line, for checkpoints (and so for ``run --adaptive``)."""
+        return list(self.line)
+
+    def restore(self, state: list[float]) -> None:
+        self.line = deque(state, maxlen=len(self.taps))
+
 
 @app
 def outlier(antennas: int = 6, samples: int = 15_000, seed: int = 11, bursts: int = 5,
