@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from spadeopt import api
-from spadeopt.adaptive.choose import cannot_resume, label, replan, write_manifest
+from spadeopt.adaptive.choose import cannot_resume, label, replan
 from spadeopt.adaptive.settings import (
     DEFAULT_ADAPT_AFTER,
     DEFAULT_INTERVAL,
@@ -116,9 +116,8 @@ def run_adaptive(app_ref: str, params: Mapping[str, str] | None, *, nodes: int, 
         options.say(f"adaptive: {sw.reason}")
         return _finished(result, work / "phase1-out", options.out), sw
     sw.checkpoint, sw.measured_s, sw.trigger = stop["checkpoint"], stop["measured_s"], stop.get("lag")
-    write_manifest(graph, plan, run_dir, result, adapt)
     app = (app_ref, ref, params)
-    build2 = replan(app, graph, run_dir, work, store, adapt, options, plan, sw, session, plan.cores)
+    build2 = replan(app, graph, run_dir, work, store, adapt, options, plan, result, sw, session, plan.cores)
     if live and adapt.max_switches > 1:
         return _keep_watching(app, graph, build2, store, adapt, options, sw, stop["t_checkpoint"], session,
                               t_start, work), sw
@@ -151,9 +150,8 @@ def _keep_watching(app, graph, build, store, adapt: AdaptOptions, options: RunOp
         nxt = Switch(phase=k, checkpoint=stop["checkpoint"], measured_s=stop["measured_s"], trigger=stop.get("lag"),
                      before=phase_record(result, build_k))
         first.later.append(nxt)
-        write_manifest(graph, plan, work / f"phase{k}", result, adapt)
-        build = replan(app, graph, work / f"phase{k}", work / f"switch{k}", store, adapt, options, plan, nxt,
-                       session, first.before.get("cores") or plan.cores)
+        build = replan(app, graph, work / f"phase{k}", work / f"switch{k}", store, adapt, options, plan, result,
+                       nxt, session, first.before.get("cores") or plan.cores)
         kept = nxt.predicted.get("chosen") == "start"
         rules = {**rules, nxt.direction or "up": False} if kept else {"up": True, "down": True}
         k, into, t_checkpoint = k + 1, nxt, stop["t_checkpoint"]

@@ -55,10 +55,11 @@ def profile_of(graph, plan, run_dir: Path, out: Path, options, session: tuple[st
 
 
 def replan(app: tuple[str, str, object], graph, run_dir: Path, work: Path, store, adapt: AdaptOptions,
-           options, running, sw: Switch, session: tuple[str | None, int], cores: int):
+           options, running, result, sw: Switch, session: tuple[str | None, int], cores: int):
     """The stopped phase's samples -> a profile -> the build the next phase runs (the
     module doc; every step said in ``sw``). ``app``: its reference, ``ref`` and params;
-    ``running``: the stopped phase's plan; ``cores``: the run's."""
+    ``running``: the stopped phase's plan, ``result`` its run's; ``cores``: the run's."""
+    write_manifest(graph, running, run_dir, result, adapt)
     profile_path = work / "profile.json"
     options.say(f"adaptive: refining phase {sw.phase}'s samples into a profile (Spark, as `spadeopt refine`)")
     t0 = time.time()

@@ -34,6 +34,7 @@ from typing import Any
 from spadeopt.atomic import write_atomic
 
 APP = "spadeopt.bench.stepfeed:stepfeed"
+KEYS = 4  # the step feed's stream keys (its ``keys`` parameter)
 SAMPLE_S = 0.25
 CAUGHT_UP = 500  # entries: a lag under this is "caught up" (a few batches)
 STEPS = {"low": 150, "low_s": 10.0, "high": 1500, "high_s": 15.0, "tail_s": 35.0, "spin_us": 1000}
@@ -111,7 +112,8 @@ def run(out_dir: Path, cores: int = 2, quick: bool = False, force: bool = False,
     steps = {**STEPS, **(QUICK if quick else {})}
     client = connect(project_broker(), "spadeopt bench adaptive-live")
     prefix = f"bench-adaptive-live:{int(time.time())}"
-    params = {"prefix": prefix, "spin_us": str(steps["spin_us"])}
+    params = {"prefix": prefix, "spin_us": str(steps["spin_us"]), "keys": str(KEYS)}
+    streams = [f"{prefix}:{k}" for k in range(KEYS)]  # the step feed's stream keys
     sampler, marks = _Sampler(), {}
     work = out_dir / "work"
     progress = work / "phase1" / "build" / "progress"
@@ -134,31 +136,31 @@ def run(out_dir: Path, cores: int = 2, quick: bool = False, force: bool = False,
     log(f"bench adaptive-live: feed {steps['low']}/s, {steps['high']}/s for {steps['high_s']:g} s, {steps['low']}/s "
         f"for {steps['tail_s']:g} s; the run lasts {duration:g} s")
     try:
-        result, sw = adaptive.run_adaptive(
+        _, sw = adaptive.run_adaptive(
             APP, params, nodes=1, cores=cores, work=work,
             options=RunOptions(progress=log, out=out_dir / "out", duration=duration, on_live=sampler.on_live,
                                metrics_port=0, force=True),
             adapt=adaptive.AdaptOptions(adapt_after=2.0, interval=0.5))
     except BaseException:
         marks["stop"] = True
-        client.delete(*[f"{prefix}:{k}" for k in range(4)])
+        client.delete(*streams)
         raise
     finally:
         sampler.done.set()
         threads[0].join(timeout=120)
     from spadeopt import api
 
-    ref = api.run(APP, "all", {**params, "bounded": "1"}, build_dir=out_dir / "ref-build",
-                  options=RunOptions(progress=log, out=out_dir / "ref", force=True))
-    client.delete(*[f"{prefix}:{k}" for k in range(4)])
-    doc = _figures(sw, sampler, marks, steps, cores, result, ref, out_dir)
+    api.run(APP, "all", {**params, "bounded": "1"}, build_dir=out_dir / "ref-build",
+            options=RunOptions(progress=log, out=out_dir / "ref", force=True))  # the static run's answer
+    client.delete(*streams)
+    doc = _figures(sw, sampler, marks, steps, cores, out_dir)
     write_atomic(out_dir / "adaptive_live.json", json.dumps(doc, indent=2, sort_keys=True, default=str) + "\n")
     write_atomic(out_dir / "adaptive_live.txt", table(doc) + "\n")
     plot(doc, out_dir / "adaptive_live.png")
     return doc
 
 
-def _figures(sw, sampler: _Sampler, marks: dict[str, Any], steps: dict[str, Any], cores: int, result, ref,
+def _figures(sw, sampler: _Sampler, marks: dict[str, Any], steps: dict[str, Any], cores: int,
              out_dir: Path) -> dict[str, Any]:
     """The run's switches, the timeline (seconds since its first sample) and the answers."""
     t_up = marks.get("t_step_up")

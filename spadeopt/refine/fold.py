@@ -27,10 +27,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
+from typing import TypeVar
 
 from spadeopt.model.graph import AppGraph
 from spadeopt.plan.regions import Region
 from spadeopt.refine.profile import KeyCounts, LinkStats, OperatorStats, PortStats, Profile
+
+T = TypeVar("T")
 
 
 def copies_of(graph: AppGraph, regions: Iterable[Region]) -> dict[str, str]:
@@ -89,14 +92,19 @@ def fold_copies(profile: Profile, graph: AppGraph, regions: Iterable[Region]) ->
                                                 f"into their logical operators (a run with parallel regions)"))
 
 
-def _fold_operators(stats: Mapping[str, OperatorStats], name, port) -> dict[str, OperatorStats]:
-    groups: dict[str, list[OperatorStats]] = {}
+def _grouped(stats: Mapping[str, T], rename) -> list[tuple[str, list[T]]]:
+    """``stats`` grouped under their logical names (``rename``; None: dropped), sorted."""
+    groups: dict[str, list[T]] = {}
     for physical, st in sorted(stats.items()):
-        found = name(physical)
+        found = rename(physical)
         if found is not None:
             groups.setdefault(found, []).append(st)
+    return sorted(groups.items())
+
+
+def _fold_operators(stats: Mapping[str, OperatorStats], name, port) -> dict[str, OperatorStats]:
     out = {}
-    for op, sts in sorted(groups.items()):
+    for op, sts in _grouped(stats, name):
         if len(sts) == 1:
             one = sts[0]
             out[op] = replace(one, inputs=tuple(sorted(port(p) or p for p in one.inputs)),
@@ -121,13 +129,8 @@ def _fold_operators(stats: Mapping[str, OperatorStats], name, port) -> dict[str,
 
 
 def _fold_ports(stats: Mapping[str, PortStats], port) -> dict[str, PortStats]:
-    groups: dict[str, list[PortStats]] = {}
-    for p, st in sorted(stats.items()):
-        found = port(p)
-        if found is not None:
-            groups.setdefault(found, []).append(st)
     out = {}
-    for p, sts in sorted(groups.items()):
+    for p, sts in _grouped(stats, port):
         rate, tuples = sum(s.rate for s in sts), sum(s.tuples for s in sts)
         size = sum(s.size * s.tuples for s in sts) / tuples if tuples else (sum(s.size for s in sts) / len(sts))
         timed = [s for s in sts if s.cpu_per_tuple_s is not None and s.tuples > 0]
