@@ -354,9 +354,8 @@ def _run_parser(sub) -> None:
                    "operators whose declared state kind might be wrong")
     checkpoint_args(r)
     r.add_argument("--adaptive", action="store_true", help="start under FALL (or --fusion none|manual, or a "
-                   "BUILD's own plan), instrumented; after --adapt-after "
-                   "seconds (with a live source: once its lag keeps growing) re-plan with FATM from what was "
-                   "measured and switch at a checkpoint (sinks as a run that never switched); a live run keeps "
+                   "BUILD's own plan), instrumented; after --adapt-after seconds (with a live source: once its lag "
+                   "keeps growing or a PE stays above MaxFrac) re-plan with FATM from what was measured and switch at a checkpoint (sinks as a run that never switched); a live run keeps "
                    "watching and switches again, up when the lag grows, down when its PEs idle")
     r.add_argument("--adapt-after", type=float, metavar="S", help="with --adaptive: seconds each phase measures "
                    "before it may switch (default 5; the switch waits for the next checkpoint after them)")

@@ -25,10 +25,17 @@ taking what is left (record 071).
 
 A live run keeps watching after its first switch (record 073): every later phase runs
 instrumented too, and switches again when its lag keeps growing (FATM for the run's
-cores) or when its PEs idle (``lag.IdleWatch``: FATM for the fewest cores predicted at
+cores; also when a PE stays above MaxFrac while a core idles, ``lag.SaturatedWatch``,
+unless FATM planned the running plan for the run's cores: it was widened already)
+or when its PEs idle (``lag.IdleWatch``: FATM for the fewest cores predicted at
 ``HEADROOM`` x the feed's rate), at most ``max_switches`` times. A decision that keeps
 the running plan turns its rule off until the other rule switches (hysteresis beside each
-phase's ``adapt_after`` and the rules' windows). Modules: ``settings``,
+phase's ``adapt_after`` and the rules' windows). A plan an up switch chose that reads
+slower, while its lag grows, than the plan before it sustained is switched back from
+(``choose.measured_slower``); the up rule is then off until the run scales down. Where
+the decision is made while the phase runs (``ahead``, record 076), a live phase is also
+reviewed every ``REVIEW_S`` seconds: FATM for its own cores on fresh costs, taken when
+predicted ``REVIEW_GAIN`` x the running plan (a kept review costs no stop). Modules: ``settings``,
 ``watch`` (a phase's run and its triggers), ``lag`` (the rules), ``choose`` (the
 decision), ``switch`` (the record and its lines).
 """
@@ -39,17 +46,19 @@ import shutil
 import time
 from collections.abc import Mapping
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from spadeopt import api
-from spadeopt.adaptive.choose import cannot_resume, label, replan
+from spadeopt.adaptive.choose import cannot_resume, label, measured_slower, replan, switch_back
 from spadeopt.adaptive.settings import (
     DEFAULT_ADAPT_AFTER,
     DEFAULT_INTERVAL,
     GAIN,
     HEADROOM,
     MAX_SWITCHES,
+    REVIEW_S,
     SAMPLE_RATE,
     AdaptOptions,
     options_from,
@@ -104,23 +113,28 @@ def run_adaptive(app_ref: str, params: Mapping[str, str] | None, *, nodes: int, 
     options.say(f"adaptive: phase 1 runs '{graph.name}' under {label(plan)}, instrumented, checkpoints every "
                 f"{adapt.interval:g} s; it re-plans after {adapt.adapt_after:g} s at the next checkpoint")
     t_start = time.time()
-    when = ("once the live sources' lag keeps growing" if live else "at the first checkpoint")
+    when = ("once the live sources' lag keeps growing or a PE stays above MaxFrac" if live
+            else "at the first checkpoint")
     view = {"adaptive": {"phase": 1, "plan": f"{label(plan)}, {len(build1.deploy.pes)} PE(s), instrumented: measuring",
                          "why": f"re-plans with FATM after {adapt.adapt_after:g} s, {when}"}}
-    result, stop = measure(build1, store, adapt, options, run_dir, work / "phase1-out", view, live=bool(live))
+    app = (app_ref, ref, params)
+    decide, ahead = _decider(app, graph, build1, run_dir, work, store, adapt, options, session, plan.cores, None,
+                             None, sw, bool(live))
+    result, stop = measure(build1, store, adapt, options, run_dir, work / "phase1-out", view, live=bool(live),
+                           decide=ahead, review=REVIEW_S if ahead and adapt.max_switches > 1 else None)
     sw.before = phase_record(result, build1)
     if stop is None:
-        sw.reason = ("the live sources' lag never kept growing (phase 1's plan kept up with the feed): no switch, "
+        sw.reason = ("the live sources' lag never kept growing and no PE stayed above MaxFrac (phase 1's plan kept "
+                     "up with the feed): no switch, "
                      "the run is phase 1's" if live else "the sources ended before the measurement window and a "
                      "checkpoint after it: no switch, the run is phase 1's")
         options.say(f"adaptive: {sw.reason}")
         return _finished(result, work / "phase1-out", options.out), sw
     sw.checkpoint, sw.measured_s, sw.trigger = stop["checkpoint"], stop["measured_s"], stop.get("lag")
-    app = (app_ref, ref, params)
-    build2 = replan(app, graph, run_dir, work, store, adapt, options, plan, result, sw, session, plan.cores)
+    build2 = (ahead and ahead.build) or decide(sw, result.wall_s)
     if live and adapt.max_switches > 1:
         return _keep_watching(app, graph, build2, store, adapt, options, sw, stop["t_checkpoint"], session,
-                              t_start, work), sw
+                              t_start, work, plan), sw
     final = _resume(build2, store, adapt, _left(options, t_start), sw, stop["t_checkpoint"])
     if options.out is not None:
         _mark_sinks(options.out, final)
@@ -128,39 +142,71 @@ def run_adaptive(app_ref: str, params: Mapping[str, str] | None, *, nodes: int, 
 
 
 def _keep_watching(app, graph, build, store, adapt: AdaptOptions, options: RunOptions, first: Switch,
-                   t_checkpoint: float, session, t_start: float, work: Path) -> RunResult:
+                   t_checkpoint: float, session, t_start: float, work: Path, previous) -> RunResult:
     """A live run's phases 2, 3, ...: each runs the last switch's plan instrumented from
-    the newest checkpoint and switches again when a rule trips (module doc). The last
-    phase's result (its sinks moved to ``--out``)."""
-    k, into, rules = 2, first, {"up": True, "down": True}
+    the newest checkpoint and switches again when a rule trips, or back to ``previous``
+    (the plan of the phase before) when it measured slower (module doc). The last phase's
+    result (its sinks moved to ``--out``)."""
+    k, into, rules, before = 2, first, {"up": True, "down": True}, previous
     while True:
         plan = replace(build.plan, instrumented=True, checkpoints=True)
         build_k = api.generate(graph, plan, work / f"phase{k}" / "build", app[1])
         left = adapt.max_switches - len(first.every)
         up, down = rules["up"] and left > 0, rules["down"] and left > 0 and plan.cores > 1
+        full = up and into.predicted.get("chosen") != "fatm"  # FATM's for the run's cores was already widened
         options.say(f"adaptive: phase {k} resumes checkpoint {into.checkpoint} under {label(plan)} "
                     f"({len(build_k.deploy.pes)} PE(s)), instrumented; watching: "
-                    + (", ".join(w for w, on in (("the lag", up), ("idle PEs", down)) if on) or "nothing (no switch left)"))
+                    + (", ".join(w for w, on in (("the lag", up), ("MaxFrac", full), ("idle PEs", down)) if on)
+                       or "nothing (no switch left)"))
+        nxt = Switch(phase=k)
+        decide, ahead = _decider(app, graph, build_k, work / f"phase{k}", work / f"switch{k}", store, adapt, options,
+                                 session, first.before.get("cores") or plan.cores, into, before, nxt, True)
         result, stop = measure(build_k, store, adapt, _left(options, t_start), work / f"phase{k}",
                                work / f"phase{k}-out", _view(k, build_k, into, up, down), live=True, down=down,
-                               up=up, resume=True)
+                               up=up, resume=True, cores=first.before.get("cores") or plan.cores, full=full,
+                               decide=ahead, review=REVIEW_S if ahead and left > 0 else None)
         _landed(into, result, build_k, t_checkpoint)
+        nxt.before = phase_record(result, build_k)
         if stop is None:
+            if nxt.kept:  # decisions that kept this last phase's plan: said with the others
+                nxt.reason = nxt.kept[-1]["reason"]
+                first.later.append(nxt)
             return _finished(result, work / f"phase{k}-out", options.out)
-        nxt = Switch(phase=k, checkpoint=stop["checkpoint"], measured_s=stop["measured_s"], trigger=stop.get("lag"),
-                     before=phase_record(result, build_k))
+        nxt.checkpoint, nxt.measured_s, nxt.trigger = stop["checkpoint"], stop["measured_s"], stop.get("lag")
         first.later.append(nxt)
-        build = replan(app, graph, work / f"phase{k}", work / f"switch{k}", store, adapt, options, plan, result,
-                       nxt, session, first.before.get("cores") or plan.cores)
-        kept = nxt.predicted.get("chosen") == "start"
+        build = (ahead and ahead.build) or decide(nxt, result.wall_s)
+        kept = nxt.predicted.get("chosen") in ("start", "back")  # back: scale up no more until scaled down
         rules = {**rules, nxt.direction or "up": False} if kept else {"up": True, "down": True}
-        k, into, t_checkpoint = k + 1, nxt, stop["t_checkpoint"]
+        k, into, t_checkpoint, before = k + 1, nxt, stop["t_checkpoint"], plan
+
+
+def _decider(app, graph, build, run_dir: Path, work: Path, store, adapt: AdaptOptions, options: RunOptions, session,
+             cores: int, into: Switch | None, before, sw: Switch, live: bool):
+    """The decision of the phase running ``build`` (sampling into ``run_dir``; entered by
+    switch ``into`` from the plan ``before``; None: phase 1), as ``decide(sw, wall_s)`` ->
+    the next phase's build: back to ``before`` when the phase measured slower than it
+    (``choose.measured_slower``), else ``choose.replan``; and the ``ahead.Ahead`` that makes
+    it while the phase runs (None on a cluster). Each decision of the phase gets its own
+    directory under ``work``."""
+    from spadeopt.adaptive.ahead import Ahead, local
+
+    def decide(s: Switch, wall_s: float, running: bool = False):
+        where = work / f"decision{len(s.kept)}" if s.kept else work
+        slower = into and measured_slower(into, s.trigger)
+        back = slower and switch_back(app, graph, where, store, before, s, slower)
+        return back or replan(app, graph, run_dir, where, store, adapt, options, build.plan, wall_s, s, session,
+                              cores, running)
+
+    ahead = Ahead(sw, partial(decide, running=True), build, run_dir, options.say, live) \
+        if local(options.master) else None
+    return decide, ahead
 
 
 def _view(k: int, build, into: Switch, up: bool, down: bool) -> dict[str, Any]:
     """The job page's ``adaptive`` section for phase ``k`` (entered by switch ``into``)."""
     b = into.before
-    watching = [w for w, on in (("re-plans when the lag keeps growing", up), ("scales down when the PEs idle", down))
+    watching = [w for w, on in (("re-plans when the lag keeps growing or a PE stays above MaxFrac", up),
+                                ("scales down when the PEs idle", down))
                 if on]
     return {"adaptive": {
         "phase": k, "plan": f"{build.deploy.strategy}, {len(build.deploy.pes)} PE(s), widths "

@@ -5,7 +5,11 @@ Up (the measurement window, or a live feed's lag kept growing): FATM for the run
 taken when predicted ``GAIN`` x the running plan and the checkpoint resumes under it;
 else FATM at the running plan's widths; else the running plan. Down (a live run's plan
 idled): the plan of FATM for the fewest cores, 1, 2, ..., below the running plan's, that
-is predicted at ``HEADROOM`` x the feed's rate and resumable; else the running plan."""
+is predicted at ``HEADROOM`` x the feed's rate and resumable; else the running plan.
+Back (``measured_slower``): a plan an up switch chose whose lag grows while its sources
+read under ``SLOWER`` x what the plan before it sustained is measured slower than the
+model said; the run switches back to the plan before (no refinement: its build is made
+again), and scales up no more until it has scaled down."""
 
 from __future__ import annotations
 
@@ -14,7 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from spadeopt import api
-from spadeopt.adaptive.settings import GAIN, HEADROOM, AdaptOptions
+from spadeopt.adaptive.settings import GAIN, HEADROOM, REVIEW_GAIN, SLOWER, AdaptOptions
 from spadeopt.adaptive.switch import Switch, rate
 from spadeopt.errors import SpadeoptError
 
@@ -26,8 +30,9 @@ def label(plan) -> str:
     return label_of(plan.strategy)
 
 
-def write_manifest(graph, plan, run_dir: Path, result, adapt: AdaptOptions) -> None:
-    """A phase's run directory as ``spadeopt profile`` writes it, so ``refine`` reads it."""
+def write_manifest(graph, plan, run_dir: Path, wall_s: float, adapt: AdaptOptions) -> None:
+    """A phase's run directory as ``spadeopt profile`` writes it, so ``refine`` reads it
+    (``wall_s``: how long the phase has run)."""
     import platform
 
     from spadeopt.profiling import Manifest, host_info
@@ -38,43 +43,51 @@ def write_manifest(graph, plan, run_dir: Path, result, adapt: AdaptOptions) -> N
     t_end = time.time()
     write(run_dir, Manifest(
         app=graph.name, graph_fingerprint=graph.fingerprint, plan=plan.to_json(), params=dict(graph.params),
-        host=host.host or platform.node(), cores=host.cores, cpu_model=host.cpu_model, duration=result.wall_s,
-        seed=0, sample_rate=adapt.sample_rate, reservoir_size=5000, started=t_end - result.wall_s,
+        host=host.host or platform.node(), cores=host.cores, cpu_model=host.cpu_model, duration=wall_s,
+        seed=0, sample_rate=adapt.sample_rate, reservoir_size=5000, started=t_end - wall_s,
         finished=t_end, pe_files=tuple(pe_file(pe.pe_id) for pe in plan.pes)))
 
 
-def profile_of(graph, plan, run_dir: Path, out: Path, options, session: tuple[str | None, int]) -> None:
-    """Refine a phase's samples (Spark, as ``spadeopt refine``) into the profile ``out``; a
-    plan with regions wider than 1 has its channel copies folded onto the logical
-    operators (``refine.fold``), which FATM plans from."""
+def profile_of(graph, plan, run_dir: Path, out: Path, options, session: tuple[str | None, int],
+               running: bool = False) -> None:
+    """Refine a phase's samples (Spark, as ``spadeopt refine``; ``running``: in the driver,
+    the phase holding Spark's slots) into the profile ``out``; a plan with regions wider
+    than 1 has its channel copies folded onto the logical operators (``refine.fold``),
+    which FATM plans from."""
     from spadeopt.refine.fold import fold_copies
     from spadeopt.refine.job import refine
 
-    prof = refine([run_dir], None, session[0], session[1], progress=options.say, conf=options.conf)
+    prof = refine([run_dir], None, session[0], session[1], progress=options.say, conf=options.conf,
+                  in_driver=running)
     fold_copies(prof, graph, plan.regions).save(out)
 
 
 def replan(app: tuple[str, str, object], graph, run_dir: Path, work: Path, store, adapt: AdaptOptions,
-           options, running, result, sw: Switch, session: tuple[str | None, int], cores: int):
-    """The stopped phase's samples -> a profile -> the build the next phase runs (the
-    module doc; every step said in ``sw``). ``app``: its reference, ``ref`` and params;
-    ``running``: the stopped phase's plan, ``result`` its run's; ``cores``: the run's."""
-    write_manifest(graph, running, run_dir, result, adapt)
+           options, running, wall_s: float, sw: Switch, session: tuple[str | None, int], cores: int,
+           ahead: bool = False):
+    """A phase's samples -> a profile -> the build the next phase runs (the module doc;
+    every step said in ``sw``). ``app``: its reference, ``ref`` and params; ``running``:
+    the phase's plan, ``wall_s`` how long it ran (``ahead``: it runs still, ``adaptive.ahead``);
+    ``cores``: the run's."""
+    write_manifest(graph, running, run_dir, wall_s, adapt)
     profile_path = work / "profile.json"
-    options.say(f"adaptive: refining phase {sw.phase}'s samples into a profile (Spark, as `spadeopt refine`)")
+    options.say(f"adaptive: refining phase {sw.phase}'s samples into a profile (as `spadeopt refine`)")
     t0 = time.time()
-    profile_of(graph, running, run_dir, profile_path, options, session)
+    profile_of(graph, running, run_dir, profile_path, options, session, ahead)
     sw.profile, sw.timings["refine_s"], t0 = str(profile_path), round(time.time() - t0, 3), time.time()
     if sw.direction == "down":
         build = choose_smaller(app, graph, profile_path, work, store, adapt, running, sw)
+    elif (sw.trigger or {}).get("rule") == "review":  # the same cores, a plan clearly better
+        build = choose(app, graph, profile_path, work, store, adapt, running, sw, running.cores, REVIEW_GAIN)
     else:
         build = choose(app, graph, profile_path, work, store, adapt, running, sw, cores)
     sw.timings["plan_s"] = round(time.time() - t0, 3)
     return build
 
 
-def choose(app, graph, profile_path: Path, work: Path, store, adapt: AdaptOptions, start, sw: Switch, cores: int):
-    """FATM's build for ``cores`` if predicted faster than the running plan ``start`` and
+def choose(app, graph, profile_path: Path, work: Path, store, adapt: AdaptOptions, start, sw: Switch, cores: int,
+           gain: float = GAIN):
+    """FATM's build for ``cores`` if predicted ``gain`` x the running plan ``start`` and
     resumable; else FATM at the running plan's widths; else ``start``'s production build."""
     base = replace(start, instrumented=False, checkpoints=False)
     label0, base_rate = label(base), predict(graph, profile_path, base, adapt)
@@ -87,9 +100,9 @@ def choose(app, graph, profile_path: Path, work: Path, store, adapt: AdaptOption
         if got is None:
             continue
         build, predicted = got
-        if not predicted or not base_rate or predicted < base_rate * GAIN:
+        if not predicted or not base_rate or predicted < base_rate * gain:
             sw.reason = (f"{what} is predicted at {rate(predicted)}/s, {label0} at {rate(base_rate)}/s: no gain of "
-                         f"{GAIN:g}x; phase {sw.phase + 1} runs {label0}'s plan")
+                         f"{gain:g}x; phase {sw.phase + 1} runs {label0}'s plan")
             break
         if not _resumable(build, store, sw, what):
             continue
@@ -125,6 +138,42 @@ def choose_smaller(app, graph, profile_path: Path, work: Path, store, adapt: Ada
     sw.reason = (f"no plan for fewer than {base.cores} core(s) is predicted at {HEADROOM:g}x the feed's "
                  f"{rate(feed)}/s: phase {sw.phase + 1} keeps the plan")
     return _keep(graph, base, work, app, sw)
+
+
+def measured_slower(into: Switch, said: dict | None) -> str | None:
+    """Why the plan switch ``into`` chose (an up switch to another plan) measured slower
+    than the plan it replaced, or None. ``said``: the trigger that stopped its phase. It
+    counts only when that trigger is a growing lag (the sources then read as fast as the
+    plan goes) and ``into``'s records the rate the plan before read while its own rule held
+    (at least what that plan sustains). It assumes each tuple costs alike in both phases.
+
+    >>> up = Switch(phase=1, trigger={"direction": "up", "rule": "lag", "rate": 900.0},
+    ...             predicted={"chosen": "fatm", "gain": 1.8})
+    >>> measured_slower(up, {"direction": "up", "rule": "lag", "rate": 700.0})
+    "phase 2's plan read 700 entries/s while its lag grew, under 0.95x the 900/s phase 1's plan read (predicted 1.80x)"
+    >>> measured_slower(up, {"direction": "up", "rule": "lag", "rate": 1500.0}) is None
+    True
+    """
+    if not said or said.get("rule") != "lag" or into.direction != "up" or into.predicted.get("chosen") in (
+            None, "start", "back"):
+        return None
+    old, new = (into.trigger or {}).get("rate"), said.get("rate")
+    if not old or new is None or new >= SLOWER * old:
+        return None
+    gain = into.predicted.get("gain")
+    return (f"phase {into.phase + 1}'s plan read {rate(new)} entries/s while its lag grew, under {SLOWER:g}x the "
+            f"{rate(old)}/s phase {into.phase}'s plan read" + (f" (predicted {gain:.2f}x)" if gain else ""))
+
+
+def switch_back(app, graph, work: Path, store, previous, sw: Switch, why: str):
+    """The build of the plan ``previous`` (the phase before the one ``sw`` ends), if the
+    checkpoint resumes under it (``sw.predicted["chosen"] == "back"``), else None."""
+    build = api.generate(graph, replace(previous, instrumented=False, checkpoints=True), work / "back", app[1])
+    if not _resumable(build, store, sw, f"phase {sw.phase - 1}'s plan"):
+        return None
+    sw.reason = f"{why}: switching back to phase {sw.phase - 1}'s plan ({label(previous)})"
+    sw.predicted = {"chosen": "back", "gain": None}
+    return build
 
 
 def _fatm(app, profile_path: Path, out: Path, adapt: AdaptOptions, nodes: int, cores: int, sw: Switch, what: str,

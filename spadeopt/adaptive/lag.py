@@ -1,5 +1,6 @@
-"""When a live feed outgrows the running plan (the sources' lag keeps growing), and when
-the plan outgrows the feed (its PEs idle while the lag stays flat).
+"""When a live feed outgrows the running plan (the sources' lag keeps growing, or a PE
+stays above MaxFrac while a core idles), and when the plan outgrows the feed (its PEs idle
+while the lag stays flat).
 
 A live source's lag is how many entries its feed holds beyond what it read (a Redis
 stream's length past the source's position, ``connectors.redis_streams``); each PE reads
@@ -29,6 +30,24 @@ PEs are busy).
 [False, False, True, True]
 >>> i.said()
 {'busiest_cpu': 0.1, 'rate': 150.0, 'lag': 8, 'over_s': 2.0}
+
+``SaturatedWatch`` is FATM's MaxFrac constraint read off a running plan: over the last
+``window`` seconds its busiest PE used at least ``max_frac`` of a core in every sample
+(the fraction of a CPU FATM lets one PE plan for, ``optimize.problem.DEFAULT_MAX_FRAC``),
+the PEs together left at least ``idle`` cores of the run's unused (a wider plan has room),
+and the lag did not fall ``min_growth`` entries below the window's oldest (a plan draining
+a backlog is busy by rights). It trips before the lag builds up: the plan keeps up, but
+with no headroom, on a machine with cores to spare. It cannot trip on a plan that already
+fills the run's cores, so a re-plan that keeps the plan is not asked again and again.
+
+>>> s = SaturatedWatch(cores=2, window=2.0, max_frac=0.5, idle=0.75, min_growth=100)
+>>> [s.add(t, lag, cpu, cpu) for t, lag, cpu in [(0, 9, 0.6), (1, 8, 0.7), (2, 7, 0.6), (3, 900, 0.7)]]
+[False, False, True, True]
+>>> s.add(4, 1, 1.3, 1.3)  # no core idle
+False
+>>> d = SaturatedWatch(cores=2, window=2.0, max_frac=0.5, idle=0.75, min_growth=100)
+>>> [d.add(t, lag, 0.7, 0.7) for t, lag in [(0, 900), (1, 700), (2, 500)]]  # draining a backlog
+[False, False, False]
 """
 
 from __future__ import annotations
@@ -94,3 +113,38 @@ class IdleWatch:
         s = list(self.samples)[1:]
         return {"busiest_cpu": round(max(c for _, _, c, _ in s), 3), "rate": round(sum(r for *_, r in s) / len(s), 1),
                 "lag": s[-1][1], "over_s": round(float(s[-1][0] - self.samples[0][0]), 3)}
+
+
+MAX_FRAC_WINDOW_S = 4.0  # s a PE must stay above MaxFrac (as the lag rule's window)
+IDLE_CORES = 0.75  # cores the PEs must leave unused for the MaxFrac rule (most of a core: room to widen)
+
+
+class SaturatedWatch:
+    """The MaxFrac rule of the module doc, fed ``(time, lag, busiest PE's CPU, the PEs' CPU)``."""
+
+    def __init__(self, cores: int, window: float = MAX_FRAC_WINDOW_S, max_frac: float | None = None,
+                 idle: float = IDLE_CORES, min_growth: int = MIN_GROWTH) -> None:
+        if max_frac is None:
+            from spadeopt.optimize.problem import DEFAULT_MAX_FRAC as max_frac
+        self.cores, self.window, self.max_frac, self.idle, self.min_growth = cores, window, max_frac, idle, min_growth
+        self.samples: deque[tuple[float, int, float, float]] = deque()
+
+    def add(self, t: float, lag: int, busiest: float, total: float) -> bool:
+        self.samples.append((t, lag, busiest, total))
+        while len(self.samples) > 2 and self.samples[1][0] <= t - self.window:
+            self.samples.popleft()
+        return self.saturated()
+
+    def saturated(self) -> bool:
+        if len(self.samples) < 2 or self.samples[-1][0] - self.samples[0][0] < self.window:
+            return False
+        first = self.samples[0][1]
+        return all(busy >= self.max_frac and self.cores - total >= self.idle and first - lag < self.min_growth
+                   for _, lag, busy, total in list(self.samples)[1:])
+
+    def said(self) -> dict:
+        """The window's least busiest-PE CPU, most CPU of all PEs, newest lag and span."""
+        s = list(self.samples)[1:]
+        return {"max_frac": self.max_frac, "busiest_cpu": round(min(b for _, _, b, _ in s), 3),
+                "cpu_total": round(max(c for *_, c in s), 3), "lag": s[-1][1],
+                "over_s": round(float(s[-1][0] - self.samples[0][0]), 3)}

@@ -14,6 +14,9 @@ DEFAULT_ADAPT_AFTER = 5.0  # s of measurement before a switch (each phase measur
 DEFAULT_INTERVAL = 1.0  # s between checkpoints when --checkpoint-interval is not given
 GAIN = 1.05  # FATM's predicted rate must beat the running plan's by this factor to be chosen
 HEADROOM = 2.0  # scaling down: the smaller plan must be predicted at this many times the feed's rate
+REVIEW_S = 30.0  # s between a live phase's reviews: FATM for its own cores on fresh costs (decided while it runs)
+REVIEW_GAIN = 1.2  # a review switches only to a plan predicted this many times the running plan's rate
+SLOWER = 0.95  # a plan an up switch chose, read under this x what the plan before it sustained: switch back
 MAX_SWITCHES = 8  # a live run's switches, at most (a bound on flapping beside the rules' hysteresis)
 SAMPLE_RATE = 0.002
 """Phase 1's sampling rate: a fifth of `spadeopt profile`'s. The refinement in the pause

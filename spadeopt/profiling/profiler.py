@@ -117,15 +117,16 @@ class Profiler:
             found = self._keys[(op, port)] = KeySampler(self.sample_rate, idx, types, rng)
         return found
 
-    def dump(self) -> list[SampleRecord]:
+    def dump(self, live: bool = False) -> list[SampleRecord]:
         """All kept samples of this PE, one record each, sorted by point, metric and time;
-        then the key samplers' counts (``dir`` "in", metric ``key``)."""
+        then the key samplers' counts (``dir`` "in", metric ``key``). ``live``: the samples
+        so far, taken from another thread while the PE runs (``MetricRecorder.samples``)."""
         out: list[SampleRecord] = []
-        for key in sorted(self._points):
+        for key in sorted(list(self._points)):
             rec = self._points[key]
-            for sub, metric, (ts, value) in rec.samples():
+            for sub, metric, (ts, value) in rec.samples(live):
                 out.append(SampleRecord(self.pe, key.op, key.port, key.dir, sub, metric, ts, value))
-        for (op, port), keys in sorted(self._keys.items()):
+        for (op, port), keys in sorted(list(self._keys.items())):
             out += [SampleRecord(self.pe, op, port, "in", sub, "key", ts, n) for sub, ts, n in keys.records()]
         return out
 

@@ -411,14 +411,17 @@ class MetricRecorder:
         )
         raise UsageError(msg)
 
-    def _follower_flat(self) -> list[float]:
+    def _follower_flat(self, live: bool = False) -> list[float]:
         """A follower's records, as its own ``_flat`` would hold them: its leader's time
-        stamps, counts and batch lengths, with this follower's sizes and times."""
+        stamps, counts and batch lengths, with this follower's sizes and times (``live``:
+        of a copy taken while the PE runs, as ``samples``)."""
         lead = self._lead
         assert lead is not None
         src = lead._flat
         w = lead._width
-        if len(src) % w:
+        if live:
+            src = src[: len(src) - len(src) % w]
+        elif len(src) % w:
             self._misuse("samples", f": leader {lead.key.op}.{lead.key.port} kept a record without its group")
         g = lead._own  # the group part: r, end, times..., sizes...
         q = g + 2 + self._slot
@@ -436,8 +439,11 @@ class MetricRecorder:
                 out.extend([src[b + q + 1 + c] * r for c in range(calls)])
         return out
 
-    def samples(self) -> list[tuple[str | None, str, Sample]]:
-        """Kept samples as ``(subscriber, metric, (ts, value))``, in a stable order."""
+    def samples(self, live: bool = False) -> list[tuple[str | None, str, Sample]]:
+        """Kept samples as ``(subscriber, metric, (ts, value))``, in a stable order.
+        ``live``: taken from another thread while the PE runs (``Profiler.dump``): the
+        records are copied at once (one list slice, atomic under the GIL) and a record
+        being appended is left out; one being replaced may mix two samples' fields."""
         out: list[tuple[str | None, str, Sample]] = []
 
         def put(sub: str | None, metric: str, samples: Iterable[Sample]) -> None:
@@ -447,7 +453,9 @@ class MetricRecorder:
             put(None, "thread_cpu", self._thread.kept())
             return out
         w = self._width
-        flat = self._flat if self._lead is None else self._follower_flat()
+        flat = self._flat if self._lead is None else self._follower_flat(live)
+        if live:
+            flat = flat[: len(flat) - len(flat) % w]
         ts = flat[0::w]
         counts = set(zip(ts, flat[1::w], strict=True))
         counts.update(c for c in (self._first, self._last) if c is not None)

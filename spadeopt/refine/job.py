@@ -57,8 +57,11 @@ class _Run:
 def refine(run_dirs: Sequence[str | os.PathLike[str]], out: str | os.PathLike[str] | None = None,
            master: str | None = None, cores: int = DEFAULT_CORES,
            progress: Callable[[str], None] | None = None, force: bool = False,
-           conf: Mapping[str, str] | None = None) -> Profile:
-    """Refine one or more profiling runs of the same app into a profile (written to ``out``)."""
+           conf: Mapping[str, str] | None = None, in_driver: bool = False) -> Profile:
+    """Refine one or more profiling runs of the same app into a profile (written to ``out``).
+    ``in_driver``: step 2 in this process (``estimate.aggregate_records``, the reference the
+    Spark aggregation is tested against), for ``run --adaptive`` deciding while a phase runs:
+    the phase's PEs then hold every Spark task slot."""
     say = progress or (lambda msg: None)
     if not run_dirs:
         raise UsageError("refine needs at least one RUN_DIR (written by `spadeopt profile`)")
@@ -68,8 +71,12 @@ def refine(run_dirs: Sequence[str | os.PathLike[str]], out: str | os.PathLike[st
         claim_file(out, "profile", "-o", force)
     runs = [_check_run(Path(d)) for d in run_dirs]
     _check_same_graph(runs)
-    say(f"reading the raw samples of {len(runs)} run(s) with Spark ({master or DEFAULT_MASTER})")
-    aggs, windows = _aggregate(runs, master or DEFAULT_MASTER, cores, conf)
+    if in_driver:
+        say(f"reading the raw samples of {len(runs)} run(s) in the driver")
+        aggs, windows = _aggregate_in_driver(runs)
+    else:
+        say(f"reading the raw samples of {len(runs)} run(s) with Spark ({master or DEFAULT_MASTER})")
+        aggs, windows = _aggregate(runs, master or DEFAULT_MASTER, cores, conf)
     first = runs[0].manifest
     data = []
     for i, r in enumerate(runs):
@@ -204,6 +211,21 @@ def warm_up(master: str | None, cores: int = DEFAULT_CORES, conf: Mapping[str, s
                                  "metric": "count", "ts": 1.0, "value": 1.0}) + "\n", encoding="utf-8")
         _aggregate_files([[f]], master or DEFAULT_MASTER, cores, conf)
     return time.time() - t0
+
+
+def _aggregate_in_driver(runs: list[_Run]) -> tuple[dict[int, dict[tuple, Agg]], dict[int, tuple[float, float]]]:
+    """``_aggregate_files``' result without Spark: each run read and checked line by line
+    (``profiling.records.read_run``) and summarized by ``estimate.aggregate_records``."""
+    from spadeopt.profiling.records import read_run
+    from spadeopt.refine.estimate import aggregate_records
+
+    aggs, spans = {}, {}
+    for i, r in enumerate(runs):
+        got = aggregate_records(read_run(r.root).records)
+        if got:
+            aggs[i] = got
+            spans[i] = (min(a.first_ts for a in got.values()), max(a.last_ts for a in got.values()))
+    return aggs, spans
 
 
 def _aggregate(runs: list[_Run], master: str, cores: int, conf: Mapping[str, str] | None = None

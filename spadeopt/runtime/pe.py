@@ -43,7 +43,7 @@ import zmq
 from spadeopt import wire
 from spadeopt.connectors.contract import Source
 from spadeopt.model.schema import ungid
-from spadeopt.runtime import transport
+from spadeopt.runtime import pe_samples, transport
 from spadeopt.runtime.latency import Latency
 from spadeopt.runtime.metrics import Metrics
 from spadeopt.runtime.ordered import Ordered
@@ -226,6 +226,12 @@ class PERuntime(SourceDriving, LatencyMarkers, PESockets, InputLoop):
             timer.start()
         if self.stop_file and self.sources:
             threading.Thread(target=self._watch_stop, daemon=True, name="stop").start()
+        snapshots = None
+        if self.stop_file and self.profiler is not None and self.profile_dir:  # run --adaptive's snapshots
+            snapshots = threading.Thread(target=pe_samples.watch, args=(
+                self.pe_id, self.profiler, self.profile_dir, self.stop_file, self._done, STOP_POLL),
+                daemon=True, name="samples")
+            snapshots.start()
         if self.progress_file:
             threading.Thread(target=self._report_progress, daemon=True, name="progress").start()
         if self.live is not None:
@@ -253,6 +259,8 @@ class PERuntime(SourceDriving, LatencyMarkers, PESockets, InputLoop):
             s.close()
         t_end, cpu = time.time(), time.process_time() - c0
         if self.profiler is not None and self.profile_dir:
+            if snapshots is not None:
+                snapshots.join(5.0)  # a snapshot being written must not land over the final samples
             self.profiler.write(self.profile_dir)  # after timing: not part of the run
         return {
             "pe": self.pe_id,

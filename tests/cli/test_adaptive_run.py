@@ -22,7 +22,7 @@ def _params(n: int) -> list[str]:
 
 @pytest.mark.spark
 def test_an_adaptive_run_switches_once_and_its_sinks_are_a_plain_runs(tmp_path):
-    params = _params(80_000)  # ~3 s of phase 1 at the instrumented rate: long enough to switch mid-way
+    params = _params(160_000)  # ~6 s of phase 1 at the instrumented rate: long enough to decide and switch mid-way
     ref = cli("run", APP, "--fusion", "all", *params, "--out", tmp_path / "ref", "--build-dir", tmp_path / "rb")
     assert ref.returncode == 0, ref.stderr
     got = cli("run", APP, "--adaptive", "--adapt-after", "1.5", "--checkpoint-interval", "0.5", *params,
@@ -40,6 +40,8 @@ def test_an_adaptive_run_switches_once_and_its_sinks_are_a_plain_runs(tmp_path):
     assert sw["predicted"]["start"] and sw["predicted"]["start_plan"] == "FALL"
     assert sw["predicted"]["chosen"] in ("fatm", "fatm-kept", "start")
     assert sw["pause_s"] is not None and sw["pause_s"] > 0 and sw["timings"]["refine_s"] > 0
+    # decided while phase 1 ran (its samples so far): refine and plan were not in the pause (record 076)
+    assert sw["ahead"] and "while phase 1 ran" in got.stdout, got.stdout[-3000:]
     assert sw["timings"]["warm_up_s"] > 0  # the refinement's first Spark query ran before phase 1
     assert sw["reason"] and sw["profile"]
     # the second plan's PEs ran: the run's result is phase 2's, from the chosen build

@@ -141,6 +141,32 @@ def test_spark_aggregation_equals_the_python_reference(runs):
         assert s.mean == pytest.approx(agg.mean, rel=1e-9), key
 
 
+def _close(a, b, path="") -> None:
+    """Equal JSON documents, numbers to 1e-9 relative (a mean summed in another order)."""
+    if isinstance(a, float) or isinstance(b, float):
+        assert a == pytest.approx(b, rel=1e-9, abs=1e-12), path
+    elif isinstance(a, dict):
+        assert set(a) == set(b), path
+        for k in a:
+            _close(a[k], b[k], f"{path}.{k}")
+    elif isinstance(a, list):
+        assert len(a) == len(b), path
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            _close(x, y, f"{path}[{i}]")
+    else:
+        assert a == b, path
+
+
+@pytest.mark.parametrize("name", ["none", "all"])
+def test_the_refinement_in_the_driver_gives_sparks_profile(runs, refined, name):
+    """``refine(in_driver=True)`` (``run --adaptive`` deciding while a phase runs and holds
+    Spark's slots) aggregates in Python: the profile is Spark's but for when it was made."""
+    got = refine([runs[name][1]], None, in_driver=True).to_json()
+    want = refined[name].to_json()
+    got.pop("created"), want.pop("created")
+    _close(got, want)
+
+
 def comm_load_check(res, p: Profile, v: CommCost) -> tuple[float, float]:
     """(predicted, measured) CPU seconds spent outside operator logic by a NONE run's PEs.
 
