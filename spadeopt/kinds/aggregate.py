@@ -307,10 +307,10 @@ def flushes_out_of_order(op: Operator) -> bool:
 
 
 def rescale(op: Operator) -> dict[str, Any] | str:
-    """How a channel copy's state moves to another width (``Kind.rescale``): a keyed
-    tumbling window's groups by key (each group holds its first tuple, whose number
-    orders the merged groups: the opening order a close, or a count window's end of
-    stream, emits them in), its clock (an event-time window's: alike in every channel,
+    """How a channel copy's state moves to another width (``Kind.rescale``, carried out
+    by ``deploy.rescale_windows``): a keyed tumbling window's groups by key (each group
+    holds its first tuple, whose number orders the merged groups: the opening order a
+    close, or a count window's end of stream, emits them in), its clock (an event-time window's: alike in every channel,
     watermark frames move them together; unused by a count window) and an event-time
     window's late-tuple counter, registered in that order (``templates/ops/aggregate.py.j2``).
     A group of running values is ``[n, t0, tn?, ...]`` in a copy and ``[n, t0?, tn?, ...]``
