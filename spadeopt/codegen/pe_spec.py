@@ -122,9 +122,10 @@ class OpSpec:
         return list(self.emit)
 
     @property
-    def key_samples(self) -> list[tuple[str, list[int], list[str]]]:
+    def key_samples(self) -> list[tuple[str, list[int], list[str], int]]:
         """Instrumented builds: the input ports of a keyed operator whose tuples carry its
-        key, as ``(port, key attribute positions, their types)``: each port's batches have
+        key, as ``(port, key attribute positions, their types, the tuples' length)``: the
+        length tells a channel copy's fission pulses (1-tuples) apart; each port's batches have
         their key hashes sampled (``profiling.keys``), so FATM sees how skewed the keys
         a region would split are."""
         if not self.instrumented or not self.op.key or kind_of(self.op).fission_made:
@@ -133,7 +134,8 @@ class OpSpec:
         for p in self.op.inputs:
             schema = p.schema
             if schema is not None and all(a in schema for a in self.op.key):
-                out.append((p.name, [schema.index(a) for a in self.op.key], [schema.type_of(a) for a in self.op.key]))
+                out.append((p.name, [schema.index(a) for a in self.op.key], [schema.type_of(a) for a in self.op.key],
+                            len(schema.names)))
         return out
 
     def _tally(self, port: str) -> str:

@@ -9,22 +9,23 @@ operator of a rescaled region the copies' state is merged and split again by key
 the build's ``rescale.json`` says (``codegen.rescale_facts``: each kind's ``rescale``
 fact), and the split's and merge's state is kept or resized:
 
-* ``groups``: the copies' groups (keys disjoint: each key had one owner) merged in the
-  order of their first tuples' numbers (the width-1 opening order a close emits them
-  in, and the order the copy's pulse reads the oldest open group in), then dealt to
-  the channel owning each key at width k';
-* ``clock``: a window's clock, alike in every copy (watermark frames move them together),
-  the most advanced one given to every new copy;
-* ``sum``: counters (late tuples), summed into channel 0;
+* a keyed window's state (``deploy.rescale_windows``: tumbling and sliding, count and
+  event-time, with or without an allowed lateness): its ``groups`` merged in the order of
+  their opening tuples' numbers (the width-1 opening order; a sliding event-time window's
+  from its ``opened`` numbers, dealt with the groups) and dealt to the channel owning each
+  key at width k'; its ``clock`` the most advanced copy's (alike in every copy: watermark
+  frames move them together); its late counter (``sum``) summed into channel 0;
 * the split's next number and clock are the entering stream's (kept); a sequence-number
   merge is resized, the tuples it held waiting in one more, ended, channel
   (``runtime.merges.SeqMerge.resized``).
 
 Width 1 has no split, merge or numbers. Narrowing to 1 drops them (the merge must hold
-nothing: width 1 would have passed its tuples on) and the numbers in the window's groups (and the first tuple a copy keeps only
-for its number). Widening from 1 numbers the window's groups 0, 1, ... in the dict's
-order (width 1's opening order) and makes the split (next number: the group count,
-clock: the window's) and an empty merge; one stateful operator per region then.
+nothing: width 1 would have passed its tuples on) and the numbers in the window's groups
+(the first tuple a copy keeps only for its number, a sliding window's ``opened``).
+Widening from 1 numbers the window's groups 0, 1, ... in the dict's order (width 1's
+opening order; a sliding window's rows and ``opened`` take their group's number) and
+makes the split (next number: the group count, clock: the window's) and an empty merge;
+one stateful operator per region then.
 
 A region led by a splittable source widens from 1 (an adaptive run's switch: phase 1
 runs every region at width 1): the records width 1 read are a prefix ``[0, n)``, so copy
@@ -47,30 +48,25 @@ sequence ``c, c + k, ...``, not a prefix) or by a partitioned broker source with
 region fed by a key exchange at a width above 1 or widening without the region before it,
 a region with window exchanges (its operators then differ by more than copies), an
 operator whose kind cannot split its state by key (a custom operator's opaque
-``snapshot()``, sliding windows and windows with an allowed lateness, joins), a merge
+``snapshot()``, joins, an unkeyed window), a merge
 holding tuples when narrowing to 1, file sinks inside a rescaled region, two stateful
 operators in a region widened from 1.
 """
 
 from __future__ import annotations
 
-import copy
 import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from spadeopt.errors import UsageError
+from spadeopt.deploy.rescale_windows import RescaleRefused, numbered, split_state, unnumbered
 from spadeopt.plan.deployment import RESCALE_FILE
 from spadeopt.plan.regions import Region
 from spadeopt.protocol import key_channel
 from spadeopt.runtime.merges import BlockMerge, ExchangeMerge, SeqMerge
 
 FACTS_VERSION = 1
-
-
-class RescaleRefused(UsageError):
-    """A checkpoint whose state cannot move to this plan's widths; says why and what to do."""
 
 
 def load_facts(build_dir: Path) -> dict[str, Any] | None:
@@ -219,11 +215,11 @@ def _rescale_region(flat: dict[str, dict[str, Any]], name: str, r: dict[str, Any
                     raise RescaleRefused(f"{where}: a region widened from 1 may hold one stateful operator "
                                          f"(here also '{split_made[2]}': numbers are made for one); keep the "
                                          f"region's width 1")
-                states = [_numbered(spec, states[0], where)]
+                states = [numbered(spec, states[0], where)]
                 split_made[:] = [len(states[0][0]), states[0][1][0], op]
             moved = split_state(spec, states, k2, route, where)
             if k2 == 1:
-                moved = [_unnumbered(spec, moved[0])]
+                moved = [unnumbered(spec, moved[0])]
             entries.update(dict(zip(_names(op, k2), moved, strict=True)))
     for fop, spec in r.get("fission", {}).items():
         where = f"'{fop}' of region '{name}'"
@@ -339,40 +335,6 @@ def _block_merge(flat: dict[str, dict[str, Any]], fop: str, spec: dict[str, Any]
     flat["ops"][fop] = [vars(m)]
 
 
-def _numbered(spec: dict[str, Any], state: list, where: str) -> list:
-    """A window's state at width 1 in its channel copies' layout: each group numbered by
-    its place in opening order (the dict's order), the number last in its tuples; a
-    first or last tuple only a copy keeps (for its number) made of Nones and the number
-    (a last tuple's number is read only once a tuple has replaced it)."""
-    if spec["slots"][:2] != ["groups", "clock"]:
-        raise RescaleRefused(f"{where}: its state is not a window's groups and clock")
-    groups = {}
-    for n, (key, g) in enumerate(state[0].items()):
-        if spec.get("first") is None:  # a group is its rows
-            groups[key] = [row + (n,) for row in g]
-            continue
-        made = (None,) * (spec["arity"] - 1) + (n,)
-        t0 = g[1] + (n,) if spec["single_first"] else made
-        at = 1 + spec["single_first"]
-        tn = [g[at] + (n,) if spec["single_last"] else made] if spec["copy_last"] else []
-        groups[key] = [g[0], t0, *tn, *g[at + spec["single_last"]:]]
-    return [groups, *state[1:]]
-
-
-def _unnumbered(spec: dict[str, Any], state: list) -> list:
-    """A channel copy's window state in the width-1 layout: the numbers dropped, and the
-    first or last tuple a copy keeps only for its number."""
-    groups = {}
-    for key, g in state[0].items():
-        if spec.get("first") is None:
-            groups[key] = [row[:-1] for row in g]
-            continue
-        t0 = [g[1][:-1]] if spec["single_first"] else []
-        tn = [g[2][:-1]] if spec["single_last"] else []
-        groups[key] = [g[0], *t0, *tn, *g[2 + spec["copy_last"]:]]
-    return [groups, *state[1:]]
-
-
 def _fission_state(spec: dict[str, Any], state: list, width: int, where: str) -> list:
     """A split's or merge's state at ``width`` (1: only checked, a merge must hold nothing)."""
     if spec.get("keep"):
@@ -388,60 +350,3 @@ def _fission_state(spec: dict[str, Any], state: list, width: int, where: str) ->
     except ValueError as exc:
         raise RescaleRefused(f"{where} cannot move to width {width} at this checkpoint: {exc}; resume at the "
                              f"width it was taken at, or from another checkpoint") from None
-
-
-def split_state(spec: dict[str, Any], states: list[list], width: int, route, where: str) -> list[list]:
-    """The state of ``width`` channel copies from the copies' ``states`` (each a list of
-    the objects the copy registered, in order) as ``spec`` (a kind's ``rescale`` fact) says.
-
-    >>> spec = {"slots": ["groups", "clock", "sum"], "key": ["k"], "first": 1}
-    >>> a = [{"x": [2, ("x", 9, 5)]}, [4, None, None], [1]]
-    >>> b = [{"y": [1, ("y", 3, 2)], "z": [1, ("z", 8, 7)]}, [4, None, None], [2]]
-    >>> split_state(spec, [a, b], 1, lambda v: 0, "w")
-    [[{'y': [1, ('y', 3, 2)], 'x': [2, ('x', 9, 5)], 'z': [1, ('z', 8, 7)]}, [4, None, None], [3]]]
-    """
-    slots = spec["slots"]
-    if any(type(s) is not list or len(s) != len(slots) for s in states):
-        raise RescaleRefused(f"{where}: its state in the checkpoint is not the {len(slots)} object(s) its kind "
-                             f"registers; rebuild and resume at the old width")
-    out: list[list] = [[None] * len(slots) for _ in range(width)]
-    for i, slot in enumerate(slots):
-        vals = [s[i] for s in states]
-        if slot == "groups":
-            for c, d in enumerate(_split_groups(vals, spec, width, route, where)):
-                out[c][i] = d
-        elif slot == "clock":
-            best = max(vals, key=lambda v: (v[0] is not None, v[0] if v[0] is not None else 0))
-            for c in range(width):
-                out[c][i] = copy.deepcopy(best)
-        elif slot == "sum":
-            for c in range(width):
-                out[c][i] = [sum(col) if c == 0 else 0 * col[0] for col in zip(*vals, strict=True)]
-        else:
-            raise RescaleRefused(f"{where}: state slot '{slot}' is not known to this version")
-    return out
-
-
-def _split_groups(dicts: list[dict], spec: dict[str, Any], width: int, route, where: str) -> list[dict]:
-    """The copies' groups merged in their first tuples' number order, dealt by key."""
-    first, by = spec.get("first"), spec["key"]
-    merged: list[tuple[Any, Any]] = []
-    for d in dicts:
-        merged.extend(d.items())
-    if len({k for k, _ in merged}) != len(merged):
-        raise RescaleRefused(f"{where}: a key's group is in two channel copies (not split by the region key)")
-
-    def number(item: tuple[Any, Any]) -> Any:
-        g = item[1]
-        return (g[first] if first is not None else g[0])[-1]
-
-    merged.sort(key=number)
-    out: list[dict] = [{} for _ in range(width)]
-    for k, g in merged:
-        values = {by[0]: k} if len(by) == 1 else dict(zip(by, k, strict=True))
-        try:
-            c = route(values)
-        except KeyError as exc:
-            raise RescaleRefused(f"{where}: its group key {by} lacks the region key attribute {exc}") from None
-        out[c][k] = g
-    return out

@@ -307,21 +307,32 @@ def flushes_out_of_order(op: Operator) -> bool:
 
 
 def rescale(op: Operator) -> dict[str, Any] | str:
-    """How a channel copy's state moves to another width (``Kind.rescale``): a keyed
-    tumbling window's groups by key (each group holds its first tuple, whose number
-    orders the merged groups: the opening order a close, or a count window's end of
-    stream, emits them in), its clock (an event-time window's: alike in every channel,
+    """How a channel copy's state moves to another width (``Kind.rescale``, carried out
+    by ``deploy.rescale_windows``): a keyed tumbling window's groups by key (each group
+    holds its first tuple, whose number orders the merged groups: the opening order a
+    close, or a count window's end of stream, emits them in), its clock (an event-time window's: alike in every channel,
     watermark frames move them together; unused by a count window) and an event-time
     window's late-tuple counter, registered in that order (``templates/ops/aggregate.py.j2``).
     A group of running values is ``[n, t0, tn?, ...]`` in a copy and ``[n, t0?, tn?, ...]``
     at width 1 (``_accumulators``): ``single_first`` / ``single_last`` / ``copy_last`` say
-    which tuples each keeps; ``arity``: a copy's input tuple's, the number last."""
+    which tuples each keeps; ``arity``: a copy's input tuple's, the number last.
+
+    ``sliding``: ``"time"`` for a window that keeps several open (sliding, or an allowed
+    lateness; the template's sliding code): a group is a deque of its rows (sorted by event
+    time), the clock ``[k, ks, ne]`` (the oldest open window), and a copy also registers
+    ``opened`` (key -> the number of the tuple that opened its group, which numbers its
+    rows and orders the merged groups; width 1 has none: its dict order is the opening
+    order) before the late counter. ``"count"``: a sliding count window's group is
+    ``[deque of its last size rows, tuples seen]``, its clock unused; no row it emits
+    reads a kept tuple's number (a row carries the number of the tuple that triggered it)."""
     p, schema = op.params, op.in_port("in").schema
     w = p.window
-    if w.several_open or not w.tumbling:
-        return "a sliding window's (or one with an allowed lateness) open windows are not split by key yet"
     if SEQ not in schema or not p.by:
         return "only a keyed window's copy in a dynamic region keeps its state per key"
+    if w.several_open:
+        return {"slots": ["groups", "clock", "opened", "sum"], "key": list(p.by), "first": None, "sliding": "time"}
+    if not w.tumbling:
+        return {"slots": ["groups", "clock"], "key": list(p.by), "first": None, "sliding": "count"}
     first = 1 if all(_accumulates(o, schema) for o in p.output) else None  # else: a group is its rows
     user = [o for o in p.output if o.name != SEQ]  # the width-1 window's outputs
     return {"slots": ["groups", "clock", "sum"] if w.kind == "time" else ["groups", "clock"],

@@ -154,7 +154,9 @@ class Kind:
     by the channel that owns each key at the new width; ``"key"`` names the group key's
     attributes, ``"first"`` where a group holds its first tuple, whose number orders the
     merged groups, None when the group is a list of rows), ``"clock"`` (a list every copy
-    holds alike: the most advanced copy's), ``"sum"`` (counters: summed into channel 0),
+    holds alike: the most advanced copy's), ``"opened"`` (a sliding window's key -> its
+    group's opening number: orders the merged groups, dealt with them; none at width 1),
+    ``"sum"`` (counters: summed into channel 0),
     ``"seq_merge"`` (a sequence-number merge's queues and floors, resized; rows it held
     kept); ``{"keep": True}``: all of it is the same at any width; or a str: why its
     state cannot move (the width must stay). The aggregate's spec also says which tuples

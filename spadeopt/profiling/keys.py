@@ -36,13 +36,16 @@ OTHER = "*"  # the ``sub`` of the folded tail's count
 class KeySampler:
     """One keyed input port's sampled key hashes (the module doc)."""
 
-    __slots__ = ("_every", "_left", "_gap", "_idx", "_types", "counts", "other")
+    __slots__ = ("_every", "_left", "_gap", "_idx", "_types", "_arity", "counts", "other")
 
-    def __init__(self, rate: float, idx: Sequence[int], types: Sequence[str], rng: random.Random) -> None:
+    def __init__(self, rate: float, idx: Sequence[int], types: Sequence[str], rng: random.Random,
+                 arity: int = 0) -> None:
         self._every = max(1, round(1 / rate)) if rate > 0 else 0
         self._gap = (lambda: rng.randint(1, 2 * self._every - 1)) if self._every > 1 else (lambda: 1)
         self._left = self._gap() if self._every else 0
         self._idx, self._types = tuple(idx), tuple(types)
+        # the port's tuples' length: a fission pulse (a 1-tuple, last in its batch) is shorter
+        self._arity = max(arity, max(self._idx, default=0) + 1)
         self.counts: dict[int, int] = {}
         self.other = 0
 
@@ -54,7 +57,7 @@ class KeySampler:
         left = self._left - len(batch)
         while left <= 0:
             t = batch[len(batch) - 1 + left]
-            if len(t) > max(self._idx, default=0):  # a pulse or frame carries no key
+            if len(t) >= self._arity:  # a pulse carries no key
                 self._count(key_hash(tuple(t[i] for i in self._idx), self._types))
             left += self._gap()
         self._left = left

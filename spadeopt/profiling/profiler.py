@@ -106,15 +106,17 @@ class Profiler:
             raise UsageError(msg)
         return rec
 
-    def key_sampler(self, op: str, port: str, idx: Sequence[int], types: Sequence[str]) -> KeySampler:
+    def key_sampler(self, op: str, port: str, idx: Sequence[int], types: Sequence[str],
+                    arity: int = 0) -> KeySampler:
         """The key sampler of keyed operator ``op``'s input ``port`` (``profiling.keys``):
-        the key attributes at positions ``idx`` of its tuples, of schema ``types``."""
+        the key attributes at positions ``idx`` of its tuples (``arity`` long), of schema
+        ``types``."""
         _check_name("operator id", op)
         _check_name("port name", port)
         found = self._keys.get((op, port))
         if found is None:
             rng = point_rng(self.seed, PointKey(op, port, "in"), None, "key")
-            found = self._keys[(op, port)] = KeySampler(self.sample_rate, idx, types, rng)
+            found = self._keys[(op, port)] = KeySampler(self.sample_rate, idx, types, rng, arity)
         return found
 
     def dump(self, live: bool = False) -> list[SampleRecord]:

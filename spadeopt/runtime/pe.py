@@ -197,12 +197,12 @@ class PERuntime(SourceDriving, LatencyMarkers, PESockets, InputLoop):
 
         return self.profiler.point(PointKey(op, port, direction), subscribers)
 
-    def key_sampler(self, op: str, port: str, idx: tuple[int, ...], types: tuple[str, ...], fn):
+    def key_sampler(self, op: str, port: str, idx: tuple[int, ...], types: tuple[str, ...], fn, arity: int = 0):
         """Keyed operator ``op``'s input ``port`` function ``fn``, its batches' key hashes
         sampled first (instrumented builds: ``profiling.keys``); ``fn`` itself otherwise."""
         if self.profiler is None:
             return fn
-        return self.profiler.key_sampler(op, port, idx, types).wrap(fn)
+        return self.profiler.key_sampler(op, port, idx, types, arity).wrap(fn)
 
     def window(self):
         """A profiling build's timing window for one thread (``spadeopt.profiling.CpuWindow``)."""

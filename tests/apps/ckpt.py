@@ -102,8 +102,8 @@ def ckregion(n: int = 3000, keys: int = 9, width: int = 2, spin_us: int = 0) -> 
     return a
 
 
-def jittered(n: int, keys: int, seed: int, spin_us: int = 0):
-    """``readings`` whose every 7th event time goes back by up to 0.4 s: late tuples."""
+def jittered(n: int, keys: int, seed: int, spin_us: int = 0, back: float = 0.4):
+    """``readings`` whose every 7th event time goes back by up to ``back`` s: late tuples."""
     x = seed
     for i in range(n):
         x = (x * 1103515245 + 12345) % (1 << 31)
@@ -111,8 +111,8 @@ def jittered(n: int, keys: int, seed: int, spin_us: int = 0):
             end = perf_counter() + spin_us * 1e-6
             while perf_counter() < end:
                 pass
-        back = 0.4 * (x % 97) / 97 if i % 7 == 0 else 0.0
-        yield (f"k{x % keys}", round(i * 0.01 - back, 4), x % 1000)
+        went = back * (x % 97) / 97 if i % 7 == 0 else 0.0
+        yield (f"k{x % keys}", round(i * 0.01 - went, 4), x % 1000)
 
 
 @app
@@ -131,6 +131,30 @@ def cklate(n: int = 3000, keys: int = 6, width: int = 2, spin_us: int = 0) -> Ap
                              output={"k": "k", "n": "count()", "end": "wend()"})
     a.sink("counts", rows)
     a.sink("late", late)
+    return a
+
+
+@app
+def ckslide(n: int = 3000, keys: int = 6, width: int = 2, spin_us: int = 0, lateness: float = 0.0,
+            slide: float = 0.5, cwidth: int = 1) -> App:
+    """Keyed sliding windows over ``jittered`` readings (every 7th goes back by up to
+    1.2 s: out of order, and late past the allowed lateness): ``win``, 1 s every ``slide``
+    s (``lateness`` allowed; ``slide=1`` with a lateness: a tumbling window that keeps
+    several open), and a functor in region ``swins``; ``cnt``, a keyed sliding count
+    window (8 tuples every 3), in region ``scnts`` (``cwidth``)."""
+    a = App("ckslide")
+    r = a.source("ra", "k:str, ts:float, v:int", generator=jittered,
+                 args={"n": n, "keys": keys, "seed": 7, "spin_us": spin_us, "back": 1.2})
+    w = a.aggregate("win", r, window=time_window("ts", 1.0, slide, allowed_lateness=lateness), by=["k"],
+                    output={"k": "k", "n": "count()", "tot:int": "sum(v)", "first:int": "first(v)",
+                            "end": "wend()"})
+    f = a.functor("avg", w, output={"k": "k", "end": "end", "n": "n", "first": "first", "mean:float": "tot / n"})
+    a.sink("means", f)
+    c = a.aggregate("cnt", r, window=count_window(8, 3), by=["k"],
+                    output={"k": "k", "hi": "max(v)", "lo": "min(v)", "last:int": "last(v)"})
+    a.sink("counts", c)
+    a.parallel("win", "avg", width=width, name="swins")
+    a.parallel("cnt", width=cwidth, name="scnts")
     return a
 
 

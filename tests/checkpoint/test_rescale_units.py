@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+from collections import deque
 from zlib import crc32
 
 import pytest
@@ -258,3 +259,101 @@ def test_a_partitioned_source_moves_between_any_widths_each_new_copy_taking_its_
     assert flat["sources"] == {n: {"ids": {k: ids[k] for k in keys[c::new_w]}, "read": 0,
                                    "end": dict.fromkeys(keys[c::new_w], "900-0")} for c, n in enumerate(names)}
     assert "live__merge" not in flat["ops"]
+
+
+def _slide(**params):
+    """``ckslide``'s facts and operators at widths (swins, scnts)."""
+    from tests.apps.ckpt import ckslide
+
+    g = ckslide.build({"n": 100, **params})
+
+    def plan(w):
+        return dataclasses.replace(plan_for(g, "none", widths={"swins": w[0], "scnts": w[1]}), checkpoints=True)
+
+    def ops(w):
+        return sorted(op.name for op in physical_graph(g, plan(w).regions).operators)
+
+    return (lambda w: rescale_facts(g, plan(w))), ops
+
+
+def _move(flat, old, new, **params):
+    facts, ops = _slide(**params)
+    rescale_entries(flat, rescale_plan(ops(old), ops(new), facts(new)))
+    return flat
+
+
+@pytest.mark.parametrize("params", [{}, {"lateness": 0.3}, {"lateness": 0.3, "slide": 1.0}])
+def test_a_sliding_windows_facts_name_its_opening_numbers_and_a_sliding_count_windows_its_rows(params):
+    facts, _ = _slide(**params)
+    for w in ((3, 2), (1, 1)):  # at width 1: as its copies would be
+        copies = {op: spec for r in facts(w)["regions"].values() for op, spec in r["copies"].items()}
+        assert copies["win"] == {"slots": ["groups", "clock", "opened", "sum"], "key": ["k"], "first": None,
+                                 "sliding": "time"}
+        assert copies["cnt"] == {"slots": ["groups", "clock"], "key": ["k"], "first": None, "sliding": "count"}
+
+
+def _copies(width, keys, n0=0):
+    """Sliding-window copies at ``width``: key ``k<i>`` opened by tuple ``n0 + 10 i`` (in
+    reverse key order), its rows (k, ts, v, number) sorted by time, the clock [k, ks, ne]."""
+    ops = {f"win__{c}": [{}, [8, 4.0, 5.0], {}, [c + 1]] for c in range(width)}
+    for i in reversed(range(keys)):
+        k, n = f"k{i}", n0 + 10 * (keys - i)
+        st = ops[f"win__{key_channel((k,), ('str',), width)}"]
+        st[0][k] = deque([(k, 4.0 + i / 10, i, n), (k, 4.5, 2 * i, n + 3 + i)])
+        st[2][k] = n
+    return {"ops": ops, "sources": {}, "sinks": {}, "commits": {}}
+
+
+def test_a_sliding_windows_groups_move_with_their_opening_numbers_to_their_keys_channel_and_back():
+    before = _copies(2, 9)
+    moved = _move(copy.deepcopy(before), (2, 1), (3, 1))
+    for c in range(3):
+        groups, clock, opened, late = moved["ops"][f"win__{c}"]
+        assert all(key_channel((k,), ("str",), 3) == c for k in groups) and set(opened) == set(groups)
+        assert list(groups) == sorted(groups, key=opened.get), "a copy emits its groups in opening order"
+        assert all(opened[k] == g[0][-1] for k, g in groups.items())
+        assert clock == [8, 4.0, 5.0] and late == [3 if c == 0 else 0]
+    back = _move(copy.deepcopy(moved), (3, 1), (2, 1))  # k -> k' -> k: as it was (the late count in channel 0)
+    for c in range(2):
+        assert back["ops"][f"win__{c}"][:3] == before["ops"][f"win__{c}"][:3]
+        assert list(back["ops"][f"win__{c}"][0]) == list(before["ops"][f"win__{c}"][0])
+        assert {type(g) for g in back["ops"][f"win__{c}"][0].values()} == {deque}
+
+
+def test_narrowing_a_sliding_window_to_one_keeps_its_groups_in_opening_order_without_numbers():
+    one = _move(_copies(3, 7), (3, 1), (1, 1), lateness=0.3)["ops"]
+    assert set(one) == {"win"}  # no split, merge, or copies
+    groups, clock, late = one["win"]
+    assert list(groups) == [f"k{i}" for i in reversed(range(7))] and clock == [8, 4.0, 5.0] and late == [6]
+    assert groups["k2"] == deque([("k2", 4.2, 2), ("k2", 4.5, 4)])
+
+
+def test_widening_a_sliding_window_from_one_numbers_its_groups_and_makes_split_and_merge():
+    groups = {f"k{i}": deque([(f"k{i}", 4.0 + i / 10, i)]) for i in (4, 0, 3, 1, 2)}
+    single = {"ops": {"win": [groups, [8, 4.0, 5.0], [5]]}, "sources": {}, "sinks": {}, "commits": {}}
+    wide = _move(copy.deepcopy(single), (1, 1), (3, 1))["ops"]
+    assert wide["swins__split"] == [[5], [8]]  # the next number after the 5 groups; the window's clock
+    assert wide["swins__merge"][0]["floor"] == [-1, -1, -1]
+    seen = {}
+    for c in range(3):
+        g, clock, opened, late = wide[f"win__{c}"]
+        assert list(g) == sorted(g, key=opened.get) and clock == [8, 4.0, 5.0] and late == [5 if c == 0 else 0]
+        seen |= {k: (opened[k], rows) for k, rows in g.items()}
+    assert {k: n for k, (n, _) in seen.items()} == {k: n for n, k in enumerate(groups)}
+    assert seen["k3"][1] == deque([("k3", 4.3, 3, 2)])
+    back = _move({**copy.deepcopy(single), "ops": wide}, (3, 1), (1, 1))
+    assert back["ops"] == single["ops"] and list(back["ops"]["win"][0]) == list(groups)
+
+
+def test_a_sliding_count_windows_rows_keep_their_bound_across_widths():
+    rows = {f"k{i}": [deque([(f"k{i}", j / 10, j) for j in range(i + 1)], 8), 3 * i + 1] for i in range(6)}
+    single = {"ops": {"cnt": [rows, [None, None, None]]}, "sources": {}, "sinks": {}, "commits": {}}
+    wide = _move(copy.deepcopy(single), (1, 1), (1, 3))["ops"]
+    assert wide["scnts__split"] == [[6]]  # no clock: a count window
+    got = {k: g for c in range(3) for k, g in wide[f"cnt__{c}"][0].items()}
+    assert got["k2"][0] == deque([("k2", 0.0, 0, 2), ("k2", 0.1, 1, 2), ("k2", 0.2, 2, 2)], 8)
+    assert got["k2"][0].maxlen == 8 and got["k2"][1] == 7
+    two = _move({**single, "ops": wide}, (1, 3), (1, 2))["ops"]
+    assert sorted(k for c in range(2) for k in two[f"cnt__{c}"][0]) == sorted(rows)
+    back = _move({**single, "ops": two}, (1, 2), (1, 1))["ops"]
+    assert back == single["ops"] and back["cnt"][0]["k5"][0].maxlen == 8

@@ -127,6 +127,29 @@ def test_an_adaptive_run_switches_onto_two_nodes_of_a_local_cluster(tmp_path):
     assert {p["node"] for p in doc["per_pe"]} == {0, 1}, doc["per_pe"]
 
 
+@pytest.mark.spark
+def test_an_adaptive_run_moves_sliding_windows_to_fatms_widths_with_a_plain_runs_answer(tmp_path):
+    """Phase 1 runs ``tests/apps/slide.py``'s regions wider than FATM plans them (a
+    sliding event-time window with an allowed lateness over out-of-order, partly late
+    readings at 3; a sliding count window at 2): the switch moves their groups, opening
+    numbers, clocks and late counts to FATM's widths (record 068) where it used to be
+    refused, and the sinks are a plain run's, byte for byte."""
+    app, params = "tests/apps/slide.py", ["-p", "n=1200000", "-p", "keys=50", "-p", "lateness=0.3"]
+    ref = cli("run", app, "--fusion", "all", "--width", "swins=1", *params, "--out", tmp_path / "ref",
+              "--build-dir", tmp_path / "rb")
+    assert ref.returncode == 0, ref.stderr
+    got = cli("run", app, "--adaptive", "--width", "swins=3", "--width", "scnts=2", "--adapt-after", "1",
+              "--checkpoint-interval", "0.5", "--cores", "16", *params, "--out", tmp_path / "out",
+              "--json", tmp_path / "r.json", "--build-dir", tmp_path / "work")
+    assert got.returncode == 0, got.stderr
+    for name in ("means", "counts"):
+        assert (tmp_path / "out" / f"{name}.jsonl").read_bytes() == (tmp_path / "ref" / f"{name}.jsonl").read_bytes()
+    sw = json.loads((tmp_path / "r.json").read_text())["adaptive"]
+    assert sw["switched"] and not sw["refused"], sw
+    assert sw["after"]["widths"] != {"swins": 3, "scnts": 2}, sw["after"]["widths"]  # a region was rescaled
+    assert "its state is rescaled (region" in got.stderr + got.stdout
+
+
 @pytest.mark.parametrize("args,said", [
     (["--adaptive", "--adapt-after", "-1"], "--adapt-after must be a number of seconds >= 0"),
     (["--adapt-after", "3"], "add --adaptive"),

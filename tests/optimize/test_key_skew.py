@@ -37,6 +37,18 @@ def test_the_sampled_shares_route_as_the_split_does():
     assert abs(sum(shares) - 1.0) < 1e-9
 
 
+def test_a_channel_copys_pulses_are_not_sampled_as_keys():
+    """A channel copy's batches end with a fission pulse, a 1-tuple of its number; with
+    the key first (a str) it was hashed as a key and raised (an adaptive run's phase 1
+    with a region wider than 1)."""
+    import random
+
+    k = KeySampler(1.0, (0,), ("str",), random.Random(1), arity=3)
+    for i in range(50):
+        k.take([("a", 1.0, 2 * i), ("b", 2.0, 2 * i + 1), (2 * i + 2,)])
+    assert sum(k.counts.values()) == 100 and k.other == 0
+
+
 def test_a_region_without_samples_or_key_is_uniform():
     class G:
         @staticmethod
