@@ -36,7 +36,12 @@ from spadeopt.errors import PlacementInfeasible, SpadeoptError, UsageError
 from spadeopt.optimize.cost import objective, partition_loads
 from spadeopt.optimize.fatm_problem import problem_for
 from spadeopt.optimize.greedy_fuse import greedy_then_absorb
-from spadeopt.optimize.legality import channels_of, exclusion_groups, initial_partitions, pe_cycle_of
+from spadeopt.optimize.legality import (
+    channels_of,
+    exclusion_groups,
+    initial_partitions,
+    pe_cycle_of,
+)
 from spadeopt.optimize.placement import Placement, pe_graph, place, round_robin
 from spadeopt.optimize.problem import FusionProblem, Link
 from spadeopt.optimize.rate import scale
