@@ -394,8 +394,11 @@ def _exact_doc(fused: FusedPlacement) -> dict[str, Any]:
     except UsageError as exc:  # too many units; fission may have widened a small app past the limit
         return {"skipped": f"no exact optimum for the {len(problem.operators)}-operator physical graph: "
                            f"{str(exc).split(';')[0]}"}
-    return {"objective": best.objective, "greedy_objective": result.objective,
-            "gap": gap(result, best), "partitions": [list(p) for p in best.partitions]}
+    doc = {"objective": best.objective, "greedy_objective": result.objective,
+           "gap": gap(result, best), "partitions": [list(p) for p in best.partitions]}
+    if problem.acyclic:  # its blocks are legal one by one; a cycle of PEs is a property of the whole plan
+        doc["ignores"] = "the acyclic rule (checkpoints): the optimum may have a cycle of PEs"
+    return doc
 
 
 def _explain(plan: Plan, fused: FusedPlacement, exact_doc: dict[str, Any] | None, max_frac: float,
