@@ -43,7 +43,7 @@ naming both annotations.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from spadeopt.errors import OptimizeError, UsageError
@@ -149,6 +149,13 @@ class PeGraph:
     and predecessor ids along links), for the ``acyclic`` rule (module doc). Kept by
     GreedyFuse beside its ``PartitionBook`` only when the problem asks for it.
 
+    ``pos`` is a topological order of the partitions (``None`` when the start has a
+    cycle), kept valid across merges as Pearce and Kelly's dynamic topological sort
+    keeps it across edge insertions: a merge of ``a -> b`` keeps ``a``'s position, and
+    each predecessor of ``b`` now out of order moves, with what reaches it, before the
+    merged partition and what it reaches. A search for a path from ``x`` to ``y`` then
+    visits only partitions between them in that order.
+
     >>> from spadeopt.optimize.problem import LinearCommModel
     >>> p = FusionProblem.build("abx", dict.fromkeys("abx", 0.1), [("a", "x", 1.0, 8.0), ("x", "b", 1.0, 8.0),
     ...     ("a", "b", 1.0, 8.0)], LinearCommModel(1e-6), acyclic=True)
@@ -159,7 +166,7 @@ class PeGraph:
     False
     """
 
-    __slots__ = ("succ", "pred")
+    __slots__ = ("succ", "pred", "pos")
 
     def __init__(self, problem: FusionProblem, parts: Mapping[int, Iterable[str]]) -> None:
         owner = {op: pid for pid, members in parts.items() for op in members}
@@ -173,27 +180,42 @@ class PeGraph:
                 succ[x].add(y)
                 pred[y].add(x)
         self.succ, self.pred = succ, pred
+        indeg = {pid: len(ps) for pid, ps in pred.items()}
+        ready = [pid for pid, d in indeg.items() if d == 0]
+        pos: dict[int, int] = {}
+        while ready:
+            x = ready.pop()
+            pos[x] = len(pos)
+            for y in succ[x]:
+                indeg[y] -= 1
+                if indeg[y] == 0:
+                    ready.append(y)
+        self.pos = pos if len(pos) == len(succ) else None
 
     def closes(self, a: int, b: int) -> bool:
         """Whether merging ``a`` and ``b`` closes a cycle: a path between them, either way,
-        through another partition. Cheap when ``a``'s only successor is ``b`` or ``b``'s only
-        predecessor is ``a`` (and the same the other way), as along a chain."""
-        succ, pred = self.succ, self.pred
-        for x, y in ((a, b), (b, a)):
-            if len(succ[x]) > (y in succ[x]) and len(pred[y]) > (x in pred[y]) and self._reach(x, y):
-                return True
-        return False
+        through another partition. Free when the earlier one's only successor is the later
+        one, or the later one's only predecessor the earlier one, as along a chain."""
+        succ, pred, pos = self.succ, self.pred, self.pos
+        if pos is None:  # a start with a cycle: unbounded searches both ways
+            return any(self._reach(x, y, None) for x, y in ((a, b), (b, a)))
+        x, y = (a, b) if pos[a] < pos[b] else (b, a)  # no path from y to x
+        if len(succ[x]) <= (y in succ[x]) or len(pred[y]) <= (x in pred[y]):
+            return False
+        return self._reach(x, y, pos)
 
-    def _reach(self, x: int, y: int) -> bool:
-        """A path ``x -> z -> ... -> y`` with ``z != y``."""
+    def _reach(self, x: int, y: int, pos: dict[int, int] | None) -> bool:
+        """A path ``x -> z -> ... -> y`` with ``z != y`` (through partitions before ``y``
+        in ``pos``, when given)."""
         succ = self.succ
-        work = [z for z in succ[x] if z != y]
+        limit = pos[y] if pos is not None else 0
+        work = [z for z in succ[x] if z != y and (pos is None or pos[z] < limit)]
         seen = set(work)
         while work:
             for z in succ[work.pop()]:
                 if z == y:
                     return True
-                if z not in seen:
+                if z not in seen and (pos is None or pos[z] < limit):
                     seen.add(z)
                     work.append(z)
         return False
@@ -218,8 +240,8 @@ class PeGraph:
         return None
 
     def merge(self, a: int, b: int, new: int) -> None:
-        """Partitions ``a`` and ``b`` became ``new``."""
-        succ, pred = self.succ, self.pred
+        """Partitions ``a`` and ``b`` became ``new`` (a merge :meth:`closes` allowed)."""
+        succ, pred, pos = self.succ, self.pred, self.pos
         out = (succ.pop(a) | succ.pop(b)) - {a, b}
         into = (pred.pop(a) | pred.pop(b)) - {a, b}
         for z in out:
@@ -233,6 +255,38 @@ class PeGraph:
             ss.discard(b)
             ss.add(new)
         succ[new], pred[new] = out, into
+        if pos is None:
+            return
+        pa, pb = pos.pop(a), pos.pop(b)
+        pos[new] = min(pa, pb)  # the later side's predecessors may now stand after it
+        while True:
+            late = [z for z in into if pos[z] > pos[new]]
+            if not late:
+                return
+            self._reorder(max(late, key=pos.__getitem__), new)
+
+    def _reorder(self, u: int, v: int) -> None:
+        """Pearce-Kelly for an edge ``u -> v`` with ``pos[u] > pos[v]`` (acyclic): what
+        reaches ``u`` after ``v`` moves before what ``v`` reaches before ``u``, in the
+        positions they held."""
+        succ, pred, pos = self.succ, self.pred, self.pos
+        assert pos is not None
+        ahead = _bounded(v, succ, lambda z: pos[z] < pos[u])
+        behind = _bounded(u, pred, lambda z: pos[z] > pos[v])
+        moved = sorted(behind, key=pos.__getitem__) + sorted(ahead, key=pos.__getitem__)
+        for z, p in zip(moved, sorted(pos[z] for z in moved), strict=True):
+            pos[z] = p
+
+
+def _bounded(start: int, step: Mapping[int, set[int]], keep: Callable[[int], bool]) -> list[int]:
+    """``start`` and what it reaches along ``step`` through partitions ``keep`` accepts."""
+    seen, work = {start}, [start]
+    while work:
+        for z in step[work.pop()]:
+            if z not in seen and keep(z):
+                seen.add(z)
+                work.append(z)
+    return list(seen)
 
 
 def pe_cycle_of(partitions: Iterable[Iterable[str]], problem: FusionProblem) -> list[frozenset[str]] | None:

@@ -19,7 +19,7 @@ from spadeopt.optimize.greedy_fuse import (
     greedy_then_absorb,
     why_not_merged,
 )
-from spadeopt.optimize.legality import fusion_legal, initial_partitions, pe_cycle_of
+from spadeopt.optimize.legality import PeGraph, fusion_legal, initial_partitions, pe_cycle_of
 from spadeopt.optimize.problem import FusionProblem, LinearCommModel
 from spadeopt.optimize.symmetric import legal
 from spadeopt.plan.fission import physical_graph
@@ -152,3 +152,27 @@ def test_fatm_on_bargain_logical_plans_a_pe_cycle_without_checkpoints_and_none_w
     auto, cycle = _plan(True)
     assert cycle is None and len(auto.plan.pes) >= 2, [pe.operators for pe in auto.plan.pes]
     assert auto.explain["acyclic"] is True
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_pe_graph_keeps_a_topological_order_and_answers_as_an_unbounded_search(seed):
+    rng = random.Random(seed)
+    n = rng.randint(5, 30)
+    ops = [f"o{i:02d}" for i in range(n)]
+    links = [(ops[i], ops[j], 1.0, 8.0) for i in range(n) for j in range(i + 1, n) if rng.random() < 0.2]
+    g = PeGraph(FusionProblem.build(ops, dict.fromkeys(ops, 0.1), links, LinearCommModel(1e-6), acyclic=True),
+                {i: [op] for i, op in enumerate(ops)})
+    new = n
+    for _ in range(4 * n):
+        pairs = sorted((x, y) for x, ys in g.succ.items() for y in ys)
+        if not pairs:
+            break
+        a, b = rng.choice(pairs)
+        brute = g._reach(a, b, None) or g._reach(b, a, None)
+        assert g.closes(a, b) == brute, (seed, a, b)
+        if brute:
+            continue
+        g.merge(a, b, new)
+        new += 1
+        assert g.pos is not None and set(g.pos) == set(g.succ)
+        assert all(g.pos[x] < g.pos[y] for x, ys in g.succ.items() for y in ys), seed
