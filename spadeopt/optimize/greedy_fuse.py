@@ -20,17 +20,18 @@ name. Partitions are disjoint, so this is a total order and the result depends o
 operator names and the profile, never on declaration order.
 
 Implementation: a merge changes neither Rate nor CompLoad of any other partition (the
-links crossing their boundaries still cross), so a pair's Mergable status and benefit are
-fixed for as long as both sides live (all but the ``acyclic`` rule of a build with
-checkpoints, which is asked when a pair is popped: :mod:`spadeopt.optimize.legality`). Candidates therefore sit in a heap; a merge pushes
-the new partition's pairs and stale entries are skipped when popped. A heap entry keeps
-its pair's merged stats (computed once, when offered, and reused by the merge) and orders
-the name pair by rank among the sorted names (an int compares faster than two strings;
-same order). A run costs O((n + L) log L) heap operations plus one ``v`` evaluation per
-candidate, for ``n`` operators and ``L`` links; the merge step's frozensets add
-O(Σ merged sizes) set copying (O(n^2) for a chain that grows one operator at a time, in
-C). At the end one pass over the links gives the objective, every PE's CompLoad and the
-saturation warnings, with the reference functions' sums (``cost.partition_loads``).
+links crossing their boundaries still cross), so a pair's Mergable status and benefit
+are fixed for as long as both sides live (all but the ``acyclic`` rule of a build with
+checkpoints, which is asked when a pair is popped: :mod:`spadeopt.optimize.legality`).
+Candidates therefore sit in a heap; a merge pushes the new partition's pairs and stale
+entries are skipped when popped. A heap entry keeps its pair's merged stats (computed
+once, when offered, and reused by the merge) and orders the name pair by rank among the
+sorted names (an int compares faster than two strings; same order). A run costs
+O((n + L) log L) heap operations plus one ``v`` evaluation per candidate, for ``n``
+operators and ``L`` links; the merge step's frozensets add O(Σ merged sizes) set
+copying (O(n^2) for a chain that grows one operator at a time, in C). At the end one
+pass over the links gives the objective, every PE's CompLoad and the saturation warnings, with the reference
+functions' sums (``cost.partition_loads``).
 FATM runs both phases through :func:`greedy_then_absorb`, which skips phase 1's
 end-of-run sums (phase 2 recomputes them for its own result).
 
