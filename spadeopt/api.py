@@ -395,7 +395,9 @@ def optimize(app_ref: str, profile_path: Path, out: Path, calibration: Path | No
     """Stage 2: fission widths + GreedyFuse + placement from a refined profile; writes a runnable build.
 
     FATM chooses the width of every declared parallel region (``widths``, from
-    ``--width``, pins some; ``fission=False`` keeps all at width 1).
+    ``--width``, pins some; ``fission=False`` keeps all at width 1). ``checkpoints``: the
+    build registers operator state and FATM plans no cycle of PEs, which an aligned
+    checkpoint barrier cannot cross (record 074).
 
     The app is rebuilt with the parameters recorded in the profile (``params`` may
     repeat or override them; the graph fingerprint must still match the profile's).
@@ -426,7 +428,7 @@ def optimize(app_ref: str, profile_path: Path, out: Path, calibration: Path | No
     comm = CommCost.for_this_host(calibration, cpu_score)  # MIPS-scaled if another CPU
     model = perf_model(calibration, comm.scale)
     auto = fuse_auto(graph, opprof, comm, nodes, cores, max_frac, min_util, exact, rate=rate, absorb=absorb,
-                     widths=dict(widths or {}), fission=fission, model=model)
+                     widths=dict(widths or {}), fission=fission, model=model, acyclic=checkpoints)
     plan = auto.plan if collapse else dataclasses.replace(auto.plan, collapse=False)
     if checkpoints:  # as `spadeopt build --checkpoints`
         plan = dataclasses.replace(plan, checkpoints=True)
@@ -440,7 +442,7 @@ def optimize(app_ref: str, profile_path: Path, out: Path, calibration: Path | No
         "calibration": {"path": str(calibration.resolve()), "sha256": _sha256(calibration)},
         "comm_scaling": comm.scaling, "nodes": nodes, "cores": cores, "max_frac": max_frac,
         "min_util": min_util, "rate": rate, "absorb": absorb, "exact": exact,
-        "fission": fission, "widths": dict(sorted((widths or {}).items())),
+        "fission": fission, "widths": dict(sorted((widths or {}).items())), "checkpoints": checkpoints,
         "perf_model": model.to_json(),
     }
     if match_warnings:

@@ -179,7 +179,8 @@ def switch_back(app, graph, work: Path, store, previous, sw: Switch, why: str):
 def _fatm(app, profile_path: Path, out: Path, adapt: AdaptOptions, nodes: int, cores: int, sw: Switch, what: str,
           name: str, **kw):
     """FATM's build in ``out`` and its predicted rate (recorded as ``sw.predicted[name]``), or
-    None when it cannot plan (the refusal recorded)."""
+    None when it cannot plan (the refusal recorded). Planned with checkpoints, as every
+    phase runs: no cycle of PEs (the ``acyclic`` legality rule, record 074)."""
     app_ref, _, params = app
     try:
         build, explain = api.optimize(app_ref, profile_path, out, adapt.calibration, params, nodes=nodes,
@@ -207,7 +208,7 @@ def _keep(graph, base, work: Path, app, sw: Switch):
 
 def cannot_resume(build, store) -> str | None:
     """Why the checkpoint cannot resume under ``build`` exactly once (a width 068 does not
-    move, a PE cycle no barrier crosses), or None.
+    move, a PE cycle no barrier crosses: a guard, FATM plans none for checkpoints), or None.
     Tried on a quiet view of the store."""
     from spadeopt.deploy.checkpoint_rescale import load_facts
     from spadeopt.deploy.checkpoint_store import CheckpointStore

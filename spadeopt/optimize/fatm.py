@@ -149,7 +149,7 @@ def fuse_auto(graph: AppGraph, prof: OperatorProfile, comm: CommModel, nodes: in
               max_frac: float = 0.5, min_util: float = 0.95, exact: bool = False,
               capacity_frac: float = 1.0, rate: str | float = "profiled", absorb: bool = True,
               widths: Mapping[str, int] | None = None, fission: bool = True,
-              model: PerfModel | None = None, discover: bool = True) -> AutoPlan:
+              model: PerfModel | None = None, discover: bool = True, acyclic: bool = False) -> AutoPlan:
     """Fission x GreedyFuse x placement at the planning ``rate`` (see :mod:`spadeopt.optimize.rate`).
 
     The regions are the declared ones and, with ``discover`` (default), those discovered
@@ -161,11 +161,13 @@ def fuse_auto(graph: AppGraph, prof: OperatorProfile, comm: CommModel, nodes: in
     physical graph of the chosen widths is fused and placed at ``rate``. Width vectors are
     scored, and the plan's throughput predicted, by :func:`predict_plan` under ``model``
     (:mod:`spadeopt.optimize.predict`; default constants when ``None``). Runs with the
-    cyclic garbage collector paused (:func:`gc_paused`).
+    cyclic garbage collector paused (:func:`gc_paused`). ``acyclic``: the build takes
+    aligned checkpoints, so every plan considered has an acyclic PE graph
+    (``FusionProblem.acyclic``, record 074).
     """
     with gc_paused():
         return _fuse_auto(graph, prof, comm, nodes, cores, max_frac, min_util, exact, capacity_frac, rate, absorb,
-                          widths, fission, model, discover)
+                          widths, fission, model, discover, acyclic)
 
 
 @contextmanager
@@ -188,7 +190,7 @@ def gc_paused() -> Iterator[None]:
 def _fuse_auto(graph: AppGraph, prof: OperatorProfile, comm: CommModel, nodes: int, cores: int, max_frac: float,
                min_util: float, exact: bool, capacity_frac: float, rate: str | float, absorb: bool,
                widths: Mapping[str, int] | None, fission: bool, model: PerfModel | None,
-               discover: bool) -> AutoPlan:
+               discover: bool, acyclic: bool = False) -> AutoPlan:
     """:func:`fuse_auto`'s body."""
     rate = parse_rate(rate)
     check_profile(graph, prof)  # before searching
@@ -200,7 +202,7 @@ def _fuse_auto(graph: AppGraph, prof: OperatorProfile, comm: CommModel, nodes: i
     fission_doc: dict[str, Any] = {"enabled": fission, "pinned": dict(sorted((widths or {}).items())),
                                    "search": None, "discovered": discovery.to_json() if discovery else None}
     frac = collapse_fraction(graph, prof, model)
-    cache = PhysicalCache(graph, prof, comm, model)
+    cache = PhysicalCache(graph, prof, comm, model, acyclic)
     searched: dict[tuple[Regions, Any], Any] = {}
     found = {r.name for r in discovery.regions} if discovery else set()
     if found & set(free):
@@ -251,6 +253,8 @@ def _fuse_auto(graph: AppGraph, prof: OperatorProfile, comm: CommModel, nodes: i
                            "fitted": frac > 0}
     explain["max_frac_search"] = choice.tried
     explain["absorb_leftovers"] = absorb
+    if acyclic:
+        explain["acyclic"] = True  # planned for checkpoints: no cycle of PEs
     explain["batch"] = batch_doc(prof)
     fission_doc["widths"] = {r.name: r.width for r in regions}
     fission_doc["exchanges"] = exchanges_json(graph, regions)
@@ -390,8 +394,11 @@ def _exact_doc(fused: FusedPlacement) -> dict[str, Any]:
     except UsageError as exc:  # too many units; fission may have widened a small app past the limit
         return {"skipped": f"no exact optimum for the {len(problem.operators)}-operator physical graph: "
                            f"{str(exc).split(';')[0]}"}
-    return {"objective": best.objective, "greedy_objective": result.objective,
-            "gap": gap(result, best), "partitions": [list(p) for p in best.partitions]}
+    doc = {"objective": best.objective, "greedy_objective": result.objective,
+           "gap": gap(result, best), "partitions": [list(p) for p in best.partitions]}
+    if problem.acyclic:  # its blocks are legal one by one; a cycle of PEs is a property of the whole plan
+        doc["ignores"] = "the acyclic rule (checkpoints): the optimum may have a cycle of PEs"
+    return doc
 
 
 def _explain(plan: Plan, fused: FusedPlacement, exact_doc: dict[str, Any] | None, max_frac: float,

@@ -66,8 +66,9 @@ class PhysicalCache:
     each is built once."""
 
     def __init__(self, graph: AppGraph, prof: OperatorProfile, comm: CommModel,
-                 model: PerfModel = DEFAULT_MODEL) -> None:
+                 model: PerfModel = DEFAULT_MODEL, acyclic: bool = False) -> None:
         self.graph, self.prof, self.comm, self.model = graph, prof, comm, model
+        self.acyclic = acyclic  # every problem of its vectors has no cycle of PEs (a build with checkpoints)
         self._entries: dict[Regions, PhysicalEntry] = {}
 
     def serves(self, comm: CommModel, model: PerfModel) -> bool:
@@ -79,6 +80,8 @@ class PhysicalCache:
         if entry is None:
             physical = physical_graph(self.graph, regions)
             entry = PhysicalEntry(physical, physical_profile(self.graph, self.prof, regions, physical, self.model))
+            if self.acyclic:
+                entry.memo["acyclic"] = True  # problem_for's setting for the vector's problems
             self._entries[regions] = entry
         return entry
 

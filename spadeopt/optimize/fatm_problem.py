@@ -119,12 +119,14 @@ def unseen_streams(graph: AppGraph, prof: OperatorProfile) -> list[tuple[str, st
 
 
 def problem_for(graph: AppGraph, prof: OperatorProfile, comm: CommModel, max_frac: float,
-                min_util: float, memo: dict[str, Any] | None = None) -> FusionProblem:
+                min_util: float, memo: dict[str, Any] | None = None, acyclic: bool | None = None) -> FusionProblem:
     """The fusion problem of ``graph`` under ``prof``. ``memo`` (a dict owned by the
     caller) keeps what depends only on the graph and on which operators and links the
     profile names: pass the same one only for profiles derived from one another by
     :func:`spadeopt.optimize.rate.scale` or new loads of the same operators (the profile
-    check, unseen streams and unfusable pairs are then done once)."""
+    check, unseen streams and unfusable pairs are then done once). ``acyclic``: the
+    plan takes checkpoints (``FusionProblem.acyclic``); ``None``: ``memo["acyclic"]``, as
+    FATM's ``PhysicalCache`` sets it for every problem of a run with checkpoints."""
     if memo is None or "unseen" not in memo:
         check_profile(graph, prof)
         parts = {"unseen": unseen_streams(graph, prof), "unfusable": list(unfusable_pairs(graph))}
@@ -141,6 +143,7 @@ def problem_for(graph: AppGraph, prof: OperatorProfile, comm: CommModel, max_fra
         unfusable=parts["unfusable"],
         channels=graph.annotations.channels,
         apart=graph.annotations.apart,
+        acyclic=bool(memo and memo.get("acyclic")) if acyclic is None else acyclic,
     )
 
 

@@ -20,16 +20,18 @@ name. Partitions are disjoint, so this is a total order and the result depends o
 operator names and the profile, never on declaration order.
 
 Implementation: a merge changes neither Rate nor CompLoad of any other partition (the
-links crossing their boundaries still cross), so a pair's Mergable status and benefit are
-fixed for as long as both sides live. Candidates therefore sit in a heap; a merge pushes
-the new partition's pairs and stale entries are skipped when popped. A heap entry keeps
-its pair's merged stats (computed once, when offered, and reused by the merge) and orders
-the name pair by rank among the sorted names (an int compares faster than two strings;
-same order). A run costs O((n + L) log L) heap operations plus one ``v`` evaluation per
-candidate, for ``n`` operators and ``L`` links; the merge step's frozensets add
-O(Σ merged sizes) set copying (O(n^2) for a chain that grows one operator at a time, in
-C). At the end one pass over the links gives the objective, every PE's CompLoad and the
-saturation warnings, with the reference functions' sums (``cost.partition_loads``).
+links crossing their boundaries still cross), so a pair's Mergable status and benefit
+are fixed for as long as both sides live (all but the ``acyclic`` rule of a build with
+checkpoints, which is asked when a pair is popped: :mod:`spadeopt.optimize.legality`).
+Candidates therefore sit in a heap; a merge pushes the new partition's pairs and stale
+entries are skipped when popped. A heap entry keeps its pair's merged stats (computed
+once, when offered, and reused by the merge) and orders the name pair by rank among the
+sorted names (an int compares faster than two strings; same order). A run costs
+O((n + L) log L) heap operations plus one ``v`` evaluation per candidate, for ``n``
+operators and ``L`` links; the merge step's frozensets add O(Σ merged sizes) set
+copying (O(n^2) for a chain that grows one operator at a time, in C). At the end one
+pass over the links gives the objective, every PE's CompLoad and the saturation warnings, with the reference
+functions' sums (``cost.partition_loads``).
 FATM runs both phases through :func:`greedy_then_absorb`, which skips phase 1's
 end-of-run sums (phase 2 recomputes them for its own result).
 
@@ -56,6 +58,7 @@ from spadeopt.optimize.cost import (
     partition_loads,
 )
 from spadeopt.optimize.legality import (
+    PeGraph,
     exclusion_index,
     fusion_legal,
     initial_partitions,
@@ -141,12 +144,22 @@ def _merge_all(problem: FusionProblem, initial: Iterable[frozenset[str]], rule: 
     pop = heapq.heappop
     merge = book.merge
     both, min_util = rule == "both", problem.min_util
+    pes = PeGraph(problem, {pid: part.members for pid, part in parts.items()}) if problem.acyclic else None
     while heap:
         neg_benefit, _, a, b, merged = pop(heap)
         pa, pb = parts.get(a), parts.get(b)
         if pa is None or pb is None:
             continue  # stale: one side was merged since this entry was pushed
-        if record:
+        if pes is not None:  # the acyclic rule, asked now: a merge since the offer may have made a path
+            if pes.closes(a, b):
+                continue  # illegal for as long as both live: paths between live partitions only grow
+            left, right = (pb.members, pa.members) if pb.key < pa.key else (pa.members, pb.members)
+            new = merge(a, b, merged)
+            pes.merge(a, b, new)
+            if record:
+                running -= -neg_benefit
+                steps.append(MergeStep(left, right, -neg_benefit, running))
+        elif record:
             left, right = (pb.members, pa.members) if pb.key < pa.key else (pa.members, pb.members)
             new = merge(a, b, merged)
             running -= -neg_benefit
@@ -319,7 +332,7 @@ def why_not_merged(
     out: dict[tuple[tuple[str, ...], tuple[str, ...]], str] = {}
     for i, j in sorted(pairs):
         reasons = []
-        verdict = fusion_legal(sets[i], sets[j], problem)
+        verdict = fusion_legal(sets[i], sets[j], problem, sets)
         if not verdict.ok:
             reasons.append(verdict.reason)
         merged = metrics(sets[i] | sets[j], problem).comp_load

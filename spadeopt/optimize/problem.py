@@ -12,7 +12,9 @@ optimizer and ``explain`` need to know about one application (digest 003 §5.1):
 * ``comm``: the communication-cost mapping ``v(rate, size) -> CPU fraction`` (§4.4);
 * ``max_frac`` / ``min_util``: the paper's MaxFrac (default 0.5) and MinUtil (0.95);
 * ``colocate`` / ``exlocate`` / ``unfusable``: legality annotations (see
-  :mod:`spadeopt.optimize.legality`).
+  :mod:`spadeopt.optimize.legality`);
+* ``acyclic``: the plan takes aligned checkpoints, so its PE graph must have no cycle
+  (the ``acyclic`` rule of :mod:`spadeopt.optimize.legality`; off by default).
 
 Decisions (digest §5.2 [IMPL] items):
 
@@ -148,7 +150,8 @@ class FusionProblem:
     non-empty operator sets; an operator in at most one region) and means "no PE holds
     operators of two channels of one region" (paper 000's first rule); each item of
     ``apart`` is two disjoint, non-empty operator sets and means "no PE holds operators of
-    both" (the two sides of a key exchange, ``Annotations.apart``).
+    both" (the two sides of a key exchange, ``Annotations.apart``); ``acyclic`` means "no
+    cycle of PEs" (a build that takes aligned checkpoints: record 074).
 
     Use :meth:`build` to construct one from lists, dicts or plain tuples.
     """
@@ -164,6 +167,7 @@ class FusionProblem:
     unfusable: tuple[frozenset[str], ...] = ()
     channels: tuple[tuple[frozenset[str], ...], ...] = ()
     apart: tuple[tuple[frozenset[str], frozenset[str]], ...] = ()
+    acyclic: bool = False
 
     def __post_init__(self) -> None:
         problems = _validate(self)
@@ -188,6 +192,7 @@ class FusionProblem:
         unfusable: Iterable[Iterable[str]] = (),
         channels: Iterable[Iterable[Iterable[str]]] = (),
         apart: Iterable[tuple[Iterable[str], Iterable[str]]] = (),
+        acyclic: bool = False,
     ) -> FusionProblem:
         """Build a problem from any iterables; links may be ``(src, dst, rate, size)``."""
         return cls(
@@ -202,6 +207,7 @@ class FusionProblem:
             unfusable=tuple(frozenset(g) for g in unfusable),
             channels=tuple(tuple(frozenset(c) for c in region) for region in channels),
             apart=tuple((frozenset(a), frozenset(b)) for a, b in apart),
+            acyclic=acyclic,
         )
 
     def rescaled(self, load: Mapping[str, float], links: tuple[Link, ...], max_frac: float | None = None,
@@ -220,12 +226,13 @@ class FusionProblem:
         if not (all(type(v) is float and 0.0 <= v < inf for v in values) and type(max_frac) is float
                 and 0.0 < max_frac < inf and type(min_util) is float and 0.0 < min_util <= 1.0):
             return FusionProblem(self.operators, load, links, self.comm, max_frac, min_util,
-                                 self.colocate, self.exlocate, self.unfusable, self.channels, self.apart)
+                                 self.colocate, self.exlocate, self.unfusable, self.channels, self.apart,
+                                 self.acyclic)
         new = object.__new__(FusionProblem)
         for name, value in (("operators", self.operators), ("load", load), ("links", links), ("comm", self.comm),
                             ("max_frac", max_frac), ("min_util", min_util), ("colocate", self.colocate),
                             ("exlocate", self.exlocate), ("unfusable", self.unfusable),
-                            ("channels", self.channels), ("apart", self.apart)):
+                            ("channels", self.channels), ("apart", self.apart), ("acyclic", self.acyclic)):
             object.__setattr__(new, name, value)
         new.__dict__["shared"] = self.shared
         return new
@@ -335,6 +342,8 @@ def _validate(p: FusionProblem) -> list[str]:
         problems += _validate_groups(kind, groups, min_size, seen)
     problems += _validate_channels(p.channels, seen)
     problems += _validate_apart(p.apart, seen)
+    if not isinstance(p.acyclic, bool):
+        problems.append(f"acyclic must be a bool; got {p.acyclic!r}")
     return problems
 
 

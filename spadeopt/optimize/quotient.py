@@ -160,7 +160,7 @@ class Quotient:
             colocate, exlocate, unfusable, channels, apart = self.groups
             first = self._first[key] = FusionProblem(self.kept, kload, links, physical.comm, physical.max_frac,
                                                      physical.min_util, colocate, exlocate, unfusable, channels,
-                                                     apart)
+                                                     apart, physical.acyclic)
             return first
         return first.rescaled(kload, links)
 
@@ -187,7 +187,7 @@ def quotient_fuse(quotient: Quotient, physical: FusionProblem, absorb: bool = Tr
     problem = quotient.problem(physical)
     got = greedy_then_absorb(problem, steps=False) if absorb else greedy_fuse(problem)
     parts = quotient.expand(got.partitions)
-    if quotient.check and not legal(parts, physical):
+    if (quotient.check or physical.acyclic) and not legal(parts, physical):  # acyclic: a replica may close a cycle
         return None
     obj, comp = partition_loads(parts, physical)
     return FusionResult(parts, obj, got.objective_initial, (), saturation_warnings(parts, physical, comp),

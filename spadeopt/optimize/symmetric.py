@@ -36,7 +36,12 @@ from spadeopt.errors import PlacementInfeasible, SpadeoptError, UsageError
 from spadeopt.optimize.cost import objective, partition_loads
 from spadeopt.optimize.fatm_problem import problem_for
 from spadeopt.optimize.greedy_fuse import greedy_then_absorb
-from spadeopt.optimize.legality import channels_of, exclusion_groups, initial_partitions
+from spadeopt.optimize.legality import (
+    channels_of,
+    exclusion_groups,
+    initial_partitions,
+    pe_cycle_of,
+)
 from spadeopt.optimize.placement import Placement, pe_graph, place, round_robin
 from spadeopt.optimize.problem import FusionProblem, Link
 from spadeopt.optimize.rate import scale
@@ -83,7 +88,8 @@ def outside_groups(outside: Sequence[str], problem: FusionProblem) -> list[list[
     sub = FusionProblem.build(outside, {o: problem.load[o] for o in outside}, links, problem.comm, max_frac=1.0,
                               min_util=problem.min_util,
                               colocate=within(problem.colocate),
-                              exlocate=within(problem.exlocate), unfusable=within(problem.unfusable))
+                              exlocate=within(problem.exlocate), unfusable=within(problem.unfusable),
+                              acyclic=problem.acyclic)
     return [list(part) for part in greedy_then_absorb(sub).partitions]
 
 
@@ -149,7 +155,9 @@ def symmetric_groups(physical_ops: Sequence[str], regions: Sequence[Region], loa
 
 
 def legal(groups: Sequence[Sequence[str]], problem: FusionProblem) -> bool:
-    """Whether ``groups`` keep colocation groups whole and every exclusion and channel rule.
+    """Whether ``groups`` keep colocation groups whole and every exclusion and channel rule
+    (and, with ``problem.acyclic``, make no cycle of PEs: FALL's shape, the split and the
+    merge in one PE around the channels, does).
     The problem's initial partitions and exclusion groups are computed once per problem
     structure (``problem.shared``), not once per member of the family."""
     where = {op: i for i, g in enumerate(groups) for op in g}
@@ -173,7 +181,7 @@ def legal(groups: Sequence[Sequence[str]], problem: FusionProblem) -> bool:
             channels_of(g, problem)
     except UsageError:
         return False
-    return True
+    return not problem.acyclic or pe_cycle_of(groups, problem) is None
 
 
 def placed(groups: Sequence[Sequence[str]], problem: FusionProblem, nodes: int, cores: int,
