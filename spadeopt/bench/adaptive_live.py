@@ -165,12 +165,15 @@ def _figures(sw, sampler: _Sampler, marks: dict[str, Any], steps: dict[str, Any]
     """The run's switches, the timeline (seconds since its first sample) and the answers."""
     t_up = marks.get("t_step_up")
     t0 = sampler.samples[0]["t"] if sampler.samples else time.time()
-    switches = []
-    for s in sw.every if sw.switched else []:
+    switches, kept = [], []
+    for s in sw.every:
+        kept += [{"phase": s.phase, "rule": (k["trigger"] or {}).get("rule"), "reason": k["reason"],
+                  "at_s": round(k["at"] - t0, 3) if k.get("at") else None} for k in s.kept]
         if not s.checkpoint:
             continue
         at = (s.trigger or {}).get("at")
         switches.append({"phase": s.phase, "direction": s.direction or "window", "switched": s.switched,
+                         "rule": (s.trigger or {}).get("rule"), "ahead": s.ahead,
                          "kept": s.predicted.get("chosen") == "start", "reason": s.reason,
                          "trigger_after_step_up_s": round(at - t_up, 3) if at and t_up else None,
                          "at_s": round(at - t0, 3) if at else None, "pause_s": s.pause_s, "widths": (s.after or {}).get("widths"),
@@ -180,7 +183,7 @@ def _figures(sw, sampler: _Sampler, marks: dict[str, Any], steps: dict[str, Any]
     want = _rows(out_dir / "ref" / "out.jsonl")
     return {"app": APP, "cores": cores, "steps": steps, "marks": {k: (round(v - t0, 3) if k.startswith("t_") else v)
                                                                    for k, v in marks.items()},
-            "switches": switches, "after_step_up": after_step(sampler.samples, t_up) if t_up else None,
+            "switches": switches, "kept_without_a_stop": kept, "after_step_up": after_step(sampler.samples, t_up) if t_up else None,
             "latency_by_phase": {str(k): v for k, v in sorted(sampler.latency.items(), key=lambda kv: kv[0] or 0)},
             "entries_written": marks.get("total"), "entries_read": len(rows),
             "answers_identical_per_key": _by_key(rows) == _by_key(want) and len(want) == marks.get("total"),
@@ -210,9 +213,12 @@ def table(doc: dict[str, Any]) -> str:
              f"after the step up: lag peaked at {a.get('peak_lag')} entries {s(a.get('peak_s'))} after it, caught up "
              f"(lag < {CAUGHT_UP}) {s(a.get('caught_up_s'))} after it"]
     for w in doc["switches"]:
-        lines.append(f"switch {w['direction']:<6} after phase {w['phase']}: trigger {s(w['trigger_after_step_up_s'])} "
-                     f"after the step up, pause {s(w['pause_s'])}, then {w['pes']} PE(s) on {w['cores']} core(s), "
-                     f"widths {w['widths'] or 'all 1'}{' (kept the plan)' if w['kept'] else ''}")
+        lines.append(f"switch {w['direction']:<6} after phase {w['phase']}: trigger ({w['rule']}) "
+                     f"{s(w['trigger_after_step_up_s'])} after the step up, pause {s(w['pause_s'])}"
+                     f"{' (decided before the stop)' if w['ahead'] else ''}, then {w['pes']} PE(s) on {w['cores']} "
+                     f"core(s), widths {w['widths'] or 'all 1'}{' (kept the plan)' if w['kept'] else ''}")
+    for k in doc.get("kept_without_a_stop", []):
+        lines.append(f"kept without a stop in phase {k['phase']} at {s(k['at_s'])} ({k['rule']}): {k['reason']}")
     for phase, lat in doc["latency_by_phase"].items():
         lines.append(f"phase {phase}: sink latency p50 {lat['p50_ms']} ms, p99 {lat['p99_ms']} ms ({lat['count']} markers)")
     lines.append(f"entries: {doc['entries_written']} written, {doc['entries_read']} read; answers "

@@ -285,6 +285,8 @@ def _offerer(heap: list[_Candidate], book: PartitionBook, rule: str) -> Callable
                 if get(r, c) != c:
                     return  # illegal: two channels of one parallel region would share a PE
         oper = pa.oper + pb.oper
+        if oper > max_frac:
+            return  # saturated whatever crosses it (a communication load is >= 0): no comm cost to price
         na, nb = pa.nbr, pb.nbr
         r_ab, b_ab = na[b]
         if pa.n_ext + pb.n_ext == 0 and len(na) == 1 and len(nb) == 1:

@@ -21,7 +21,7 @@ from spadeopt.runtime.merges import read_splits as fission_read_splits
 IDLE_SLEEP = 0.001  # s: drive_sources' first back-off when every source of the PE was idle for a round
 IDLE_SLEEP_MAX = 0.01  # s: the longest back-off (doubling from IDLE_SLEEP), never above max_batch_delay
 LAG_EVERY = 1.0  # s between two lag() calls of a live source (made in the sources thread)
-THREAD_CPU_EVERY = 0.5  # s: the sources thread samples its CPU at most this often (every 64 batches or idle turn)
+THREAD_CPU_EVERY = 0.1  # s: a source's thread CPU is sampled this often (runtime.pe_samples' snapshots use it)
 
 
 def check_shape(what: str, batch: list, arity: int) -> None:
@@ -134,14 +134,14 @@ class SourceDriving:
         thread_point = self.point(name, "thread", "thread") if self.profiler else None
         if thread_point:
             thread_point.sample_thread(self._source_cpu_ns(name))
-        n, next_cpu = 0, 0.0
+        next_cpu = 0.0
         try:
             src.open()
             for batch in (self._live_batches(name, src, size) if src.live else self._batches(src, size)):
-                if thread_point and (n % 64 == 0 or not batch) and time.time() >= next_cpu:
-                    thread_point.sample_thread(self._source_cpu_ns(name))  # at least twice a second:
-                    next_cpu = time.time() + THREAD_CPU_EVERY  # a live snapshot has a recent one too
                 if not batch:
+                    if thread_point and time.time() >= next_cpu:  # an idle live source's turns cost CPU too
+                        thread_point.sample_thread(self._source_cpu_ns(name))
+                        next_cpu = time.time() + THREAD_CPU_EVERY
                     yield batch
                     continue
                 if arity is not None:
@@ -161,7 +161,9 @@ class SourceDriving:
                 if now >= next_marker:  # the batch went through this PE's operators: a latency marker
                     self._mark(name, came_in, now)
                     next_marker = now + MARK_EVERY
-                n += 1
+                if thread_point and now >= next_cpu:  # by time, not batches: a live snapshot's is recent
+                    thread_point.sample_thread(self._source_cpu_ns(name))
+                    next_cpu = now + THREAD_CPU_EVERY
         finally:
             if src.live:
                 self._sample_lag(name, src)
