@@ -128,6 +128,9 @@ def run_adaptive(app_ref: str, params: Mapping[str, str] | None, *, nodes: int, 
                      "up with the feed): no switch, "
                      "the run is phase 1's" if live else "the sources ended before the measurement window and a "
                      "checkpoint after it: no switch, the run is phase 1's")
+        if ahead is not None and ahead.asked and not live:
+            sw.reason = ("the sources ended while the switch was being decided (after the measurement window): no "
+                         "switch, the run is phase 1's; a longer run, or a shorter --adapt-after, leaves time for it")
         options.say(f"adaptive: {sw.reason}")
         return _finished(result, work / "phase1-out", options.out), sw
     sw.checkpoint, sw.measured_s, sw.trigger = stop["checkpoint"], stop["measured_s"], stop.get("lag")

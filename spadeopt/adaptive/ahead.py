@@ -4,8 +4,8 @@ A switch used to stop the phase at a checkpoint first, then refine its samples (
 plan (FATM) while every PE was down: the pause held both. In a local run the driver now
 asks the running PEs for their samples so far (``runtime.pe_samples``: each instrumented
 PE writes its sample file and answers with the request's number), refines and plans while
-the phase goes on, and stops at the next checkpoint only when the decision changes the
-plan. The pause is then the stop, the drain and the restore. A decision that keeps a live
+the phase goes on, and stops only when the decision changes the plan: at a checkpoint that
+completed since the decision began (at once, if one did), else at the next. The pause is then the stop, the drain and the restore. A decision that keeps a live
 run's plan costs no stop at all: it is recorded in the phase's ``Switch.kept`` and the
 rule that asked goes quiet for the rest of the phase (the hysteresis record 073 gave
 kept switches). A bounded run's kept decision still switches to the plan's production
@@ -27,7 +27,7 @@ from spadeopt.adaptive.switch import Switch
 from spadeopt.atomic import write_atomic
 from spadeopt.runtime.pe_samples import SAMPLES_FILE, answer_path
 
-SNAPSHOT_TIMEOUT = 5.0  # s for every PE to write its samples so far
+SNAPSHOT_TIMEOUT = 15.0  # s for every PE to write its samples so far (notional's 42 MB at 0.2 %: several s)
 
 
 def local(master: str | None) -> bool:
@@ -69,10 +69,12 @@ class Ahead:
         self.sw, self.plan_it, self.phase_build, self.run_dir = sw, plan_it, build, run_dir
         self.say, self.live = say, live
         self.build: Any = None
+        self.asked = False  # a decision was begun (a run that ends meanwhile ends unswitched)
 
     def __call__(self, said: dict[str, Any] | None, wall_s: float) -> bool:
         sw = self.sw
         t0 = time.time()
+        self.asked = True
         if not snapshot(self.phase_build, self.run_dir):
             self.say(f"adaptive: phase {sw.phase}'s PEs did not write their samples within {SNAPSHOT_TIMEOUT:g} s: "
                      f"it stops first and the switch is decided in the pause")

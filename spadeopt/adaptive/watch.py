@@ -63,8 +63,8 @@ def measure(build, store, adapt: AdaptOptions, options: RunOptions, run_dir: Pat
                     if trigger is None:
                         return  # a bounded phase kept: it runs to its end
                     trigger.quiet()
-                seen = len(rec.coord.completed)  # stop at a checkpoint after the decision
-                continue
+                    seen = len(rec.coord.completed)
+                continue  # switching: stop at a checkpoint completed since the decision began (at once, if one did)
             if len(coord.completed) > seen:  # a checkpoint completed after the window: stop at it
                 stop.update(checkpoint=coord.completed[-1], t_checkpoint=coord.t_last,
                             measured_s=round(time.time() - running, 3))

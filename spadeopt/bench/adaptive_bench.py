@@ -71,7 +71,7 @@ def run(app_ref: str, out_dir: Path, params: Mapping[str, str] | None = None, co
                                        options=RunOptions(progress=log, out=out_dir / "adaptive-out"), adapt=adapt)
     doc = {"app": graph.name, "app_ref": app_ref, "params": dict(params or {}), "cores": cores,
            "adapt_after_s": adapt_after, "switched": sw.switched, "reason": sw.reason, "pause_s": sw.pause_s,
-           "timings": sw.timings, "refused": sw.refused,
+           "timings": sw.timings, "refused": sw.refused, "decided_before_the_stop": sw.ahead,
            "phase1": {k: sw.before.get(k) for k in ("strategy", "pes", "widths", "steady_rate", "rate")},
            "phase2": {k: sw.after.get(k) for k in ("strategy", "pes", "widths", "steady_rate", "rate")},
            "static_fatm": {"pes": len(explain["pes"]), "widths": explain.get("fission", {}).get("widths"),
@@ -99,8 +99,9 @@ def table(doc: Mapping[str, Any]) -> str:
     return "\n".join([
         f"bench adaptive: {doc['app']} ({doc['app_ref']}) {doc['params']}, 1 x {doc['cores']} cores",
         f"switched {doc['switched']}: {doc['reason']}",
-        f"pause {pause} (refine {t.get('refine_s', 0):.2f} s, plan {t.get('plan_s', 0):.2f} s; warm-up before "
-        f"phase 1 {t.get('warm_up_s', 0):.2f} s)",
+        f"pause {pause} ({'decided before the stop: ' if doc.get('decided_before_the_stop') else ''}refine "
+        f"{t.get('refine_s', 0):.2f} s, plan {t.get('plan_s', 0):.2f} s; warm-up before phase 1 "
+        f"{t.get('warm_up_s', 0):.2f} s)",
         f"phase 1 {p1['strategy']} ({p1['pes']} PE(s), instrumented): steady {rate(p1['steady_rate'])}",
         f"phase 2 {p2.get('strategy')} ({p2.get('pes')} PE(s), widths {p2.get('widths')}): steady "
         f"{rate(p2.get('steady_rate'))}",
