@@ -89,24 +89,38 @@ IDLE_WINDOW_S = 6.0  # s of samples the idle rule looks at (longer than the lag'
 IDLE_CPU = 0.4  # cores: the busiest PE used less than this in every sample of the window
 
 
-class IdleWatch:
-    """The idle rule of the module doc, fed ``(time, lag, busiest PE's CPU, sources' rate)``."""
+class _Window:
+    """Readings ``(time, lag, busiest PE's CPU, x)`` over the last ``window`` seconds, one
+    before it kept (the window's start); ``add`` takes one and says whether ``holds``."""
 
-    def __init__(self, window: float = IDLE_WINDOW_S, cpu: float = IDLE_CPU, min_growth: int = MIN_GROWTH) -> None:
-        self.window, self.cpu, self.min_growth = window, cpu, min_growth
+    window: float
+    min_growth: int
+
+    def __init__(self) -> None:
         self.samples: deque[tuple[float, int, float, float]] = deque()
 
-    def add(self, t: float, lag: int, busiest: float, rate: float) -> bool:
-        self.samples.append((t, lag, busiest, rate))
+    def add(self, t: float, lag: int, busiest: float, x: float) -> bool:
+        self.samples.append((t, lag, busiest, x))
         while len(self.samples) > 2 and self.samples[1][0] <= t - self.window:
             self.samples.popleft()
-        return self.idle()
-
-    def idle(self) -> bool:
         if len(self.samples) < 2 or self.samples[-1][0] - self.samples[0][0] < self.window:
             return False
         first = self.samples[0][1]
-        return all(cpu < self.cpu and lag - first < self.min_growth for _, lag, cpu, _ in list(self.samples)[1:])
+        return all(self.holds(lag - first, busy, x) for _, lag, busy, x in list(self.samples)[1:])
+
+    def holds(self, grew: int, busiest: float, x: float) -> bool:
+        raise NotImplementedError
+
+
+class IdleWatch(_Window):
+    """The idle rule of the module doc, fed ``(time, lag, busiest PE's CPU, sources' rate)``."""
+
+    def __init__(self, window: float = IDLE_WINDOW_S, cpu: float = IDLE_CPU, min_growth: int = MIN_GROWTH) -> None:
+        super().__init__()
+        self.window, self.cpu, self.min_growth = window, cpu, min_growth
+
+    def holds(self, grew: int, busiest: float, x: float) -> bool:
+        return busiest < self.cpu and grew < self.min_growth
 
     def said(self) -> dict:
         """The window's busiest CPU, mean sources' rate, newest lag and span (the switch's trigger)."""
@@ -119,28 +133,18 @@ MAX_FRAC_WINDOW_S = 4.0  # s a PE must stay above MaxFrac (as the lag rule's win
 IDLE_CORES = 0.75  # cores the PEs must leave unused for the MaxFrac rule (most of a core: room to widen)
 
 
-class SaturatedWatch:
+class SaturatedWatch(_Window):
     """The MaxFrac rule of the module doc, fed ``(time, lag, busiest PE's CPU, the PEs' CPU)``."""
 
     def __init__(self, cores: int, window: float = MAX_FRAC_WINDOW_S, max_frac: float | None = None,
                  idle: float = IDLE_CORES, min_growth: int = MIN_GROWTH) -> None:
+        super().__init__()
         if max_frac is None:
             from spadeopt.optimize.problem import DEFAULT_MAX_FRAC as max_frac
         self.cores, self.window, self.max_frac, self.idle, self.min_growth = cores, window, max_frac, idle, min_growth
-        self.samples: deque[tuple[float, int, float, float]] = deque()
 
-    def add(self, t: float, lag: int, busiest: float, total: float) -> bool:
-        self.samples.append((t, lag, busiest, total))
-        while len(self.samples) > 2 and self.samples[1][0] <= t - self.window:
-            self.samples.popleft()
-        return self.saturated()
-
-    def saturated(self) -> bool:
-        if len(self.samples) < 2 or self.samples[-1][0] - self.samples[0][0] < self.window:
-            return False
-        first = self.samples[0][1]
-        return all(busy >= self.max_frac and self.cores - total >= self.idle and first - lag < self.min_growth
-                   for _, lag, busy, total in list(self.samples)[1:])
+    def holds(self, grew: int, busiest: float, x: float) -> bool:
+        return busiest >= self.max_frac and self.cores - x >= self.idle and -grew < self.min_growth
 
     def said(self) -> dict:
         """The window's least busiest-PE CPU, most CPU of all PEs, newest lag and span."""
