@@ -191,7 +191,8 @@ def _decider(app, graph, build, run_dir: Path, work: Path, store, adapt: AdaptOp
     (``choose.measured_slower``), else ``choose.replan``; and the ``ahead.Ahead`` that makes
     it while the phase runs (None on a cluster). Each decision of the phase gets its own
     directory under ``work``."""
-    from spadeopt.adaptive.ahead import Ahead, local
+    from spadeopt.adaptive.ahead import Ahead
+    from spadeopt.deploy.masters import is_local_mode
 
     def decide(s: Switch, wall_s: float, running: bool = False):
         where = work / f"decision{len(s.kept)}" if s.kept else work
@@ -201,7 +202,7 @@ def _decider(app, graph, build, run_dir: Path, work: Path, store, adapt: AdaptOp
                               cores, running)
 
     ahead = Ahead(sw, partial(decide, running=True), build, run_dir, options.say, live) \
-        if local(options.master) else None
+        if is_local_mode(options.master) else None
     return decide, ahead
 
 

@@ -30,11 +30,6 @@ from spadeopt.runtime.pe_samples import SAMPLES_FILE, answer_path
 SNAPSHOT_TIMEOUT = 15.0  # s for every PE to write its samples so far (notional's 42 MB at 0.2 %: several s)
 
 
-def local(master: str | None) -> bool:
-    """Whether the run's PEs write where the driver reads (Spark's local mode)."""
-    return master is None or master == "local" or master.startswith("local[")
-
-
 def snapshot(build, run_dir: Path, timeout: float = SNAPSHOT_TIMEOUT) -> bool:
     """Ask the running phase's PEs (of ``build``, sampling into ``run_dir``) for their
     samples so far; True once every one has answered."""
@@ -92,7 +87,8 @@ class Ahead:
             sw.kept.append({"at": said and said.get("at"), "trigger": said, "reason": sw.reason,
                             "predicted": sw.predicted, "refused": sw.refused, "timings": sw.timings})
             self.say(f"adaptive: phase {sw.phase} keeps its plan, without a stop: {sw.reason}")
-            sw.predicted, sw.refused, sw.timings, sw.trigger = {}, [], {}, None
+            sw.predicted, sw.refused, sw.trigger = {}, [], None
+            sw.timings = {k: v for k, v in sw.timings.items() if k == "warm_up_s"}  # the run's, not the decision's
             return False
         self.build, sw.ahead = build, True
         return True

@@ -168,7 +168,7 @@ def measured_slower(into: Switch, said: dict | None) -> str | None:
 def switch_back(app, graph, work: Path, store, previous, sw: Switch, why: str):
     """The build of the plan ``previous`` (the phase before the one ``sw`` ends), if the
     checkpoint resumes under it (``sw.predicted["chosen"] == "back"``), else None."""
-    build = api.generate(graph, replace(previous, instrumented=False, checkpoints=True), work / "back", app[1])
+    build = _production(graph, previous, work / "back", app)
     if not _resumable(build, store, sw, f"phase {sw.phase - 1}'s plan"):
         return None
     sw.reason = f"{why}: switching back to phase {sw.phase - 1}'s plan ({label(previous)})"
@@ -203,7 +203,12 @@ def _resumable(build, store, sw: Switch, what: str) -> bool:
 def _keep(graph, base, work: Path, app, sw: Switch):
     """The running plan's build (production, checkpoints on): the decision keeps the plan."""
     sw.predicted.update(chosen="start", gain=1.0)
-    return api.generate(graph, replace(base, checkpoints=True), work / "start", app[1])
+    return _production(graph, base, work / "start", app)
+
+
+def _production(graph, plan, out: Path, app):
+    """``plan``'s production build (not instrumented, checkpoints on: every phase takes them)."""
+    return api.generate(graph, replace(plan, instrumented=False, checkpoints=True), out, app[1])
 
 
 def cannot_resume(build, store) -> str | None:

@@ -28,6 +28,7 @@ from spadeopt.deploy.checkpoint_rescale import load_facts
 from spadeopt.deploy.checkpoint_store import Checkpoint, CheckpointStore, finish_sinks
 from spadeopt.deploy.options import SettingsChange
 from spadeopt.errors import UsageError
+from spadeopt.model.cycles import first_cycle
 from spadeopt.plan.deployment import Deployment
 
 IN_PLACE = "in place"  # a restart by the live agents, in the same Spark stage
@@ -39,26 +40,7 @@ def pe_cycle(deploy: Deployment) -> list[str] | None:
     cross one: a PE forwards barrier ``n`` only once it has it on every input link, and
     on a cycle each PE waits for the other (FMAN on bargain fuses the source with the
     final merges, so the source's PE feeds the group PEs that feed it back)."""
-    succ = deploy.pe_successors()
-    state: dict[str, int] = {}
-    path: list[str] = []
-
-    def visit(pe: str) -> list[str] | None:
-        state[pe] = 1
-        path.append(pe)
-        for nxt in sorted(succ.get(pe, ())):
-            if state.get(nxt) == 1:
-                return path[path.index(nxt):] + [nxt]
-            if nxt not in state and (found := visit(nxt)):
-                return found
-        path.pop()
-        state[pe] = 2
-        return None
-
-    for pe in sorted({p.pe for p in deploy.pes}):
-        if pe not in state and (found := visit(pe)):
-            return found
-    return None
+    return first_cycle(sorted({p.pe for p in deploy.pes}), deploy.pe_successors())
 
 
 

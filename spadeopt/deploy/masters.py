@@ -54,6 +54,12 @@ def parse_master(url: str, flag: str = "--master") -> Master:
 
 
 
+def is_local_mode(master: str | None) -> bool:
+    """Is ``master`` Spark's local mode (None: the default, ``local[2]``)? Its tasks run in
+    the driver's own JVM on the driver's file system: a run's PEs write where it reads."""
+    return master is None or bool(_LOCAL.fullmatch(master.strip()))
+
+
 def is_local(master: str) -> bool:
     """Does ``master`` run every executor on this machine? (Any other string, valid or
     not, is treated as a real cluster: spark-submit may pass masters spadeopt never parses.)"""

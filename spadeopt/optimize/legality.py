@@ -47,6 +47,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from spadeopt.errors import OptimizeError, UsageError
+from spadeopt.model.cycles import first_cycle
 from spadeopt.optimize.problem import FusionProblem, fmt_names
 
 
@@ -292,25 +293,8 @@ def _bounded(start: int, step: Mapping[int, set[int]], keep: Callable[[int], boo
 def pe_cycle_of(partitions: Iterable[Iterable[str]], problem: FusionProblem) -> list[frozenset[str]] | None:
     """A cycle of ``partitions`` along ``problem``'s links (``[p, q, ..., p]``), or None."""
     parts = [frozenset(p) for p in partitions]
-    succ = PeGraph(problem, dict(enumerate(parts))).succ
-    state: dict[int, int] = {}
-    for start in range(len(parts)):
-        if start in state:
-            continue
-        path, stack = [start], [iter(sorted(succ[start]))]
-        state[start] = 1
-        while stack:
-            nxt = next(stack[-1], None)
-            if nxt is None:
-                state[path.pop()] = 2
-                stack.pop()
-            elif state.get(nxt) == 1:
-                return [parts[i] for i in path[path.index(nxt):]] + [parts[nxt]]
-            elif nxt not in state:
-                state[nxt] = 1
-                path.append(nxt)
-                stack.append(iter(sorted(succ[nxt])))
-    return None
+    cycle = first_cycle(range(len(parts)), PeGraph(problem, dict(enumerate(parts))).succ)
+    return None if cycle is None else [parts[i] for i in cycle]
 
 
 def channels_of(members, problem: FusionProblem) -> dict[int, int] | None:

@@ -124,14 +124,14 @@ class Profiler:
         then the key samplers' counts (``dir`` "in", metric ``key``). ``live``: the samples
         so far, taken from another thread while the PE runs (``MetricRecorder.samples``)."""
         out: list[SampleRecord] = []
-        for key in sorted(list(self._points)):
+        for key in sorted(self._points):
             rec = self._points[key]
             for sub, metric, (ts, value) in rec.samples(live):
                 out.append(SampleRecord(self.pe, key.op, key.port, key.dir, sub, metric, ts, value))
-        for (op, port), keys in sorted(list(self._keys.items())):
+        for (op, port), keys in sorted(self._keys.items()):
             out += [SampleRecord(self.pe, op, port, "in", sub, "key", ts, n) for sub, ts, n in keys.records()]
         return out
 
-    def write(self, run_dir: str | os.PathLike[str]) -> Path:
-        """Write ``dump()`` to ``RUN_DIR/raw/<pe>.jsonl`` (atomically); return the path."""
-        return write_pe_samples(run_dir, self.pe, self.dump())
+    def write(self, run_dir: str | os.PathLike[str], live: bool = False) -> Path:
+        """Write ``dump(live)`` to ``RUN_DIR/raw/<pe>.jsonl`` (atomically); return the path."""
+        return write_pe_samples(run_dir, self.pe, self.dump(live))

@@ -453,9 +453,10 @@ class MetricRecorder:
             put(None, "thread_cpu", self._thread.kept())
             return out
         w = self._width
-        flat = self._flat if self._lead is None else self._follower_flat(live)
-        if live:
-            flat = flat[: len(flat) - len(flat) % w]
+        if self._lead is not None:
+            flat = self._follower_flat(live)  # whole records only
+        else:
+            flat = self._flat[: len(self._flat) - len(self._flat) % w] if live else self._flat
         ts = flat[0::w]
         counts = set(zip(ts, flat[1::w], strict=True))
         counts.update(c for c in (self._first, self._last) if c is not None)

@@ -4,7 +4,7 @@ switch while the phase runs: docs/decisions/076-adaptive-decides-before-it-stops
 The driver writes a number into the samples request (``SAMPLES_FILE``, beside the run's
 stop file in a local run's ``progress/``). Each instrumented PE polls it every
 ``runtime.pe.STOP_POLL`` seconds; when the number changes it writes its samples so far to
-its sample file (``RUN/raw/<pe>.jsonl``, atomically, as at its end: ``Profiler.dump(live=True)``)
+its sample file (``RUN/raw/<pe>.jsonl``, atomically, as at its end: ``Profiler.write(live=True)``)
 and then the number to ``RUN/raw/<pe>.snapshot``. Once every PE's answer holds the number,
 the run directory is a profiling run the refinement reads. The PE's end writes its
 samples again, over the snapshot. Cost: nothing on the hot path; a snapshot takes this
@@ -19,7 +19,7 @@ from pathlib import Path
 
 from spadeopt.atomic import write_atomic
 from spadeopt.errors import SpadeoptError
-from spadeopt.profiling.records import pe_file, write_pe_samples
+from spadeopt.profiling.records import pe_file
 
 SAMPLES_FILE = "samples"  # the request, in a local run's progress directory
 ANSWER_SUFFIX = ".snapshot"  # RUN/raw/<pe>.snapshot: the request number a PE's sample file answers
@@ -46,7 +46,7 @@ def watch(pe: str, profiler, run_dir: str, stop_file: str, done: threading.Event
         last = number
         for _ in range(TRIES):
             try:
-                write_pe_samples(run_dir, pe, profiler.dump(live=True))
+                profiler.write(run_dir, live=True)
             except (ValueError, RuntimeError, SpadeoptError):
                 continue
             write_atomic(answer_path(run_dir, pe), number)
